@@ -1,0 +1,33 @@
+"""The `suture` command line. Each command family lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="suture",
+    help="Assemble the context a RAG system hands to its language model.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    # Each module adds its commands to `app` when imported.
+    from suture.cli import index_commands  # noqa: F401
+
+    for optional in ("eval_commands", "sprout_commands"):
+        try:
+            __import__(f"suture.cli.{optional}")
+        except ModuleNotFoundError as exc:  # module not written yet
+            if exc.name != f"suture.cli.{optional}":
+                raise
+
+
+def main() -> None:
+    _register()
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,212 @@
+"""`suture eval` and `suture sweep`: measure policies on a labelled benchmark."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from suture.cli import app
+from suture.exceptions import SutureError
+
+if TYPE_CHECKING:
+    from suture.evaluation.benchmarks import Benchmark
+
+DEFAULT_POLICIES = "topk,window,window2,parent,scar"
+
+
+def _command_line() -> str:
+    return "suture " + shlex.join(sys.argv[1:])
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    return typer.Exit(code=2)
+
+
+def _load(
+    benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None
+) -> Benchmark:
+    from suture.evaluation.benchmarks import is_beir_folder, load_benchmark, write_beir_corpus
+
+    if is_beir_folder(benchmark) and corpus is None:
+        corpus = write_beir_corpus(benchmark, out / "beir_corpus")
+    loaded = load_benchmark(benchmark, corpus, split=split)
+    return loaded.subset(limit) if limit else loaded
+
+
+BenchmarkOpt = Annotated[Path, typer.Option(
+    "--benchmark", "-b", help="LegalBench-RAG JSON file, or a BEIR folder (corpus.jsonl, "
+    "queries, qrels).")]
+CorpusOpt = Annotated[Path | None, typer.Option(
+    help="Folder the benchmark's file paths are relative to (LegalBench-RAG; a first "
+    "path component that does not exist is stripped). BEIR: defaults to OUT/beir_corpus, "
+    "where the documents are written as <id>.txt.")]
+IndexOpt = Annotated[Path | None, typer.Option(
+    "--index", help="Index folder; built from the corpus when missing (default OUT/index).")]
+EmbedderOpt = Annotated[str | None, typer.Option(
+    help="Embedder for a new index (default minilm); must match an existing one.")]
+ScopeOpt = Annotated[str, typer.Option(
+    help="'benchmark' indexes only the files the queries point into (LegalBench-RAG-mini "
+    "style), 'all' the whole corpus folder. BEIR always indexes the whole corpus.")]
+SplitOpt = Annotated[str, typer.Option(help="BEIR split (queries_<split>.jsonl, qrels).")]
+LimitOpt = Annotated[int | None, typer.Option(help="Only the first N queries (smoke runs).")]
+ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars.")]
+
+
+@app.command("eval")
+def eval_command(
+    benchmark: BenchmarkOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    corpus: CorpusOpt = None,
+    index: IndexOpt = None,
+    policies: Annotated[str, typer.Option(
+        help="Comma-separated policies, or 'all'.")] = DEFAULT_POLICIES,
+    k: Annotated[str, typer.Option(
+        "--k", help="First-stage hits per query: 5, or a list like 1,3,5 (IE@1/3/5 needs all "
+        "three; tables use 5 when run, else the largest).")] = "5",
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="Policy parameter, repeatable: scar.lam=0.5, window.width=2 "
+        "(values parsed as JSON, else text).")] = None,
+    params_json: Annotated[str | None, typer.Option(
+        help='Policy parameters as JSON: {"scar": {"lam": 0.5, "tau": 0.1}}.')] = None,
+    embedder: EmbedderOpt = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        help="Token budget per context (default: none).")] = None,
+    baselines: Annotated[str, typer.Option(
+        help="Policies every other one is compared against (when run).")] = "window,topk",
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    corpus_scope: ScopeOpt = "benchmark",
+    split: SplitOpt = "test",
+    limit: LimitOpt = None,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
+    progress: ProgressOpt = True,
+) -> None:
+    """Run policies over a labelled benchmark; write runs, results.json, report.md, plots."""
+    from suture.evaluation.runner import (
+        evaluate,
+        open_or_build_index,
+        parse_ks,
+        parse_policy_specs,
+    )
+    from suture.policies import policy_names
+
+    started = time.perf_counter()
+    try:
+        names = ",".join(policy_names()) if policies.strip() == "all" else policies
+        specs = parse_policy_specs(names, param or (), params_json)
+        ks = parse_ks(k)
+        out.mkdir(parents=True, exist_ok=True)
+        loaded = _load(benchmark, corpus, out, split, limit)
+        idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
+                                  scope=corpus_scope, show_progress=progress)
+        built = time.perf_counter()
+        result = evaluate(
+            idx, loaded, specs, ks,
+            baselines=[b.strip() for b in baselines.split(",") if b.strip()],
+            resamples=resamples, seed=seed, max_tokens=max_tokens, show_progress=progress,
+        )
+        result.write(out, command=_command_line(), plots=plots)
+    except SutureError as exc:
+        raise _fail(exc) from None
+    done = time.perf_counter()
+    _print_summary(result.to_json())
+    typer.echo(
+        f"wrote {out}/report.md, results.json and runs/ "
+        f"(index ready in {built - started:.1f}s, evaluation {done - built:.1f}s)"
+    )
+
+
+def _print_summary(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    k = results["settings"]["primary_k"]
+    doc_level = results["benchmark"]["level"] == "document"
+    columns = (("doc_recall", "doc recall", True), ("mrr", "MRR", False)) if doc_level else (
+        ("chunk_recall", "chunk recall", True), ("span_recall", "span recall", True),
+        ("ie", "IE", False))
+    table = Table(title=f"{results['benchmark']['name']} (k = {k})")
+    table.add_column("policy")
+    for _, title, _ in columns:
+        table.add_column(title, justify="right")
+    for title in ("chunks", "tokens"):
+        table.add_column(title, justify="right")
+    for label, per_k in results["results"].items():
+        s = per_k[f"k={k}"]["all"]
+        cells = [
+            "–" if s[key] is None else (f"{s[key] * 100:.1f}%" if pct else f"{s[key]:.4f}")
+            for key, _, pct in columns
+        ]
+        table.add_row(label, *cells, f"{s['chunks']:.2f}", f"{s['tokens']:.0f}")
+    Console().print(table)
+
+
+@app.command("sweep")
+def sweep_command(
+    benchmark: BenchmarkOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    corpus: CorpusOpt = None,
+    index: IndexOpt = None,
+    embedder: EmbedderOpt = None,
+    k: Annotated[int, typer.Option("--k", help="First-stage hits per query.")] = 5,
+    lam: Annotated[str, typer.Option(help="λ values (0 = no continuity penalty).")] =
+        "0,0.1,0.25,0.5,0.75,1",
+    tau: Annotated[str, typer.Option(help="τ values.")] = "0,0.1,0.3,0.5,0.7,0.8,0.9",
+    radius: Annotated[str, typer.Option("--radius", "--r", help="r values.")] = "1,2",
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="Other fixed scar parameters: penalty_against=previous.")] = None,
+    transfer_embedders: Annotated[str | None, typer.Option(
+        help="Also run the cross-model transfer: window vs scar at one fixed (λ, τ) on each "
+        "of these embedders, e.g. minilm,wordllama,onnx-minilm (an index per embedder under "
+        "--transfer-root).")] = None,
+    transfer_lam: Annotated[float, typer.Option(help="λ for the transfer runs.")] = 0.1,
+    transfer_tau: Annotated[float, typer.Option(help="τ for the transfer runs.")] = 0.8,
+    transfer_root: Annotated[Path | None, typer.Option(
+        help="Folder of per-embedder indexes (default OUT/indexes).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Token budget per context.")] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    corpus_scope: ScopeOpt = "benchmark",
+    split: SplitOpt = "test",
+    limit: LimitOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Grid over scar's λ, τ and r → Pareto plot of recall against context tokens."""
+    from suture.evaluation.runner import Evaluator, open_or_build_index, parse_param_value
+    from suture.evaluation.sweep import parse_grid, run_sweep, run_transfer
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        loaded = _load(benchmark, corpus, out, split, limit)
+        fixed: dict[str, Any] = {}
+        for item in param or ():
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise typer.BadParameter(f"--param {item!r} must look like name=value")
+            fixed[key.strip().removeprefix("scar.")] = parse_param_value(value.strip())
+        grid = parse_grid({"lam": lam, "tau": tau, "radius": radius})
+        idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
+                                  scope=corpus_scope, show_progress=progress)
+        evaluator = Evaluator(idx, loaded, show_progress=progress, max_tokens=max_tokens)
+        sweep = run_sweep(evaluator, grid, k=k, fixed=fixed)
+        sweep.write(out, command=_command_line())
+        typer.echo(sweep.summary_text())
+        if transfer_embedders:
+            names = [e.strip() for e in transfer_embedders.split(",") if e.strip()]
+            transfer = run_transfer(
+                loaded, names, transfer_root or out / "indexes",
+                scar_params={"lam": transfer_lam, "tau": transfer_tau, **fixed}, k=k,
+                scope=corpus_scope, resamples=resamples, seed=seed, max_tokens=max_tokens,
+                show_progress=progress,
+            )
+            transfer.write(out, command=_command_line())
+            typer.echo(transfer.summary_text())
+    except SutureError as exc:
+        raise _fail(exc) from None
+    typer.echo(f"wrote {out}/sweep.md, sweep.json and pareto.png")

@@ -1,0 +1,27 @@
+"""Ingestion: files and folders → `Document`s with exact extracted text and sections."""
+
+from __future__ import annotations
+
+from suture.documents.ingest import (
+    SUPPORTED_SUFFIXES,
+    Skipped,
+    content_hash,
+    iter_documents,
+    load_document,
+)
+from suture.documents.loaders import PAGE_SEPARATOR, normalise_newlines, title_from_filename
+from suture.documents.sections import Heading, build_sections, detect_sections
+
+__all__ = [
+    "PAGE_SEPARATOR",
+    "SUPPORTED_SUFFIXES",
+    "Heading",
+    "Skipped",
+    "build_sections",
+    "content_hash",
+    "detect_sections",
+    "iter_documents",
+    "load_document",
+    "normalise_newlines",
+    "title_from_filename",
+]

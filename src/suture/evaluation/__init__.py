@@ -1,0 +1,56 @@
+"""Measure policies on labelled benchmarks: span and chunk metrics, paired statistics,
+sweeps and reports (`suture eval`, `suture sweep`)."""
+
+from __future__ import annotations
+
+from suture.evaluation.benchmarks import (
+    Benchmark,
+    BenchmarkQuery,
+    GoldSpan,
+    load_beir,
+    load_benchmark,
+    load_legalbench,
+    write_beir_corpus,
+)
+from suture.evaluation.metrics import (
+    ChunkLayout,
+    aggregate,
+    merge_intervals,
+    query_metrics,
+    span_recall_precision,
+)
+from suture.evaluation.runner import (
+    EvaluationResult,
+    Evaluator,
+    PolicyRun,
+    PolicySpec,
+    evaluate,
+    open_or_build_index,
+    parse_policy_specs,
+)
+from suture.evaluation.stats import PairedComparison, cohens_d_paired, paired_bootstrap
+
+__all__ = [
+    "Benchmark",
+    "BenchmarkQuery",
+    "ChunkLayout",
+    "EvaluationResult",
+    "Evaluator",
+    "GoldSpan",
+    "PairedComparison",
+    "PolicyRun",
+    "PolicySpec",
+    "aggregate",
+    "cohens_d_paired",
+    "evaluate",
+    "load_beir",
+    "load_benchmark",
+    "load_legalbench",
+    "merge_intervals",
+    "open_or_build_index",
+    "paired_bootstrap",
+    "parse_policy_specs",
+    "query_metrics",
+    "span_recall_precision",
+    "write_beir_corpus",
+]

@@ -1,0 +1,219 @@
+"""Render `results.json` as a Markdown report (tables, comparisons, definitions, plots).
+
+The report is a pure function of the results (plus the command and timings), so it
+can be re-rendered from a saved `results.json` without re-running anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from suture.evaluation.stats import format_p
+
+DEFINITIONS = """\
+- **Chunk recall** (SCAR's Recall@K): the gold chunks are the chunks of this index's
+  chunking that overlap a gold span by at least one character; chunk recall is the share
+  of them that are in the context. Queries whose gold overlaps no chunk are not scored.
+- **Chunks**: unique chunks in the context (overlapping pieces are merged, never counted twice).
+- **Chunk efficiency** (SCAR): mean chunk recall ÷ mean chunks per query.
+- **Span recall**: share of gold characters covered by the context; **span precision**:
+  share of context characters that are gold. Overlapping gold spans and overlapping context
+  spans are merged first, so no character counts twice; gold may lie in several files.
+  An empty context has precision 0.
+- **IE** (SproutRAG's information efficiency): span recall × span precision per query,
+  then averaged; IE@k uses the policy run with k first-stage hits.
+- **Hit**: share of queries whose context covers at least one gold character.
+- **Doc recall / doc precision / MRR**: share of gold documents with text in the context,
+  share of context documents that are gold, reciprocal rank of the first gold document in
+  context order.
+- **Characters / tokens**: size of the merged context; tokens are all-MiniLM-L6-v2
+  WordPiece tokens without special tokens (`suture.tokens.count_tokens`).
+- **Boundary-fragmented** queries have gold spans overlapping two or more chunks of this
+  chunking; **atomic** queries overlap exactly one.
+- **Comparisons**: paired bootstrap over queries (resampled with replacement, seeded) of the
+  mean difference A − B; 95% percentile interval; two-sided p-value = share of re-centred
+  resampled means at least as far from 0 as the observed one, (count + 1) / (B + 1);
+  Cohen's d is the paired d_z = mean(A − B) / sd(A − B); change = mean(A) / mean(B) − 1.
+"""
+
+SPAN_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("chunk_recall", "Chunk recall", "pct"),
+    ("span_recall", "Span recall", "pct"),
+    ("span_precision", "Span precision", "pct"),
+    ("ie", "IE", "ie"),
+    ("hit", "Hit", "pct"),
+    ("chunks", "Chunks", "num"),
+    ("characters", "Characters", "int"),
+    ("tokens", "Tokens", "int"),
+    ("chunk_efficiency", "Chunk eff.", "ie"),
+)
+DOCUMENT_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("doc_recall", "Doc recall", "pct"),
+    ("doc_precision", "Doc precision", "pct"),
+    ("mrr", "MRR", "ie"),
+    ("chunk_recall", "Chunk recall", "pct"),
+    ("chunks", "Chunks", "num"),
+    ("tokens", "Tokens", "int"),
+)
+
+
+def fmt(value: Any, kind: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    v = float(value)
+    if kind == "pct":
+        return f"{v * 100:.1f}%"
+    if kind == "ie":
+        return f"{v:.4f}"
+    if kind == "int":
+        return f"{v:,.0f}"
+    return f"{v:.2f}"
+
+
+def _minus(text: str) -> str:
+    return text.replace("-", "−")
+
+
+def metrics_table(
+    results: Mapping[str, Any], k: int, subset: str, columns: Sequence[tuple[str, str, str]]
+) -> str:
+    header = "| Policy | " + " | ".join(c[1] for c in columns) + " |"
+    rule = "|---|" + "---:|" * len(columns)
+    rows = [header, rule]
+    for label, per_k in results["results"].items():
+        summary = per_k[f"k={k}"][subset]
+        cells = [fmt(summary.get(key), kind) for key, _, kind in columns]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def comparison_table(comparisons: Sequence[Mapping[str, Any]], k: int) -> str:
+    rows = [
+        "| A vs B | Metric | A | B | Δ (A − B) | 95% CI | Change | p | d |",
+        "|---|---|---:|---:|---:|---|---:|---|---:|",
+    ]
+    for c in comparisons:
+        if c["k"] != k:
+            continue
+        kind = "pct" if c["metric"] in ("chunk_recall", "span_recall", "hit") else (
+            "ie" if c["metric"] == "ie" else "num")
+        change = c["relative_change"]
+        change_text = _minus(f"{change * 100:+.1f}%") if change is not None else "–"
+        d_text = _minus(f"{c['cohens_d']:.2f}") if c["cohens_d"] is not None else "–"
+        p_value = c["p_value"] if c["p_value"] is not None else math.nan
+        rows.append(
+            f"| {c['policy_a']} vs {c['policy_b']} | {c['metric']} | "
+            f"{fmt(c['mean_a'], kind)} | {fmt(c['mean_b'], kind)} | "
+            f"{_signed(c['mean_diff'], kind)} | "
+            f"[{_signed(c['ci_low'], kind)}, {_signed(c['ci_high'], kind)}] | "
+            f"{change_text} | {format_p(p_value, c['resamples'])} | {d_text} |"
+        )
+    return "\n".join(rows)
+
+
+def _params_text(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in sorted(params.items()))
+
+
+def _signed(value: Any, kind: str) -> str:
+    if value is None:
+        return "–"
+    v = float(value)
+    if kind == "pct":
+        return _minus(f"{v * 100:+.1f} pp")
+    if kind == "ie":
+        return _minus(f"{v:+.4f}")
+    return _minus(f"{v:+.2f}")
+
+
+def headline(comparisons: Sequence[Mapping[str, Any]], k: int) -> list[str]:
+    """Paper-style one-liners: every policy against the first baseline, on size and recall."""
+    lines = []
+    first = next((c["policy_b"] for c in comparisons if c["k"] == k), None)
+    for c in comparisons:
+        if (c["k"] == k and c["policy_b"] == first
+                and c["metric"] in ("chunks", "tokens", "chunk_recall", "doc_recall")):
+            lines.append(f"- {c['summary']}")
+    return lines
+
+
+def render_report(
+    results: Mapping[str, Any],
+    *,
+    figures: Sequence[str] = (),
+    command: str = "",
+    timings: Mapping[str, float] | None = None,
+) -> str:
+    """The Markdown report of one evaluation."""
+    bench = results["benchmark"]
+    index = results["index"]
+    settings = results["settings"]
+    k = settings["primary_k"]
+    columns = DOCUMENT_COLUMNS if bench["level"] == "document" else SPAN_COLUMNS
+    out: list[str] = [f"# Evaluation: {bench['name']}", ""]
+    if command:
+        out += ["Produced by:", "", "```sh", command, "```", ""]
+    out += [
+        f"- Queries: {bench['queries']} ({bench['fragmented']} boundary-fragmented, "
+        f"{bench['atomic']} atomic, {bench['unscorable']} without a gold chunk) over "
+        f"{bench['documents']} gold documents, {bench['gold_spans']} gold spans.",
+        f"- Index: embedder `{index['embedder']}` ({index['dimension']}-d), chunks of "
+        f"{index['chunk_size']} characters with {index['chunk_overlap']} overlap, "
+        f"contextual={index['contextual']}, retriever `{index['retriever']}`; "
+        f"{index['documents']} documents, {index['chunks']} chunks.",
+        f"- k (first-stage hits per query): {', '.join(str(x) for x in settings['ks'])}; "
+        f"tables below use k = {k} unless marked. Token budget: "
+        f"{settings['max_tokens'] if settings['max_tokens'] else 'none'}.",
+        "- Policies: " + "; ".join(
+            f"`{label}` = {p['name']}({_params_text(p['params'])})"
+            for label, p in results["policies"].items()
+        ),
+        "",
+        f"## All queries (k = {k})",
+        "",
+        metrics_table(results, k, "all", columns),
+        "",
+    ]
+    lines = headline(results["comparisons"], k)
+    if lines:
+        out += ["Paired comparisons (bootstrap, B = "
+                f"{settings['bootstrap_resamples']:,}, seed {settings['bootstrap_seed']}):", ""]
+        out += [*lines, ""]
+    out += [
+        f"## Boundary-fragmented queries (k = {k}, n = {bench['fragmented']})", "",
+        metrics_table(results, k, "fragmented", columns), "",
+        f"## Atomic queries (k = {k}, n = {bench['atomic']})", "",
+        metrics_table(results, k, "atomic", columns), "",
+    ]
+    if len(settings["ks"]) > 1:
+        ie_keys = list(next(iter(results["ie"].values())).keys())
+        out += ["## Information efficiency at each k", "",
+                "| Policy | " + " | ".join(ie_keys) + " |",
+                "|---|" + "---:|" * len(ie_keys)]
+        for label, values in results["ie"].items():
+            out.append(f"| {label} | " + " | ".join(fmt(values[key], "ie") for key in ie_keys)
+                       + " |")
+        out.append("")
+        for other in settings["ks"]:
+            if other != k:
+                out += [f"## All queries (k = {other})", "",
+                        metrics_table(results, other, "all", columns), ""]
+    if results["comparisons"]:
+        out += [f"## Paired comparisons (k = {k})", "",
+                comparison_table(results["comparisons"], k), ""]
+    if figures:
+        out += ["## Figures", ""]
+        out += [f"![{name}]({name})" for name in figures]
+        out.append("")
+    out += ["## Definitions", "", DEFINITIONS]
+    if timings:
+        out += ["## Wall time per run (not part of results.json)", "",
+                "| Run | Seconds |", "|---|---:|"]
+        out += [f"| {name} | {seconds:.1f} |" for name, seconds in timings.items()]
+        out.append("")
+    return "\n".join(out)
+
+
+__all__ = ["DEFINITIONS", "comparison_table", "fmt", "metrics_table", "render_report"]

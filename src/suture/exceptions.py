@@ -1,0 +1,58 @@
+"""Every error suture raises on purpose.
+
+    SutureError
+    ├── ConfigurationError          a setting or argument is invalid (names the value and the fix)
+    │   ├── UnknownPluginError      an embedder / policy / retriever name that is not registered
+    │   └── MissingDependencyError  an optional dependency is absent (also an ImportError)
+    ├── DocumentError               one input document could not be read (skipped in batches)
+    ├── IndexError_                 the on-disk index is missing, incompatible or damaged
+    │   └── EmbedderMismatchError   the index was built with another embedder / dimension
+    └── EmbeddingError              the embedder failed (e.g. remote endpoint kept failing)
+
+Messages name the offending value and say how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class SutureError(Exception):
+    """Base class of every error suture raises on purpose."""
+
+
+class ConfigurationError(SutureError, ValueError):
+    """An argument or setting is invalid."""
+
+
+class UnknownPluginError(ConfigurationError, KeyError):
+    """A plug-in name (embedder, policy, retriever) is not registered."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingDependencyError(SutureError, ImportError):
+    """An optional dependency is not installed; the message names the pip command."""
+
+
+class DocumentError(SutureError):
+    """One input document could not be read or decoded."""
+
+
+class IndexError_(SutureError):  # noqa: N801 - avoid shadowing the builtin IndexError
+    """The on-disk index is missing, incompatible or damaged."""
+
+
+class EmbedderMismatchError(IndexError_):
+    """The index was built with a different embedder or dimension."""
+
+
+class EmbeddingError(SutureError):
+    """The embedder failed to produce vectors."""
+
+
+def missing_dependency(package: str, extra: str) -> MissingDependencyError:
+    """Build the error for an absent optional dependency, naming the install command."""
+    return MissingDependencyError(
+        f"{package} is required for this feature but is not installed; "
+        f"install it with: pip install 'suture[{extra}]'"
+    )

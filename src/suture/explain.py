@@ -1,0 +1,124 @@
+"""Readable tables of a policy's decision trace (`retrieve(..., explain=True)`, CLI `--explain`).
+
+Every policy's trace is a list of flat dicts; `render_trace` turns any of them into a
+`rich` table, with friendlier headers, fixed-precision numbers and coloured decisions
+for the columns it knows (SCAR's cosines, b, S, threshold and margin; rerank's ranks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from suture.types import Context
+
+#: column key -> header shown (keys not listed are shown as they are)
+HEADERS: dict[str, str] = {
+    "seed": "hit (seed)",
+    "neighbour": "neighbour",
+    "offset": "offset",
+    "anchor": "penalty vs",
+    "cos_q_seed": "cos(q,c)",
+    "cos_q_neighbour": "cos(q,n)",
+    "cos_anchor_neighbour": "cos(c,n)",
+    "b": "b = 1−cos(c,n)",
+    "S": "S = cos(q,n)−λb",
+    "threshold": "τ·cos(q,c)",
+    "margin": "S − τ·cos(q,c)",
+    "decision": "decision",
+    "chunk": "chunk",
+    "first_stage_rank": "first rank",
+    "first_stage_score": "first score",
+    "rerank_rank": "rerank rank",
+    "rerank_score": "rerank score",
+}
+
+#: decision -> rich style
+DECISION_STYLES: dict[str, str] = {
+    "added": "bold green",
+    "kept": "bold green",
+    "rejected": "red",
+    "dropped": "red",
+    "already a hit": "cyan",
+    "not reached": "dim",
+    "duplicate (kept better)": "dim yellow",
+}
+
+_NUMBER_FORMAT = "{:+.4f}"
+
+
+def trace_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Keys of the trace rows in first-seen order, minus columns that add nothing.
+
+    SCAR's `anchor` is shown only when some penalty was taken against a chunk other
+    than the seed (penalty_against="previous"); then "cos(c,n)" means the anchor.
+    """
+    columns: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            columns.setdefault(key, None)
+    keys = list(columns)
+    if "anchor" in columns and all(row.get("anchor") == row.get("seed") for row in rows):
+        keys.remove("anchor")
+    return keys
+
+
+def format_cell(key: str, value: Any) -> Text:
+    """One cell: numbers to four decimals with a sign, None as a dash, decisions coloured."""
+    if value is None:
+        return Text("—", style="dim")
+    if key == "decision":
+        return Text(str(value), style=DECISION_STYLES.get(str(value), ""))
+    if isinstance(value, bool):
+        return Text(str(value))
+    if isinstance(value, float):
+        return Text(_NUMBER_FORMAT.format(value))
+    if isinstance(value, int) and key == "offset":
+        return Text(f"{value:+d}")
+    return Text(str(value))
+
+
+def trace_table(
+    rows: Sequence[Mapping[str, Any]], *, title: str | None = None
+) -> Table:
+    """A rich table of trace rows (any policy's)."""
+    table = Table(title=title, show_lines=False, header_style="bold")
+    columns = trace_columns(rows)
+    headers = dict(HEADERS)
+    if "anchor" in columns:  # some penalties were taken against an earlier neighbour
+        headers["cos_anchor_neighbour"] = "cos(anchor,n)"
+        headers["b"] = "b = 1−cos(anchor,n)"
+    for key in columns:
+        numeric = any(isinstance(row.get(key), int | float) for row in rows)
+        table.add_column(headers.get(key, key), justify="right" if numeric else "left",
+                         no_wrap=True)
+    for row in rows:
+        table.add_row(*(format_cell(key, row.get(key)) for key in columns))
+    if not rows:
+        table.caption = "no decisions recorded"
+    return table
+
+
+def render_trace(context: Context) -> Table:
+    """The decision table of one `Context` returned with explain=True."""
+    title = f"{context.policy}: decisions for {context.query!r}"
+    table = trace_table(context.trace, title=title)
+    if not context.trace:
+        table.caption = (
+            f"policy {context.policy!r} recorded no decisions "
+            "(it adds nothing beyond the hits, or the hits had no neighbours)"
+        )
+    else:
+        counts: dict[str, int] = {}
+        for row in context.trace:
+            decision = str(row.get("decision", ""))
+            counts[decision] = counts.get(decision, 0) + 1
+        table.caption = ", ".join(f"{n} {d}" for d, n in counts.items() if d)
+    return table
+
+
+__all__ = ["DECISION_STYLES", "HEADERS", "format_cell", "render_trace", "trace_columns",
+           "trace_table"]

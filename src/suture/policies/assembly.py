@@ -1,0 +1,116 @@
+"""Turn a policy's selections into a `Context`: token budget, merging, ordering, counts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from suture.stores.base import Store
+from suture.types import Context, Hit, Selection, Span
+
+TokenCounter = Callable[[Sequence[str]], int]
+
+
+def apply_budget(
+    selections: Sequence[Selection],
+    max_tokens: int | None,
+    count_tokens: Callable[[str], int],
+    store: Store,
+) -> tuple[list[Selection], int]:
+    """Keep whole pieces under `max_tokens`: hits by score first, then expansions by margin.
+
+    A piece is never cut in half; one that does not fit is skipped and smaller later
+    pieces may still fit. Returns the kept pieces and how many were dropped.
+    """
+    if max_tokens is None:
+        return list(selections), 0
+    ordered = sorted(
+        selections, key=lambda s: (not s.is_hit, -s.priority, s.doc_id, s.start)
+    )
+    kept: list[Selection] = []
+    used = 0
+    texts: dict[str, str] = {}
+    for sel in ordered:
+        if sel.doc_id not in texts:
+            texts[sel.doc_id] = store.document(sel.doc_id).text
+        cost = count_tokens(texts[sel.doc_id][sel.start : sel.end])
+        if used + cost <= max_tokens:
+            kept.append(sel)
+            used += cost
+    return kept, len(selections) - len(kept)
+
+
+def merge_selections(selections: Sequence[Selection], store: Store) -> list[Span]:
+    """Merge overlapping or touching pieces of the same document into spans.
+
+    Documents appear in the order of their best piece's score; inside a document
+    spans follow document position.
+    """
+    by_doc: dict[str, list[Selection]] = {}
+    for sel in selections:
+        by_doc.setdefault(sel.doc_id, []).append(sel)
+    doc_order = sorted(by_doc, key=lambda d: -max(s.score for s in by_doc[d]))
+    spans: list[Span] = []
+    for doc_id in doc_order:
+        text = store.document(doc_id).text
+        pieces = sorted(by_doc[doc_id], key=lambda s: (s.start, s.end))
+        groups: list[list[Selection]] = []
+        group_end = -1
+        for piece in pieces:
+            if groups and piece.start <= group_end:
+                groups[-1].append(piece)
+                group_end = max(group_end, piece.end)
+            else:
+                groups.append([piece])
+                group_end = piece.end
+        for group in groups:
+            start = min(p.start for p in group)
+            end = max(p.end for p in group)
+            reasons: dict[str, str] = {}
+            for piece in sorted(group, key=lambda p: (not p.is_hit, -p.priority)):
+                for chunk_id in piece.chunk_ids:
+                    reasons.setdefault(chunk_id, piece.reason)
+            chunk_ids = sorted(reasons, key=_chunk_position)
+            spans.append(
+                Span(
+                    doc_id=doc_id,
+                    start=start,
+                    end=end,
+                    text=text[start:end],
+                    chunk_ids=tuple(chunk_ids),
+                    score=max(p.score for p in group),
+                    reasons=tuple(reasons[c] for c in chunk_ids),
+                )
+            )
+    return spans
+
+
+def _chunk_position(chunk_id: str) -> int:
+    return int(chunk_id.rsplit("#", 1)[1])
+
+
+def assemble_context(
+    *,
+    query: str,
+    policy: str,
+    selections: Sequence[Selection],
+    hits: Sequence[Hit],
+    store: Store,
+    count_tokens: Callable[[str], int],
+    max_tokens: int | None = None,
+    trace: Sequence[dict[str, object]] | None = None,
+) -> Context:
+    """Budget, merge and measure the selections of one query."""
+    kept, dropped = apply_budget(selections, max_tokens, count_tokens, store)
+    spans = merge_selections(kept, store)
+    chunk_ids = {c for span in spans for c in span.chunk_ids}
+    return Context(
+        query=query,
+        policy=policy,
+        spans=tuple(spans),
+        chunks=len(chunk_ids),
+        characters=sum(len(s.text) for s in spans),
+        tokens=sum(count_tokens(s.text) for s in spans),
+        hits=tuple(hits),
+        trace=tuple(trace or ()),
+        dropped=dropped,
+    )

@@ -1,0 +1,67 @@
+"""The `Policy` base class: decides which pieces of text go into the context."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from suture.embedders.base import Vectors
+from suture.stores.base import Store
+from suture.types import Hit, Selection
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRequest:
+    """Everything a policy may look at for one query."""
+
+    query: str
+    query_vector: Vectors
+    hits: Sequence[Hit]  # first-stage hits, best first (policy.candidate_count(k) of them)
+    k: int
+    store: Store
+    explain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyResult:
+    """The pieces a policy selected, plus an optional decision trace (explain=True)."""
+
+    selections: Sequence[Selection]
+    trace: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    hits: Sequence[Hit] | None = None  # set when the policy re-ranked the hits
+
+
+class Policy(ABC):
+    """One way of turning first-stage hits into context pieces."""
+
+    #: registry name, e.g. "window"
+    name: ClassVar[str] = ""
+
+    def candidate_count(self, k: int) -> int:
+        """How many first-stage hits this policy wants for a final k (rerank wants more)."""
+        return k
+
+    @abstractmethod
+    def select(self, request: PolicyRequest) -> PolicyResult:
+        """Choose the pieces of context for one query."""
+
+    def params(self) -> dict[str, Any]:
+        """The policy's settings, for reports and run files."""
+        return {}
+
+
+def hit_selection(hit: Hit) -> Selection:
+    """A first-stage hit as a context piece (priority = its score)."""
+    chunk = hit.chunk
+    return Selection(
+        doc_id=chunk.doc_id,
+        start=chunk.start,
+        end=chunk.end,
+        chunk_ids=(chunk.chunk_id,),
+        reason="hit",
+        score=hit.score,
+        is_hit=True,
+        priority=hit.score,
+    )

@@ -1,0 +1,245 @@
+"""`rerank`: a cross-encoder re-scores the top-N dense candidates and keeps the best k.
+
+The baseline of the SCAR paper used bge-reranker-large. Any sentence-transformers or
+Hugging Face sequence-classification cross-encoder with one output label works; it is
+read only from a local folder (`model=PATH`, CLI `--param model=PATH`, or the
+`SUTURE_RERANKER` environment variable) and nothing is downloaded.
+
+Scores are the model's raw logits on both loading paths (sentence-transformers'
+`CrossEncoder` when it is installed, plain transformers otherwise), so they compare
+across paths; a sigmoid would not change the order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from suture.exceptions import ConfigurationError, missing_dependency
+from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
+from suture.types import Hit
+
+ENV_VAR = "SUTURE_RERANKER"
+DEFAULT_MAX_LENGTH = 512
+Backend = Literal["auto", "sentence-transformers", "transformers"]
+BACKENDS: tuple[str, ...] = ("auto", "sentence-transformers", "transformers")
+Scores = npt.NDArray[np.float32]
+
+
+def resolve_model_folder(model: str | os.PathLike[str] | None) -> Path:
+    """The configured cross-encoder folder: `model`, else $SUTURE_RERANKER, else an error."""
+    configured = model if model not in (None, "") else os.environ.get(ENV_VAR) or None
+    if configured is None:
+        raise ConfigurationError(
+            "rerank needs a cross-encoder model folder: pass model=PATH (CLI --param "
+            f"model=PATH) or set {ENV_VAR}=PATH; it must be a local Hugging Face / "
+            "sentence-transformers cross-encoder folder (e.g. a copy of "
+            "BAAI/bge-reranker-large), nothing is downloaded"
+        )
+    folder = Path(configured).expanduser()
+    if not (folder / "config.json").is_file():
+        raise ConfigurationError(
+            f"cross-encoder folder {str(folder)!r} has no config.json; pass the folder of a "
+            "local Hugging Face / sentence-transformers cross-encoder"
+        )
+    return folder.resolve()
+
+
+class CrossEncoderScorer:
+    """Scores (query, passage) pairs with a local cross-encoder, in batches."""
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        backend: Backend = "auto",
+        max_length: int = DEFAULT_MAX_LENGTH,
+    ) -> None:
+        self.folder = folder
+        self.max_length = max_length
+        self.backend: Backend = backend
+        if backend == "auto":
+            try:
+                import sentence_transformers  # noqa: F401
+            except ImportError:
+                self.backend = "transformers"
+            else:
+                self.backend = "sentence-transformers"
+        self._model, self._tokenizer, self.max_length = _load(folder, self.backend, max_length)
+
+    def score(self, query: str, passages: Sequence[str], batch_size: int = 16) -> Scores:
+        """One raw relevance logit per passage, in the order given."""
+        if not passages:
+            return np.zeros(0, dtype=np.float32)
+        pairs = [(query, p) for p in passages]
+        parts = [
+            self._score_batch(pairs[i : i + batch_size])
+            for i in range(0, len(pairs), batch_size)
+        ]
+        return np.concatenate(parts).astype(np.float32, copy=False)
+
+    def _score_batch(self, pairs: Sequence[tuple[str, str]]) -> Scores:
+        import torch
+
+        if self.backend == "sentence-transformers":
+            out = self._model.predict(
+                list(pairs),
+                batch_size=len(pairs),
+                activation_fn=torch.nn.Identity(),
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
+            return np.asarray(out, dtype=np.float32).reshape(len(pairs))
+        encoded = self._tokenizer(
+            [q for q, _ in pairs],
+            [p for _, p in pairs],
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+        with torch.inference_mode():
+            logits = self._model(**encoded).logits
+        return np.asarray(logits[:, 0].float().cpu().numpy(), dtype=np.float32)
+
+
+@functools.lru_cache(maxsize=2)
+def _load(folder: Path, backend: str, max_length: int) -> tuple[Any, Any, int]:
+    """Load a cross-encoder once per (folder, backend): (model, tokenizer, max_length).
+
+    Inputs are truncated to the smallest of `max_length`, the tokenizer's
+    `model_max_length` and the model's position embeddings, on both paths alike.
+    """
+    try:
+        import torch  # noqa: F401
+        from transformers import AutoConfig, AutoTokenizer
+    except ImportError:
+        raise missing_dependency("torch and transformers", "minilm") from None
+    config = AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    labels = int(getattr(config, "num_labels", 1))
+    if labels != 1:
+        raise ConfigurationError(
+            f"cross-encoder at {str(folder)!r} has {labels} output labels; rerank needs a "
+            "relevance model with exactly one (num_labels=1), such as bge-reranker-large"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    for limit in (getattr(config, "max_position_embeddings", None), tokenizer.model_max_length):
+        if isinstance(limit, int) and limit > 0:
+            max_length = min(max_length, limit)
+    from suture.embedders.minilm import _quiet_transformers
+
+    if backend == "sentence-transformers":
+        from sentence_transformers import CrossEncoder
+
+        with _quiet_transformers():
+            model = CrossEncoder(
+                str(folder), local_files_only=True, device="cpu", max_length=max_length
+            )
+        model.model.eval()
+        return model, None, max_length
+    from transformers import AutoModelForSequenceClassification
+
+    with _quiet_transformers():
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(folder), local_files_only=True
+        )
+    model.eval()
+    return model, tokenizer, max_length
+
+
+class RerankPolicy(Policy):
+    """Re-order the top-`candidates` first-stage hits with a cross-encoder; keep the best k."""
+
+    name = "rerank"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        candidates: int = 20,
+        batch_size: int = 16,
+        backend: str = "auto",
+        max_length: int = DEFAULT_MAX_LENGTH,
+    ) -> None:
+        self.candidates = _positive(candidates, "candidates")
+        self.batch_size = _positive(batch_size, "batch_size")
+        self.max_length = _positive(max_length, "max_length")
+        if backend not in BACKENDS:
+            raise ConfigurationError(
+                f"rerank backend must be one of {', '.join(BACKENDS)}, got {backend!r}"
+            )
+        self.backend: Backend = (
+            "auto" if backend == "auto"
+            else "transformers" if backend == "transformers"
+            else "sentence-transformers"
+        )
+        self.folder = resolve_model_folder(model)
+        self._scorer: CrossEncoderScorer | None = None
+
+    def candidate_count(self, k: int) -> int:
+        return max(self.candidates, k)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "model": str(self.folder),
+            "candidates": self.candidates,
+            "batch_size": self.batch_size,
+            "max_length": self.max_length,
+        }
+
+    @property
+    def scorer(self) -> CrossEncoderScorer:
+        if self._scorer is None:
+            self._scorer = CrossEncoderScorer(
+                self.folder, backend=self.backend, max_length=self.max_length
+            )
+        return self._scorer
+
+    def select(self, request: PolicyRequest) -> PolicyResult:
+        candidates = list(request.hits[: self.candidate_count(request.k)])
+        scores = self.scorer.score(
+            request.query, [h.chunk.text for h in candidates], self.batch_size
+        )
+        # Stable: equal scores keep the first-stage order.
+        order = sorted(range(len(candidates)), key=lambda i: (-float(scores[i]), i))
+        reranked: list[Hit] = []
+        for i in order[: request.k]:
+            hit = candidates[i]
+            reranked.append(
+                dataclasses.replace(
+                    hit,
+                    score=float(scores[i]),
+                    scores={**hit.scores, "first_stage": hit.score, "rerank": float(scores[i])},
+                )
+            )
+        trace: list[dict[str, Any]] = []
+        if request.explain:
+            for rank, i in enumerate(order, start=1):
+                trace.append({
+                    "chunk": candidates[i].chunk.chunk_id,
+                    "first_stage_rank": i + 1,
+                    "first_stage_score": candidates[i].score,
+                    "rerank_rank": rank,
+                    "rerank_score": float(scores[i]),
+                    "decision": "kept" if rank <= request.k else "dropped",
+                })
+        return PolicyResult(
+            selections=[hit_selection(h) for h in reranked], trace=trace, hits=reranked
+        )
+
+
+def _positive(value: Any, name: str) -> int:
+    """A whole number >= 1 from an int or a CLI string such as "20"."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if isinstance(value, bool) or number < 1 or (isinstance(value, float) and not value.is_integer()):
+        raise ConfigurationError(f"rerank {name} must be a whole number >= 1, got {value!r}")
+    return number

@@ -1,0 +1,294 @@
+"""`scar`: Semantic Coherence Adaptive Retrieval — add a neighbour only when it belongs.
+
+For each top-k hit c and each adjacent chunk n within radius r (both directions):
+
+    b(c, n) = 1 − cos(e_c, e_n)                      SCAR eq. (b), boundary penalty
+    S(c, n) = cos(e_q, e_n) − λ · b(c, n)            SCAR eq. (S), expansion score
+    include n  ⇔  S(c, n) > τ · cos(e_q, e_c)       SCAR rule
+
+Everything is computed from the stored chunk vectors (nothing is re-embedded at query
+time) and every candidate neighbour of every hit is fetched with one batched
+`Store.neighbours` call, so the policy costs a few small matrix products per query.
+
+Decisions that the paper leaves open, and what this module does (see docs/scar.md):
+
+* radius r > 1: the walk goes outward from c one step at a time and stops at the
+  first neighbour that fails the rule, or at a chunk that is itself a hit (that hit
+  runs its own, closer walk). The penalty of a step beyond the first is taken against
+  the seed c (`penalty_against="seed"`, the default: the formula exactly as written)
+  or against the previously accepted chunk (`penalty_against="previous"`: a local
+  continuity test, which lets a slowly drifting passage grow). For r = 1 the two agree.
+  The threshold is always τ · cos(e_q, e_c) of the seed.
+* cos(e_q, e_c) is recomputed from the stored vectors, never taken from the hit's
+  first-stage score, so the rule means the same after a lexical or hybrid retriever.
+* a neighbour that is itself a hit is never added twice; a neighbour reached from two
+  hits keeps its best decision (added beats rejected; among additions the larger margin).
+* an added neighbour's `Selection.score` is its own cosine with the query,
+  cos(e_q, e_n); its `priority` (the order under a token budget) is its margin
+  S − τ · cos(e_q, e_c), capped by the margins of the steps inside it, so a budget
+  never keeps an outer chunk of a walk while dropping an inner one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from suture.exceptions import ConfigurationError
+from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
+from suture.types import Chunk, Hit, Selection
+
+PenaltyAgainst = Literal["seed", "previous"]
+PENALTY_CHOICES: tuple[str, ...] = ("seed", "previous")
+
+#: the setting of the main experiments in the seed paper (λ = 0.5, τ = 0.1)
+MAIN_SETTING = {"lam": 0.5, "tau": 0.1}
+#: the single setting the seed paper transferred across embedding models
+TRANSFER_SETTING = {"lam": 0.1, "tau": 0.8}
+
+# Decisions written to the trace.
+ADDED = "added"
+REJECTED = "rejected"
+ALREADY_HIT = "already a hit"
+NOT_REACHED = "not reached"
+DUPLICATE = "duplicate (kept better)"
+
+
+@dataclass(slots=True)
+class _Step:
+    """One evaluated (seed, neighbour) pair of a walk."""
+
+    seed: int  # row in the fetched block
+    neighbour: int
+    offset: int
+    anchor: int  # the row the boundary penalty was taken against
+    b: float | None
+    s: float | None
+    threshold: float
+    margin: float | None
+    priority: float | None
+    decision: str
+
+
+class ScarPolicy(Policy):
+    """Expand each hit with the adjacent chunks that pass the SCAR rule (SCAR eq. b, S, rule)."""
+
+    name = "scar"
+
+    def __init__(
+        self,
+        lam: float = 0.5,
+        tau: float = 0.1,
+        radius: int = 1,
+        penalty_against: str = "seed",
+    ) -> None:
+        self.lam = _real(lam, "lam")
+        if self.lam < 0:
+            raise ConfigurationError(
+                f"scar lam (λ, the boundary-penalty weight) must be >= 0, got {lam!r}"
+            )
+        self.tau = _real(tau, "tau")
+        self.radius = _whole(radius, "radius")
+        if penalty_against not in PENALTY_CHOICES:
+            raise ConfigurationError(
+                f"scar penalty_against must be one of {', '.join(PENALTY_CHOICES)}, "
+                f"got {penalty_against!r}"
+            )
+        self.penalty_against: PenaltyAgainst = (
+            "seed" if penalty_against == "seed" else "previous"
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "lam": self.lam,
+            "tau": self.tau,
+            "radius": self.radius,
+            "penalty_against": self.penalty_against,
+        }
+
+    def select(self, request: PolicyRequest) -> PolicyResult:
+        hits = _unique_hits(request.hits[: request.k])
+        selections = [hit_selection(h) for h in hits]
+        if not hits or self.radius == 0:
+            return PolicyResult(selections=selections, trace=[])
+
+        r = self.radius
+        chunks, vectors = request.store.neighbours(
+            [(h.chunk.doc_id, h.chunk.position - r, h.chunk.position + r) for h in hits]
+        )
+        row_of = {(c.doc_id, c.position): i for i, c in enumerate(chunks)}
+        hit_ids = {h.chunk.chunk_id for h in hits}
+
+        unit = _unit_rows(np.asarray(vectors, dtype=np.float64))
+        query = _unit_rows(np.asarray(request.query_vector, dtype=np.float64).reshape(1, -1))[0]
+        cos_q = unit @ query  # cos(e_q, e_x) for every fetched chunk
+        gram = unit @ unit.T  # cos(e_x, e_y) between fetched chunks (at most k·(2r+1) rows)
+
+        steps: list[_Step] = []
+        for hit in hits:
+            seed = row_of.get((hit.chunk.doc_id, hit.chunk.position))
+            if seed is None:  # the store no longer holds this hit; nothing to expand
+                continue
+            threshold = self.tau * float(cos_q[seed])  # SCAR rule, right-hand side
+            for direction in (-1, 1):
+                steps.extend(
+                    self._walk(seed, direction, threshold, chunks, row_of, hit_ids, cos_q, gram)
+                )
+
+        best = _best_steps(steps)
+        for step in steps:
+            if step.decision == ADDED and best[step.neighbour] is step:
+                neighbour = chunks[step.neighbour]
+                assert step.priority is not None
+                selections.append(
+                    Selection(
+                        doc_id=neighbour.doc_id,
+                        start=neighbour.start,
+                        end=neighbour.end,
+                        chunk_ids=(neighbour.chunk_id,),
+                        reason=f"expanded from {chunks[step.seed].chunk_id}",
+                        score=float(cos_q[step.neighbour]),
+                        is_hit=False,
+                        priority=step.priority,
+                    )
+                )
+        trace = (
+            [_trace_row(s, best, chunks, cos_q, gram) for s in steps] if request.explain else []
+        )
+        return PolicyResult(selections=selections, trace=trace)
+
+    def _walk(
+        self,
+        seed: int,
+        direction: int,
+        threshold: float,
+        chunks: Sequence[Chunk],
+        row_of: dict[tuple[str, int], int],
+        hit_ids: set[str],
+        cos_q: npt.NDArray[np.float64],
+        gram: npt.NDArray[np.float64],
+    ) -> list[_Step]:
+        """Evaluate the neighbours of one seed on one side, stopping at the first failure."""
+        origin = chunks[seed]
+        anchor = seed
+        priority = math.inf
+        stopped = False
+        steps: list[_Step] = []
+        for distance in range(1, self.radius + 1):
+            row = row_of.get((origin.doc_id, origin.position + direction * distance))
+            if row is None:  # past the first or last chunk of the document
+                break
+            offset = direction * distance
+            if stopped:
+                steps.append(_Step(seed, row, offset, anchor, None, None, threshold,
+                                   None, None, NOT_REACHED))
+                continue
+            b = 1.0 - float(gram[anchor, row])  # SCAR eq. (b)
+            s = float(cos_q[row]) - self.lam * b  # SCAR eq. (S)
+            margin = s - threshold
+            if chunks[row].chunk_id in hit_ids:
+                # Already in the context; that hit expands the chunks beyond it itself.
+                steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
+                                   margin, None, ALREADY_HIT))
+                stopped = True
+                continue
+            if s > threshold:  # SCAR rule
+                # Never rank an outer step above an inner one under a token budget.
+                priority = min(margin, float(np.nextafter(priority, -math.inf)))
+                steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
+                                   margin, priority, ADDED))
+                if self.penalty_against == "previous":
+                    anchor = row
+            else:
+                steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
+                                   margin, None, REJECTED))
+                stopped = True
+        return steps
+
+
+def _best_steps(steps: Sequence[_Step]) -> dict[int, _Step]:
+    """For each neighbour reached more than once, the step whose decision counts."""
+    rank = {ADDED: 3, REJECTED: 2, NOT_REACHED: 1, ALREADY_HIT: 0}
+    best: dict[int, _Step] = {}
+    for step in steps:
+        current = best.get(step.neighbour)
+        if current is None or _step_key(step, rank) > _step_key(current, rank):
+            best[step.neighbour] = step
+    return best
+
+
+def _step_key(step: _Step, rank: dict[str, int]) -> tuple[int, float]:
+    value = step.priority if step.priority is not None else step.margin
+    return rank[step.decision], (value if value is not None else -math.inf)
+
+
+def _trace_row(
+    step: _Step,
+    best: dict[int, _Step],
+    chunks: Sequence[Chunk],
+    cos_q: npt.NDArray[np.float64],
+    gram: npt.NDArray[np.float64],
+) -> dict[str, Any]:
+    decision = step.decision
+    if best[step.neighbour] is not step and step.decision != ALREADY_HIT:
+        decision = DUPLICATE
+    return {
+        "seed": chunks[step.seed].chunk_id,
+        "neighbour": chunks[step.neighbour].chunk_id,
+        "offset": step.offset,
+        "anchor": chunks[step.anchor].chunk_id,
+        "cos_q_seed": float(cos_q[step.seed]),
+        "cos_q_neighbour": float(cos_q[step.neighbour]),
+        "cos_anchor_neighbour": float(gram[step.anchor, step.neighbour]),
+        "b": step.b,
+        "S": step.s,
+        "threshold": step.threshold,
+        "margin": step.margin,
+        "decision": decision,
+    }
+
+
+def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
+    seen: dict[str, Hit] = {}
+    for hit in hits:
+        seen.setdefault(hit.chunk.chunk_id, hit)
+    return list(seen.values())
+
+
+def _unit_rows(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Rows scaled to unit length; zero rows stay zero, so their cosines are 0."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    unit: npt.NDArray[np.float64] = matrix / norms
+    return unit
+
+
+def _real(value: Any, name: str) -> float:
+    """A finite float from a number or a CLI string such as "0.5"."""
+    if isinstance(value, bool):
+        raise ConfigurationError(f"scar {name} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"scar {name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ConfigurationError(f"scar {name} must be finite, got {value!r}")
+    return number
+
+
+def _whole(value: Any, name: str) -> int:
+    """A non-negative int from an int or a CLI string such as "2"."""
+    if isinstance(value, bool):
+        raise ConfigurationError(f"scar {name} must be a whole number >= 0, got {value!r}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if number < 0 or (isinstance(value, float) and not value.is_integer()):
+        raise ConfigurationError(f"scar {name} must be a whole number >= 0, got {value!r}")
+    return number

@@ -1,0 +1,47 @@
+"""First-stage retrievers, looked up by name through a lazily importing registry."""
+
+from __future__ import annotations
+
+import importlib
+from enum import Enum
+from typing import Any
+
+from suture.exceptions import UnknownPluginError
+from suture.retrievers.base import Retriever
+from suture.stores.base import Store
+
+
+class RetrieverName(str, Enum):
+    DENSE = "dense"
+    LEXICAL = "lexical"
+    HYBRID = "hybrid"
+
+
+_REGISTRY: dict[RetrieverName, tuple[str, str]] = {
+    RetrieverName.DENSE: ("suture.retrievers.dense", "DenseRetriever"),
+    RetrieverName.LEXICAL: ("suture.retrievers.lexical", "LexicalRetriever"),
+    RetrieverName.HYBRID: ("suture.retrievers.hybrid", "HybridRetriever"),
+}
+
+DEFAULT_RETRIEVER = RetrieverName.DENSE
+
+
+def retriever_names() -> list[str]:
+    return [r.value for r in RetrieverName]
+
+
+def get_retriever(name: str, store: Store, **options: Any) -> Retriever:
+    """Instantiate a retriever over `store` by registry name."""
+    try:
+        key = RetrieverName(name)
+    except ValueError:
+        raise UnknownPluginError(
+            f"unknown retriever {name!r}; choose one of: {', '.join(retriever_names())}"
+        ) from None
+    module_name, class_name = _REGISTRY[key]
+    cls = getattr(importlib.import_module(module_name), class_name)
+    retriever: Retriever = cls(store, **options)
+    return retriever
+
+
+__all__ = ["DEFAULT_RETRIEVER", "Retriever", "RetrieverName", "get_retriever", "retriever_names"]

@@ -1,0 +1,23 @@
+"""The `Retriever` base class: the first stage that finds hits for the policies."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from suture.embedders.base import Vectors
+from suture.stores.base import Store
+from suture.types import Hit
+
+
+class Retriever(ABC):
+    """Finds the k best chunks for a query; policies expand from what it finds."""
+
+    #: registry name, e.g. "dense"
+    name: str = ""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @abstractmethod
+    def retrieve(self, query: str, query_vector: Vectors, k: int) -> list[Hit]:
+        """The k best hits, best first."""

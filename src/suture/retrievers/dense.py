@@ -1,0 +1,17 @@
+"""Dense retrieval: exact cosine top-k over the stored chunk vectors."""
+
+from __future__ import annotations
+
+from suture.embedders.base import Vectors
+from suture.retrievers.base import Retriever
+from suture.types import Hit
+
+
+class DenseRetriever(Retriever):
+    name = "dense"
+
+    def retrieve(self, query: str, query_vector: Vectors, k: int) -> list[Hit]:
+        return [
+            Hit(chunk=s.chunk, score=s.score, retriever=self.name, scores={"dense": s.score})
+            for s in self.store.search(query_vector, k)
+        ]

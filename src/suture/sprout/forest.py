@@ -1,0 +1,85 @@
+"""All SproutRAG trees of one index, loaded once and cached for queries."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from suture.exceptions import ConfigurationError
+from suture.sprout.storage import TreeStore
+from suture.sprout.tree import SproutTree
+
+
+@dataclass(frozen=True)
+class Forest:
+    """The trees of an index plus a stacked, normalised matrix of every leaf embedding."""
+
+    config: dict[str, Any]
+    trees: tuple[SproutTree, ...]
+    digests: tuple[str, ...]
+    leaf_matrix: npt.NDArray[np.float32]  # normalised leaf embeddings of all trees
+    leaf_owner: npt.NDArray[np.int64]  # tree index of each row
+
+    @property
+    def dimension(self) -> int:
+        return int(self.config.get("dimension", self.leaf_matrix.shape[1]))
+
+    def best_documents(self, query: npt.NDArray[np.float32], count: int
+                       ) -> list[tuple[int, float]]:
+        """(tree index, best leaf similarity) of the `count` best trees, best first."""
+        if self.leaf_matrix.shape[0] == 0:
+            return []
+        q = query / (float(np.linalg.norm(query)) or 1.0)
+        sims = self.leaf_matrix @ q.astype(np.float32)
+        best = np.full(len(self.trees), -np.inf, dtype=np.float64)
+        np.maximum.at(best, self.leaf_owner, sims.astype(np.float64))
+        order = np.lexsort((np.arange(best.shape[0]), -best))[:count]
+        return [(int(t), float(best[t])) for t in order if np.isfinite(best[t])]
+
+
+_CACHE: dict[Path, tuple[tuple[Any, ...], Forest]] = {}
+_LOCK = threading.Lock()
+
+
+def _signature(store: TreeStore) -> tuple[Any, ...]:
+    files = [store.folder / "settings.json", *sorted((store.folder / "trees").glob("*.npz"))]
+    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files if p.exists())
+
+
+def load_forest(index_path: str | Path) -> Forest:
+    """The index's trees (cached until a tree file or the settings change on disk)."""
+    store = TreeStore(index_path)
+    config = store.read_config()
+    if config is None:
+        raise ConfigurationError(
+            f"the index at {store.index_path} has no SproutRAG trees; build them with "
+            f"`suture sprout-index --index {store.index_path}` (or `suture index ... "
+            "--sprout`) before using policy 'sprout'")
+    key = store.folder.resolve()
+    signature = _signature(store)
+    with _LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+    loaded = list(store.iter_trees())
+    trees = tuple(t for t, _ in loaded if t.n_leaves > 0)
+    digests = tuple(d for t, d in loaded if t.n_leaves > 0)
+    if not trees:
+        raise ConfigurationError(
+            f"the index at {store.index_path} has SproutRAG settings but no trees; build them "
+            f"with `suture sprout-index --index {store.index_path}`")
+    leaves = [t.embeddings[: t.n_leaves] for t in trees]
+    matrix = np.concatenate(leaves, axis=0).astype(np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    owner = np.concatenate([np.full(t.n_leaves, i, dtype=np.int64)
+                            for i, t in enumerate(trees)])
+    forest = Forest(config, trees, digests, matrix / norms, owner)
+    with _LOCK:
+        _CACHE[key] = (signature, forest)
+    return forest

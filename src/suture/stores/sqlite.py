@@ -1,0 +1,469 @@
+"""The embedded default store: one SQLite file plus an in-memory float32 matrix.
+
+Why this design (measured in `benchmarks/bench_store.py`, numbers in docs/performance.md):
+SQLite gives atomic, crash-safe writes per document and a persistent embedding
+cache; exact cosine search over a contiguous float32 matrix is a single BLAS
+matrix-vector product (about 100,000 x 384 in a few milliseconds on two cores), so
+no approximate index is needed at the sizes suture targets. The matrix is derived
+data: it is rebuilt from SQLite when the store's generation changes and cached on
+disk (`matrix.npz`) so that opening a large index is fast.
+
+Layout of an index folder::
+
+    manifest.json   what the index was built with (embedder, dimension, chunking)
+    store.sqlite    documents, chunks with vectors, embedding cache, generation
+    matrix.npz      derived search matrix (safe to delete)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from suture.embedders.base import Vectors
+from suture.exceptions import IndexError_
+from suture.stores.base import Manifest, ScoredChunk, Store
+from suture.types import Chunk, Document, Section
+
+MANIFEST_FILE = "manifest.json"
+DATABASE_FILE = "store.sqlite"
+MATRIX_FILE = "matrix.npz"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL,
+    title TEXT NOT NULL,
+    source TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    sections TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    chunk_id TEXT NOT NULL UNIQUE,
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id),
+    position INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL,
+    section_path TEXT NOT NULL,
+    text TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks(doc_id, position);
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    embedder TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (embedder, text_hash)
+) WITHOUT ROWID;
+"""
+
+_CHUNK_COLUMNS = 'id, chunk_id, doc_id, position, start, "end", section_path, text'
+
+
+@dataclass(slots=True)
+class _SearchState:
+    """In-memory view of every chunk: row ids, vectors and per-document position maps."""
+
+    generation: int
+    row_ids: npt.NDArray[np.int64]
+    matrix: Vectors
+    chunk_rows: dict[str, int]
+    doc_rows: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON through a temporary file and a rename, so readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class SQLiteStore(Store):
+    """Chunks, vectors and documents in SQLite; exact cosine search in numpy."""
+
+    def __init__(self, path: Path, manifest: Manifest) -> None:
+        self.path = path
+        self.manifest = manifest
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(path / DATABASE_FILE, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.executescript(_SCHEMA)
+        self._state: _SearchState | None = None
+        self._documents: OrderedDict[str, Document] = OrderedDict()
+
+    # -- lifecycle ---------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | Path, manifest: Manifest) -> SQLiteStore:
+        """Create a new index folder (it may exist but must not hold an index)."""
+        folder = Path(path)
+        if (folder / MANIFEST_FILE).exists():
+            raise IndexError_(
+                f"an index already exists at {folder}; open it with Index.open / "
+                "`suture index ... --index DIR` adds to it, or choose another folder"
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        store = cls(folder, manifest)
+        write_json_atomic(folder / MANIFEST_FILE, manifest.to_dict())
+        return store
+
+    @classmethod
+    def open(cls, path: str | Path) -> SQLiteStore:
+        """Open an existing index folder."""
+        folder = Path(path)
+        manifest_path = folder / MANIFEST_FILE
+        if not manifest_path.is_file():
+            raise IndexError_(
+                f"no index at {folder} (missing {MANIFEST_FILE}); build one with "
+                f"`suture index PATH... --index {folder}`"
+            )
+        try:
+            manifest = Manifest.from_dict(json.loads(manifest_path.read_text("utf-8")))
+        except (ValueError, TypeError) as exc:
+            raise IndexError_(f"damaged manifest at {manifest_path}: {exc}") from exc
+        if not (folder / DATABASE_FILE).is_file():
+            raise IndexError_(f"index at {folder} has a manifest but no {DATABASE_FILE}")
+        return cls(folder, manifest)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def update_manifest(self, manifest: Manifest) -> None:
+        with self._lock:
+            write_json_atomic(self.path / MANIFEST_FILE, manifest.to_dict())
+            self.manifest = manifest
+
+    # -- writing -------------------------------------------------------------------
+    def write_document(
+        self, document: Document, content_hash: str, chunks: Sequence[Chunk], vectors: Vectors
+    ) -> None:
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        if len(vectors) and vectors.shape[1] != self.manifest.dimension:
+            raise IndexError_(
+                f"vectors of dimension {vectors.shape[1]} cannot go into index {self.path} "
+                f"built with {self.manifest.embedder} ({self.manifest.dimension}-d)"
+            )
+        blobs = np.ascontiguousarray(vectors, dtype=np.float32)
+        with self._lock, self._conn:  # one transaction: all of the document or none of it
+            self._conn.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
+            self._conn.execute(
+                "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    document.doc_id,
+                    content_hash,
+                    document.title,
+                    document.source,
+                    json.dumps(dict(document.metadata), sort_keys=True, default=str),
+                    json.dumps([_section_to_json(s) for s in document.sections]),
+                    document.text,
+                ),
+            )
+            self._conn.executemany(
+                f"INSERT INTO chunks ({_CHUNK_COLUMNS}, vector) "
+                "VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (c.chunk_id, c.doc_id, c.position, c.start, c.end,
+                     json.dumps(list(c.section_path)), c.text, blobs[i].tobytes())
+                    for i, c in enumerate(chunks)
+                ],
+            )
+            self._bump_generation()
+
+    def delete_document(self, doc_id: str) -> bool:
+        with self._lock, self._conn:
+            self._conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+            deleted = self._conn.execute(
+                "DELETE FROM documents WHERE doc_id = ?", (doc_id,)
+            ).rowcount
+            if deleted:
+                self._bump_generation()
+        return bool(deleted)
+
+    def _bump_generation(self) -> None:
+        self._conn.execute(
+            "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) "
+            "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+        self._state = None
+        self._documents.clear()
+
+    # -- embedding cache -------------------------------------------------------------
+    def cached_embeddings(
+        self, embedder_key: str, text_hashes: Sequence[str]
+    ) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        unique = list(dict.fromkeys(text_hashes))
+        with self._lock:
+            for i in range(0, len(unique), 500):
+                part = unique[i : i + 500]
+                rows = self._conn.execute(
+                    "SELECT text_hash, vector FROM embedding_cache WHERE embedder = ? "
+                    f"AND text_hash IN ({','.join('?' * len(part))})",
+                    (embedder_key, *part),
+                )
+                for text_hash, blob in rows:
+                    found[text_hash] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def cache_embeddings(self, embedder_key: str, vectors: Mapping[str, Any]) -> None:
+        with self._lock, self._conn:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO embedding_cache VALUES (?, ?, ?)",
+                [
+                    (embedder_key, text_hash, np.asarray(vec, dtype=np.float32).tobytes())
+                    for text_hash, vec in vectors.items()
+                ],
+            )
+
+    # -- reading -----------------------------------------------------------------------
+    @property
+    def generation(self) -> int:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT value FROM meta WHERE key = 'generation'"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def document_hashes(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._conn.execute("SELECT doc_id, content_hash FROM documents"))
+
+    def document(self, doc_id: str) -> Document:
+        with self._lock:
+            cached = self._documents.get(doc_id)
+            if cached is not None:
+                self._documents.move_to_end(doc_id)
+                return cached
+            row = self._conn.execute(
+                "SELECT doc_id, title, source, metadata, sections, text FROM documents "
+                "WHERE doc_id = ?",
+                (doc_id,),
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"no document {doc_id!r} in index {self.path}")
+            document = Document(
+                doc_id=row[0],
+                title=row[1],
+                source=row[2],
+                metadata=json.loads(row[3]),
+                sections=tuple(_section_from_json(s) for s in json.loads(row[4])),
+                text=row[5],
+            )
+            self._documents[doc_id] = document
+            if len(self._documents) > 64:
+                self._documents.popitem(last=False)
+            return document
+
+    def documents_summary(self) -> list[tuple[str, str, int]]:
+        """(doc_id, title, characters) of every stored document, sorted by id."""
+        with self._lock:
+            return list(self._conn.execute(
+                "SELECT doc_id, title, length(text) FROM documents ORDER BY doc_id"
+            ))
+
+    def chunk_count(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    def chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        state = self._search_state()
+        try:
+            rows = [state.chunk_rows[c] for c in chunk_ids]
+        except KeyError as exc:
+            raise KeyError(f"no chunk {exc.args[0]!r} in index {self.path}") from None
+        return self._chunks_at(rows)
+
+    def vectors(self, chunk_ids: Sequence[str]) -> Vectors:
+        state = self._search_state()
+        rows = [state.chunk_rows[c] for c in chunk_ids]
+        return state.matrix[rows]
+
+    def neighbours(self, ranges: Sequence[tuple[str, int, int]]) -> tuple[list[Chunk], Vectors]:
+        state = self._search_state()
+        rows: dict[int, None] = {}
+        for doc_id, low, high in ranges:
+            entry = state.doc_rows.get(doc_id)
+            if entry is None:
+                continue
+            positions, doc_rows = entry
+            lo = int(np.searchsorted(positions, low, side="left"))
+            hi = int(np.searchsorted(positions, high, side="right"))
+            for row in doc_rows[lo:hi]:
+                rows.setdefault(int(row), None)
+        order = list(rows)
+        return self._chunks_at(order), state.matrix[order]
+
+    def search(self, query: Vectors, k: int) -> list[ScoredChunk]:
+        state = self._search_state()
+        n = len(state.row_ids)
+        if n == 0 or k <= 0:
+            return []
+        if query.shape != (state.matrix.shape[1],):
+            raise IndexError_(
+                f"query vector has shape {query.shape}; index {self.path} holds "
+                f"{self.manifest.embedder} vectors of dimension {state.matrix.shape[1]}"
+            )
+        scores = state.matrix @ query.astype(np.float32, copy=False)
+        top = min(k, n)
+        best = np.argpartition(-scores, top - 1)[:top] if top < n else np.arange(n)
+        # Ties are broken by row order so results are deterministic.
+        best = best[np.lexsort((best, -scores[best]))]
+        chunks = self._chunks_at([int(r) for r in best])
+        return [ScoredChunk(c, float(scores[r])) for c, r in zip(chunks, best, strict=True)]
+
+    def iter_chunks(self) -> Iterator[Chunk]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks ORDER BY doc_id, position"
+            ).fetchall()
+        for row in rows:
+            yield _chunk_from_row(row)
+
+    def size_on_disk(self) -> int:
+        return sum(p.stat().st_size for p in self.path.iterdir() if p.is_file())
+
+    # -- internals ---------------------------------------------------------------------
+    def _chunks_at(self, rows: Sequence[int]) -> list[Chunk]:
+        """Chunks for matrix rows (in the order given), fetched in one query."""
+        if not rows:
+            return []
+        state = self._search_state()
+        ids = [int(state.row_ids[r]) for r in rows]
+        by_id: dict[int, Chunk] = {}
+        with self._lock:
+            for i in range(0, len(ids), 900):
+                part = ids[i : i + 900]
+                for row in self._conn.execute(
+                    f"SELECT {_CHUNK_COLUMNS} FROM chunks "
+                    f"WHERE id IN ({','.join('?' * len(part))})",
+                    part,
+                ):
+                    by_id[row[0]] = _chunk_from_row(row)
+        return [by_id[i] for i in ids]
+
+    def _search_state(self) -> _SearchState:
+        with self._lock:
+            generation = self.generation
+            if self._state is not None and self._state.generation == generation:
+                return self._state
+            self._state = self._load_matrix(generation) or self._build_matrix(generation)
+            return self._state
+
+    def _load_matrix(self, generation: int) -> _SearchState | None:
+        path = self.path / MATRIX_FILE
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if int(data["generation"]) != generation:
+                    return None
+                return _make_state(
+                    generation, data["row_ids"], data["matrix"], data["chunk_ids"].tolist(),
+                    data["doc_ids"].tolist(), data["positions"],
+                )
+        except (OSError, ValueError, KeyError):
+            return None  # a damaged cache is rebuilt from SQLite
+
+    def _build_matrix(self, generation: int) -> _SearchState:
+        rows = self._conn.execute(
+            "SELECT id, chunk_id, doc_id, position, vector FROM chunks ORDER BY id"
+        ).fetchall()
+        dim = self.manifest.dimension
+        row_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.empty((len(rows), dim), dtype=np.float32)
+        for i, r in enumerate(rows):
+            matrix[i] = np.frombuffer(r[4], dtype=np.float32)
+        chunk_ids = [r[1] for r in rows]
+        doc_ids = [r[2] for r in rows]
+        positions = np.fromiter((r[3] for r in rows), dtype=np.int64, count=len(rows))
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".matrix.", suffix=".npz")
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(
+                    handle, generation=np.int64(generation), row_ids=row_ids, matrix=matrix,
+                    chunk_ids=np.array(chunk_ids, dtype=str), doc_ids=np.array(doc_ids, dtype=str),
+                    positions=positions,
+                )
+            os.replace(tmp, self.path / MATRIX_FILE)
+        except OSError:
+            pass  # the cache is an optimisation; a read-only folder still works
+        return _make_state(generation, row_ids, matrix, chunk_ids, doc_ids, positions)
+
+
+def _make_state(
+    generation: int,
+    row_ids: npt.NDArray[np.int64],
+    matrix: Vectors,
+    chunk_ids: list[str],
+    doc_ids: list[str],
+    positions: npt.NDArray[np.int64],
+) -> _SearchState:
+    by_doc: dict[str, list[int]] = {}
+    for row, doc_id in enumerate(doc_ids):
+        by_doc.setdefault(doc_id, []).append(row)
+    doc_rows: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+    for doc_id, doc_row_list in by_doc.items():
+        rows_arr = np.asarray(doc_row_list, dtype=np.int64)
+        order = np.argsort(positions[rows_arr], kind="stable")
+        doc_rows[doc_id] = (positions[rows_arr][order], rows_arr[order])
+    return _SearchState(
+        generation=generation,
+        row_ids=np.asarray(row_ids, dtype=np.int64),
+        matrix=np.ascontiguousarray(matrix, dtype=np.float32),
+        chunk_rows={c: i for i, c in enumerate(chunk_ids)},
+        doc_rows=doc_rows,
+    )
+
+
+def _chunk_from_row(row: Sequence[Any]) -> Chunk:
+    return Chunk(
+        chunk_id=row[1],
+        doc_id=row[2],
+        position=row[3],
+        start=row[4],
+        end=row[5],
+        section_path=tuple(json.loads(row[6])),
+        text=row[7],
+    )
+
+
+def _section_to_json(section: Section) -> dict[str, Any]:
+    return {
+        "title": section.title,
+        "level": section.level,
+        "start": section.start,
+        "end": section.end,
+        "path": list(section.path),
+    }
+
+
+def _section_from_json(data: Mapping[str, Any]) -> Section:
+    return Section(
+        title=data["title"],
+        level=data["level"],
+        start=data["start"],
+        end=data["end"],
+        path=tuple(data["path"]),
+    )

@@ -1,0 +1,159 @@
+"""Values that flow through suture: documents, chunks, hits, spans and contexts.
+
+Every chunk knows its document, its position and its exact character offsets in the
+document's extracted text, so any result can be traced back to the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A heading and the character range of the section it opens (heading included)."""
+
+    title: str
+    level: int
+    start: int
+    end: int
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """Extracted text of one source document, with its detected sections."""
+
+    doc_id: str
+    text: str
+    title: str = ""
+    source: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    sections: tuple[Section, ...] = ()
+
+    def section_path_at(self, offset: int) -> tuple[str, ...]:
+        """Path of the deepest section containing `offset` (empty before the first heading)."""
+        best: Section | None = None
+        for section in self.sections:
+            if section.start <= offset < section.end and (
+                best is None or section.level >= best.level
+            ):
+                best = section
+        return best.path if best else ()
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A contiguous piece of a document: `document.text[start:end] == text`."""
+
+    chunk_id: str
+    doc_id: str
+    position: int
+    start: int
+    end: int
+    text: str
+    section_path: tuple[str, ...] = ()
+
+    @staticmethod
+    def make_id(doc_id: str, position: int) -> str:
+        """Stable, readable chunk id: the document id and the chunk's position."""
+        return f"{doc_id}#{position}"
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A chunk found by a first-stage retriever, with its score(s)."""
+
+    chunk: Chunk
+    score: float
+    retriever: str = "dense"
+    scores: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """One piece a policy puts into the context and why.
+
+    `reason` is "hit" or "expanded from <chunk_id>" (or "section of <chunk_id>").
+    `priority` orders pieces under a token budget: hits first by score, then
+    expansions by their margin (SCAR: S - threshold).
+    """
+
+    doc_id: str
+    start: int
+    end: int
+    chunk_ids: tuple[str, ...]
+    reason: str
+    score: float
+    is_hit: bool
+    priority: float
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A merged, non-overlapping piece of context: `document.text[start:end] == text`."""
+
+    doc_id: str
+    start: int
+    end: int
+    text: str
+    chunk_ids: tuple[str, ...]
+    score: float
+    reasons: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "doc_id": self.doc_id,
+            "start": self.start,
+            "end": self.end,
+            "text": self.text,
+            "chunk_ids": list(self.chunk_ids),
+            "score": self.score,
+            "reasons": list(self.reasons),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a policy hands to the language model, with its size."""
+
+    query: str
+    policy: str
+    spans: tuple[Span, ...]
+    chunks: int
+    characters: int
+    tokens: int
+    hits: tuple[Hit, ...] = ()
+    trace: tuple[Mapping[str, Any], ...] = ()
+    dropped: int = 0
+
+    @property
+    def chunk_ids(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for span in self.spans:
+            for chunk_id in span.chunk_ids:
+                seen.setdefault(chunk_id, None)
+        return tuple(seen)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(span.text for span in self.spans)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "policy": self.policy,
+            "spans": [span.to_dict() for span in self.spans],
+            "chunks": self.chunks,
+            "characters": self.characters,
+            "tokens": self.tokens,
+            "dropped": self.dropped,
+            "hits": [
+                {"chunk_id": h.chunk.chunk_id, "score": h.score, "retriever": h.retriever,
+                 "scores": dict(h.scores)}
+                for h in self.hits
+            ],
+            "trace": [dict(row) for row in self.trace],
+        }

@@ -1,0 +1,141 @@
+"""Sentence offsets: exact, ordered, non-overlapping, no text dropped, bounded length."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from suture.chunking import split_sentences
+from suture.exceptions import ConfigurationError
+
+BACKENDS = [
+    pytest.param(
+        "blingfire",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("blingfire") is None, reason="blingfire not installed"
+        ),
+    ),
+    "pysbd",
+]
+
+
+def _check_invariants(text: str, spans: list[tuple[int, int]], max_chars: int) -> None:
+    covered = bytearray(len(text))
+    previous_end = 0
+    for start, end in spans:
+        piece = text[start:end]
+        assert piece and piece == piece.strip(), (start, end, piece)
+        assert end - start <= max_chars
+        assert start >= previous_end, "sentences overlap or are out of order"
+        previous_end = end
+        covered[start:end] = b"\x01" * (end - start)
+    dropped = [i for i, c in enumerate(text) if not covered[i] and not c.isspace()]
+    assert not dropped, f"characters not in any sentence at {dropped[:5]}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_abbreviations_do_not_split(backend: str) -> None:
+    text = (
+        "The U.S. Department of Labor, e.g. the OSHA, issued new rules in 2023. "
+        "See Sec. 5 of the Act for the details. It was done!"
+    )
+    sentences = [text[a:b] for a, b in split_sentences(text, backend=backend)]
+    assert sentences == [
+        "The U.S. Department of Labor, e.g. the OSHA, issued new rules in 2023.",
+        "See Sec. 5 of the Act for the details.",
+        "It was done!",
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_offsets_are_characters_not_bytes(backend: str) -> None:
+    text = "Ünïcödé ☒ first sentence here.  Second ☐ one is there.\nThird."
+    sentences = [text[a:b] for a, b in split_sentences(text, backend=backend)]
+    assert sentences == ["Ünïcödé ☒ first sentence here.", "Second ☐ one is there.", "Third."]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_blank_lines_and_page_breaks_end_sentences(backend: str) -> None:
+    text = "  ARTICLE I\n\nDEFINITIONS\n \nThe terms are defined below\fPage two starts here."
+    sentences = [text[a:b] for a, b in split_sentences(text, backend=backend)]
+    assert sentences == [
+        "ARTICLE I",
+        "DEFINITIONS",
+        "The terms are defined below",
+        "Page two starts here.",
+    ]
+
+
+def test_long_unpunctuated_blocks_are_cut_at_line_breaks() -> None:
+    rows = [f"Row {i:03d}    12,345    67,890    (1,234)" for i in range(100)]
+    text = "\n".join(rows)
+    spans = split_sentences(text, max_chars=300)
+    assert len(spans) > 10
+    _check_invariants(text, spans, 300)
+    # Each cut falls at a line break: every piece is a run of whole rows.
+    for start, end in spans:
+        assert all(line in rows for line in text[start:end].split("\n"))
+
+
+def test_a_line_longer_than_max_chars_is_cut_at_spaces() -> None:
+    text = " ".join(["lorem"] * 400)  # 2399 characters, no punctuation, no newline
+    spans = split_sentences(text, max_chars=1000)
+    assert len(spans) == 3
+    _check_invariants(text, spans, 1000)
+    assert all(set(text[a:b].split(" ")) == {"lorem"} for a, b in spans)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n\f\t "])
+def test_blank_text_has_no_sentences(text: str) -> None:
+    assert split_sentences(text) == []
+
+
+@pytest.mark.parametrize("max_chars", [0, -3])
+def test_invalid_max_chars(max_chars: int) -> None:
+    with pytest.raises(ConfigurationError, match=f"got {max_chars}"):
+        split_sentences("Some text.", max_chars=max_chars)
+
+
+def test_unknown_backend() -> None:
+    with pytest.raises(ConfigurationError, match="'spacy'"):
+        split_sentences("Some text.", backend="spacy")
+
+
+_WORDS = ["The", "court", "U.S.", "Sec.", "5", "e.g.", "end.", "Why?", "ok!", "ü", "☒", "(a)"]
+_GAPS = [" ", " ", " ", "  ", "\n", "\n\n", "\f", "\t", ". "]
+texts = st.lists(st.tuples(st.sampled_from(_WORDS), st.sampled_from(_GAPS)), max_size=80).map(
+    lambda pairs: "".join(w + g for w, g in pairs)
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=texts, max_chars=st.integers(min_value=5, max_value=200))
+def test_invariants_on_random_text(text: str, max_chars: int) -> None:
+    _check_invariants(text, split_sentences(text, max_chars=max_chars), max_chars)
+
+
+@settings(max_examples=30, deadline=None)
+@given(text=texts)
+def test_invariants_on_random_text_pysbd(text: str) -> None:
+    _check_invariants(text, split_sentences(text, backend="pysbd"), 1000)
+
+
+@pytest.mark.slow
+def test_real_10k_yields_thousands_of_sentences_and_drops_nothing(shared_data: Path) -> None:
+    text = (shared_data / "corpora" / "msft_10k" / "MICROSOFT_2023_10K.md").read_text("utf-8")
+    spans = split_sentences(text)
+    assert len(spans) > 3000
+    _check_invariants(text, spans, 1000)
+
+
+@pytest.mark.slow
+def test_real_merger_agreement(shared_data: Path) -> None:
+    path = shared_data / "corpora" / "merger" / "HMS Holdings Corp._Veritas Capital.txt"
+    text = path.read_text("utf-8")
+    spans = split_sentences(text)
+    assert len(spans) > 500
+    _check_invariants(text, spans, 1000)

@@ -1,0 +1,31 @@
+"""Shared fixtures: where the shared data lives, and session-scoped real models."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    """`$SUTURE_DATA` or `../shared/data` next to the repository."""
+    return Path(os.environ.get("SUTURE_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.fail(f"shared data not found at {path}; set SUTURE_DATA to its location")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm():  # type: ignore[no-untyped-def]
+    """The real default embedder, loaded once per test session."""
+    from suture.embedders import get_embedder
+
+    return get_embedder("minilm")

@@ -1,0 +1,85 @@
+"""topk, window and parent policies, and context assembly (merging, budget, counts)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from suture.exceptions import ConfigurationError, UnknownPluginError
+from suture.policies import get_policy
+from suture.policies.assembly import assemble_context
+from suture.policies.base import PolicyRequest
+from tests.policies.conftest import StoreFactory, hits_for
+
+UNIT = [1.0, 0.0]
+
+
+def _context(store, policy, hit_ids, k=None, max_tokens=None, **params):  # type: ignore[no-untyped-def]
+    query = np.array(UNIT, dtype=np.float32)
+    hits = hits_for(store, hit_ids, query)
+    chosen = get_policy(policy, **params)
+    result = chosen.select(PolicyRequest("q", query, hits, k or len(hits), store))
+    return assemble_context(query="q", policy=policy, selections=result.selections, hits=hits,
+                            store=store, count_tokens=lambda t: len(t.split()),
+                            max_tokens=max_tokens)
+
+
+def test_topk_returns_exactly_the_hits(make_store: StoreFactory) -> None:
+    store = make_store({"d": [UNIT] * 6})
+    context = _context(store, "topk", ["d#1", "d#4"])
+    assert context.chunk_ids == ("d#1", "d#4")
+    assert len(context.spans) == 2 and context.chunks == 2
+    doc = store.document("d").text
+    assert all(doc[s.start:s.end] == s.text for s in context.spans)
+    assert context.tokens == sum(len(s.text.split()) for s in context.spans)
+
+
+def test_window_merges_and_marks_expansions(make_store: StoreFactory) -> None:
+    store = make_store({"d": [UNIT] * 8})
+    context = _context(store, "window", ["d#2", "d#4"])
+    # ±1 around 2 and 4 → chunks 1..5, one merged span in document order
+    assert context.chunk_ids == ("d#1", "d#2", "d#3", "d#4", "d#5")
+    assert len(context.spans) == 1
+    reasons = dict(zip(context.spans[0].chunk_ids, context.spans[0].reasons, strict=True))
+    assert reasons["d#2"] == "hit" and reasons["d#4"] == "hit"
+    assert reasons["d#1"] == "expanded from d#2" and reasons["d#5"] == "expanded from d#4"
+
+
+def test_window2_at_document_edges(make_store: StoreFactory) -> None:
+    store = make_store({"d": [UNIT] * 3, "e": [UNIT]})
+    context = _context(store, "window2", ["d#0", "e#0"])
+    assert set(context.chunk_ids) == {"d#0", "d#1", "d#2", "e#0"}
+    assert {s.doc_id for s in context.spans} == {"d", "e"}
+
+
+def test_parent_returns_the_section_with_cap(make_store: StoreFactory) -> None:
+    store = make_store({"d": [UNIT] * 8})
+    doc = store.document("d")
+    two = doc.sections[1]
+    context = _context(store, "parent", ["d#5"])
+    assert (context.spans[0].start, context.spans[0].end) == (two.start, two.end)
+    assert context.chunk_ids == ("d#4", "d#5", "d#6", "d#7")
+    chunk_len = len(store.chunks(["d#0"])[0].text)
+    capped = _context(store, "parent", ["d#5"], max_chars=2 * chunk_len)
+    assert capped.chunks == 2 and "d#5" in capped.chunk_ids
+    assert capped.characters <= 2 * chunk_len
+
+
+def test_budget_keeps_hits_first_and_never_cuts(make_store: StoreFactory) -> None:
+    store = make_store({"d": [UNIT] * 8})
+    per_chunk = len(store.chunks(["d#0"])[0].text.split())
+    context = _context(store, "window", ["d#2", "d#6"], max_tokens=3 * per_chunk)
+    assert {"d#2", "d#6"} <= set(context.chunk_ids)
+    assert context.chunks == 3 and context.dropped == 3
+    assert context.tokens <= 3 * per_chunk
+    tiny = _context(store, "topk", ["d#2"], max_tokens=1)
+    assert tiny.chunks == 0 and tiny.dropped == 1
+
+
+def test_unknown_policy_and_bad_params() -> None:
+    with pytest.raises(UnknownPluginError, match="unknown policy 'nope'"):
+        get_policy("nope")
+    with pytest.raises(ConfigurationError, match="window width must be >= 0"):
+        get_policy("window", width=-1)
+    with pytest.raises(ConfigurationError, match="invalid parameters"):
+        get_policy("topk", lam=0.5)

@@ -1,0 +1,259 @@
+"""BM25 against a plain reference, tokenisation, persistence and staying in step with the store."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from suture.chunking.contextual import embedding_text
+from suture.exceptions import ConfigurationError
+from suture.retrievers import get_retriever
+from suture.retrievers.lexical import (
+    LEXICAL_DIR,
+    LexicalIndex,
+    LexicalRetriever,
+    LexicalSettings,
+    Tokenizer,
+)
+from suture.stores.sqlite import SQLiteStore
+
+from .conftest import CONTRACTS, StoreFactory, write_doc
+
+
+def reference_bm25(
+    corpus: Sequence[Sequence[str]], query: Sequence[str], k1: float = 1.5, b: float = 0.75
+) -> list[float]:
+    """Okapi BM25, Lucene variant (bm25s' default), written out term by term.
+
+    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5));
+    score(q, d) = sum over query terms t (repeats count) of
+                  idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)).
+    """
+    n = len(corpus)
+    avgdl = sum(len(d) for d in corpus) / n
+    df = Counter(t for d in corpus for t in set(d))
+    scores = []
+    for doc in corpus:
+        tf = Counter(doc)
+        total = 0.0
+        for term in query:
+            if tf[term] == 0:
+                continue
+            idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+            total += idf * tf[term] / (tf[term] + k1 * (1 - b + b * len(doc) / avgdl))
+        scores.append(total)
+    return scores
+
+
+CORPUS = [
+    "The licensee shall pay royalties of ten percent of net revenue each quarter.",
+    "This agreement is governed by the laws of the State of California.",
+    "Royalties are payable within thirty days; late royalties accrue interest.",
+    "The governing law is the law of England and Wales, excluding conflict rules.",
+    "Either party may terminate this agreement on ninety days written notice.",
+]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["royalties payable", "governing law California", "law law terminate notice", "unseen words"],
+)
+@pytest.mark.parametrize(("k1", "b"), [(1.5, 0.75), (1.2, 0.0), (0.9, 1.0)])
+def test_bm25_matches_reference_on_a_small_corpus(query: str, k1: float, b: float) -> None:
+    settings_ = LexicalSettings(k1=k1, b=b)
+    index = LexicalIndex.from_texts([f"d#{i}" for i in range(len(CORPUS))], CORPUS,
+                                    settings=settings_)
+    tokenize = Tokenizer()
+    expected = reference_bm25([tokenize(t) for t in CORPUS], tokenize(query), k1, b)
+    got = index.scores(query)
+    if not any(expected):
+        assert got is None or not got.any()
+        return
+    assert got is not None
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    ranked = index.top(query, 3)
+    order = sorted(range(len(CORPUS)), key=lambda i: (-expected[i], i))
+    assert [c for c, _ in ranked] == [f"d#{i}" for i in order if expected[i] > 0][:3]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from("ab cd ef gh ij kl".split()), max_size=12),
+                  min_size=1, max_size=8),
+    query=st.lists(st.sampled_from("ab cd ef gh zz".split()), min_size=1, max_size=4),
+)
+def test_bm25_matches_reference_on_random_corpora(docs: list[list[str]], query: list[str]) -> None:
+    texts = [" ".join(d) for d in docs]
+    index = LexicalIndex.from_texts([f"d#{i}" for i in range(len(docs))], texts)
+    expected = reference_bm25(docs, query) if any(docs) else [0.0] * len(docs)
+    got = index.scores(" ".join(query))
+    if got is None:
+        assert not any(expected)
+    else:
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_tokenizer_lowercases_drops_stopwords_and_single_characters() -> None:
+    assert Tokenizer()("The Licensee, a party, shall PAY 10% of X") == [
+        "licensee", "party", "shall", "pay", "10"
+    ]
+    assert Tokenizer(stopwords="none")("The cat") == ["the", "cat"]
+
+
+def test_settings_are_validated() -> None:
+    with pytest.raises(ConfigurationError, match="k1"):
+        LexicalSettings(b=2.0)
+    with pytest.raises(ConfigurationError, match="method"):
+        LexicalSettings(method="tfidf")
+    assert LexicalSettings().key != LexicalSettings(k1=1.2).key
+
+
+def test_indexed_text_is_title_section_path_and_chunk(contract_store: SQLiteStore) -> None:
+    retriever = LexicalRetriever(contract_store)
+    hits = retriever.retrieve("Glu Mobile governing law", np.zeros(16, np.float32), 3)
+    # The title names Glu Mobile, so every Fox chunk matches; the law chunk matches most.
+    assert hits[0].chunk.chunk_id == "fox#2"
+    assert {h.chunk.doc_id for h in hits} == {"fox"}
+    assert all(h.retriever == "lexical" and h.scores == {"lexical": h.score} for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_contextual_false_indexes_chunk_text_only(make_store: StoreFactory) -> None:
+    store = make_store(contextual=False)
+    write_doc(store, "fox", ["royalties are due"], title="Glu Mobile")
+    assert LexicalRetriever(store).rank("Glu Mobile", 5) == []
+    assert LexicalRetriever(store).rank("royalties", 5)[0][0] == "fox#0"
+
+
+def test_no_matching_term_gives_no_hits(contract_store: SQLiteStore) -> None:
+    retriever = LexicalRetriever(contract_store)
+    assert retriever.retrieve("the of and", np.zeros(16, np.float32), 5) == []
+    assert retriever.retrieve("zebra", np.zeros(16, np.float32), 5) == []
+
+
+def test_empty_store(make_store: StoreFactory) -> None:
+    store = make_store()
+    retriever = LexicalRetriever(store)
+    assert retriever.retrieve("anything", np.zeros(16, np.float32), 5) == []
+    write_doc(store, "a", ["now there is text"])
+    assert retriever.rank("text", 5)[0][0] == "a#0"
+
+
+def full_rebuild(store: SQLiteStore) -> LexicalIndex:
+    return LexicalIndex.from_store(store)
+
+
+def assert_in_step(store: SQLiteStore, retriever: LexicalRetriever) -> None:
+    """The lexical index holds exactly the stored chunks, scored as a fresh build would."""
+    index = retriever.index()
+    assert index.generation == store.generation
+    assert sorted(index.chunk_ids) == sorted(c.chunk_id for c in store.iter_chunks())
+    stored_rows = set(store.vectors(index.chunk_ids).shape[:1])
+    assert stored_rows == {len(index.chunk_ids)}
+    fresh = full_rebuild(store)
+    for query in ["governing law", "royalties net revenue", "merger terminate", "Glu"]:
+        assert dict(index.top(query, 50)) == pytest.approx(dict(fresh.top(query, 50)))
+
+
+def test_add_replace_delete_keep_lexical_index_in_step(contract_store: SQLiteStore) -> None:
+    retriever = LexicalRetriever(contract_store)
+    assert_in_step(contract_store, retriever)
+
+    write_doc(contract_store, "new", ["A brand new royalties clause.", "Governing law: Texas."],
+              title="New Royalty Agreement")
+    assert_in_step(contract_store, retriever)
+    assert retriever.rank("Texas", 5)[0][0] == "new#1"
+
+    write_doc(contract_store, "fox", ["Replaced text about zebras."], title="Fox Zebra")
+    assert_in_step(contract_store, retriever)
+    assert retriever.rank("zebras", 5) == [("fox#0", pytest.approx(retriever.rank("zebras", 1)[0][1]))]
+    assert retriever.rank("royalties ten percent", 10)[0][0] != "fox#1"
+
+    assert contract_store.delete_document("bicycle")
+    assert_in_step(contract_store, retriever)
+    assert all(not c.startswith("bicycle#") for c, _ in retriever.rank("England Wales", 10))
+    assert retriever.builds == 4
+
+
+def test_index_is_saved_tagged_with_generation_and_reused(contract_store: SQLiteStore) -> None:
+    first = LexicalRetriever(contract_store)
+    first.prepare()
+    folder = contract_store.path / LEXICAL_DIR
+    saved = [p.name for p in folder.iterdir()]
+    assert saved == [f"g{contract_store.generation}-{LexicalSettings().key}"]
+
+    second = LexicalRetriever(contract_store)
+    assert second.rank("governing law", 3) == first.rank("governing law", 3)
+    assert second.builds == 0  # loaded from disk
+
+    write_doc(contract_store, "late", ["late addition"])
+    second.prepare()
+    assert [p.name for p in folder.iterdir()] == [
+        f"g{contract_store.generation}-{LexicalSettings().key}"
+    ]  # the stale generation is removed
+
+
+def test_other_settings_get_their_own_folder(contract_store: SQLiteStore) -> None:
+    LexicalRetriever(contract_store).prepare()
+    other = LexicalRetriever(contract_store, k1=1.2, b=0.5)
+    other.prepare()
+    assert other.builds == 1
+    assert len(list((contract_store.path / LEXICAL_DIR).iterdir())) == 2
+
+
+@pytest.mark.parametrize("damage", ["delete_file", "garbage_meta", "truncate_array", "remove"])
+def test_damaged_lexical_index_is_rebuilt(contract_store: SQLiteStore, damage: str) -> None:
+    LexicalRetriever(contract_store).prepare()
+    (saved,) = list((contract_store.path / LEXICAL_DIR).iterdir())
+    if damage == "delete_file":
+        (saved / "data.csc.index.npy").unlink()
+    elif damage == "garbage_meta":
+        (saved / "suture_lexical.json").write_text("{not json")
+    elif damage == "truncate_array":
+        (saved / "chunk_ids.npy").write_bytes(b"\x93NUMPY")
+    else:
+        shutil.rmtree(contract_store.path / LEXICAL_DIR)
+    fresh = LexicalRetriever(contract_store)
+    assert fresh.rank("governed laws", 2)[0][0] in {"fox#2", "bicycle#2"}
+    assert fresh.builds == 1
+    assert LexicalRetriever(contract_store).index().generation == contract_store.generation
+
+
+def test_read_only_folder_still_works(contract_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(LexicalIndex, "save", refuse)
+    assert LexicalRetriever(contract_store).rank("merger", 1)[0][0].startswith("cubic#")
+
+
+def test_registry_builds_lexical_with_options(contract_store: SQLiteStore) -> None:
+    retriever = get_retriever("lexical", contract_store, k1=1.2)
+    assert isinstance(retriever, LexicalRetriever)
+    assert retriever.settings.k1 == 1.2
+
+
+def test_stemming_needs_pystemmer_or_says_how_to_install() -> None:
+    try:
+        import Stemmer  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install"):
+            Tokenizer(stemmer="english")
+    else:
+        assert Tokenizer(stemmer="english")("royalties payable") == ["royalti", "payabl"]
+
+
+def test_indexed_text_matches_embedding_text(contract_store: SQLiteStore) -> None:
+    from suture.retrievers.lexical import lexical_texts
+
+    chunks = list(contract_store.iter_chunks())
+    texts = list(lexical_texts(contract_store, chunks))
+    title = CONTRACTS[chunks[0].doc_id][0]
+    assert texts[0] == embedding_text(chunks[0], title, True)

@@ -1,0 +1,128 @@
+"""SQLiteStore: atomic per-document writes, exact search, batched neighbour fetch."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suture.exceptions import IndexError_
+from suture.stores import Manifest
+from suture.stores.sqlite import MATRIX_FILE, SQLiteStore
+from suture.types import Chunk, Document, Section
+
+DIM = 8
+
+
+def _manifest() -> Manifest:
+    return Manifest(suture_version="test", embedder="hashing", dimension=DIM,
+                    chunk_size=600, chunk_overlap=60, contextual=True)
+
+
+def _doc(doc_id: str, n: int) -> tuple[Document, list[Chunk]]:
+    pieces = [f"piece {i} of {doc_id}. " for i in range(n)]
+    text = "".join(pieces)
+    chunks, start = [], 0
+    for i, piece in enumerate(pieces):
+        chunks.append(Chunk(Chunk.make_id(doc_id, i), doc_id, i, start, start + len(piece),
+                            piece, ("Part",)))
+        start += len(piece)
+    sections = (Section("Part", 1, 0, len(text), ("Part",)),)
+    return Document(doc_id, text, title=doc_id, sections=sections), chunks
+
+
+def _vectors(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    v = rng.normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteStore:
+    s = SQLiteStore.create(tmp_path / "idx", _manifest())
+    for seed, (doc_id, n) in enumerate([("a.txt", 5), ("b.txt", 3)]):
+        doc, chunks = _doc(doc_id, n)
+        s.write_document(doc, f"hash-{doc_id}", chunks, _vectors(n, seed))
+    return s
+
+
+def test_search_matches_brute_force(store: SQLiteStore) -> None:
+    all_vectors = np.concatenate([_vectors(5, 0), _vectors(3, 1)])
+    ids = [f"a.txt#{i}" for i in range(5)] + [f"b.txt#{i}" for i in range(3)]
+    query = _vectors(1, 99)[0]
+    expected = [ids[i] for i in np.argsort(-(all_vectors @ query))[:4]]
+    got = store.search(query, 4)
+    assert [s.chunk.chunk_id for s in got] == expected
+    assert got[0].score == pytest.approx(float(np.max(all_vectors @ query)), abs=1e-6)
+    assert len(store.search(query, 100)) == 8
+
+
+def test_neighbours_one_call_with_vectors(store: SQLiteStore) -> None:
+    chunks, vectors = store.neighbours([("a.txt", 1, 3), ("b.txt", -1, 0), ("a.txt", 2, 4)])
+    assert [c.chunk_id for c in chunks] == ["a.txt#1", "a.txt#2", "a.txt#3", "b.txt#0", "a.txt#4"]
+    np.testing.assert_allclose(vectors, store.vectors([c.chunk_id for c in chunks]))
+    np.testing.assert_allclose(vectors[0], _vectors(5, 0)[1], atol=1e-7)
+
+
+def test_chunk_text_reproduces_document(store: SQLiteStore) -> None:
+    doc = store.document("a.txt")
+    for chunk in store.iter_chunks():
+        assert store.document(chunk.doc_id).text[chunk.start:chunk.end] == chunk.text
+    assert doc.sections[0].path == ("Part",)
+
+
+def test_replace_and_delete_document(store: SQLiteStore) -> None:
+    before = store.generation
+    doc, chunks = _doc("a.txt", 2)
+    store.write_document(doc, "hash-new", chunks, _vectors(2, 7))
+    assert store.generation > before
+    assert store.chunk_count() == 5
+    assert store.document_hashes()["a.txt"] == "hash-new"
+    assert store.delete_document("b.txt") is True
+    assert store.delete_document("b.txt") is False
+    assert {c.doc_id for c in store.iter_chunks()} == {"a.txt"}
+    assert len(store.search(_vectors(1, 3)[0], 10)) == 2
+
+
+def test_failed_write_leaves_previous_state(store: SQLiteStore) -> None:
+    doc, chunks = _doc("a.txt", 2)
+    bad = chunks + [chunks[0]]  # duplicate chunk id violates UNIQUE mid-transaction
+    with pytest.raises(sqlite3.IntegrityError):
+        store.write_document(doc, "hash-bad", bad, _vectors(3, 5))
+    assert store.document_hashes()["a.txt"] == "hash-a.txt"
+    assert store.chunk_count() == 8
+
+
+def test_reopen_uses_cached_matrix_and_detects_staleness(store: SQLiteStore, tmp_path: Path) -> None:
+    query = _vectors(1, 4)[0]
+    first = [s.chunk.chunk_id for s in store.search(query, 3)]
+    assert (store.path / MATRIX_FILE).exists()
+    reopened = SQLiteStore.open(store.path)
+    assert [s.chunk.chunk_id for s in reopened.search(query, 3)] == first
+    reopened.delete_document("a.txt")
+    assert all(s.chunk.doc_id == "b.txt" for s in SQLiteStore.open(store.path).search(query, 3))
+
+
+def test_embedding_cache_roundtrip(store: SQLiteStore) -> None:
+    store.cache_embeddings("hashing:8", {"h1": np.arange(DIM, dtype=np.float32)})
+    found = store.cached_embeddings("hashing:8", ["h1", "h2"])
+    assert list(found) == ["h1"]
+    np.testing.assert_array_equal(found["h1"], np.arange(DIM, dtype=np.float32))
+    assert store.cached_embeddings("other:8", ["h1"]) == {}
+
+
+def test_wrong_dimension_is_a_clear_error(store: SQLiteStore) -> None:
+    doc, chunks = _doc("c.txt", 1)
+    with pytest.raises(IndexError_, match="dimension 3 .*hashing \\(8-d\\)"):
+        store.write_document(doc, "h", chunks, np.zeros((1, 3), dtype=np.float32))
+    with pytest.raises(IndexError_, match="dimension 8"):
+        store.search(np.zeros(3, dtype=np.float32), 2)
+
+
+def test_open_missing_and_create_twice(tmp_path: Path, store: SQLiteStore) -> None:
+    with pytest.raises(IndexError_, match="suture index PATH"):
+        SQLiteStore.open(tmp_path / "nowhere")
+    with pytest.raises(IndexError_, match="already exists"):
+        SQLiteStore.create(store.path, _manifest())

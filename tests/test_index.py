@@ -1,0 +1,106 @@
+"""Index facade: build, re-index, resume, delete, settings checks (hashing embedder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suture import Index
+from suture.embedders.hashing import HashingEmbedder
+from suture.exceptions import ConfigurationError, EmbedderMismatchError, IndexError_
+
+PARA = (
+    "The receiver acknowledges every segment it accepts. Acknowledgments carry the next "
+    "sequence number expected. "
+)
+
+
+def _corpus(root: Path) -> Path:
+    docs = root / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "a.md").write_text("# Alpha\n\n" + PARA * 20 + "\n\n## Beta\n\n" + "Beta text. " * 80)
+    (docs / "sub" / "b.txt").write_text("Bravo document about timers and retransmission. " * 40)
+    (docs / "empty.txt").write_text("")
+    (docs / "bin.txt").write_bytes(b"\x00\x01\x02binary")
+    return docs
+
+
+def test_build_query_and_offsets(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path)
+    index = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    report = index.last_report
+    assert report is not None
+    assert sorted(report.added) == ["a.md", "sub/b.txt"]
+    assert {Path(s.source).name for s in report.skipped} == {"empty.txt", "bin.txt"}
+    context = index.retrieve("timers retransmission", policy="window", k=2)
+    assert context.spans and context.spans[0].doc_id == "sub/b.txt"
+    for span in context.spans:
+        assert index.store.document(span.doc_id).text[span.start:span.end] == span.text
+    info = index.info()
+    assert info["documents"] == 2 and info["chunks"] == index.store.chunk_count() > 4
+    assert info["embedder"] == "hashing"
+
+
+def test_reindex_is_noop_then_replaces_changed_and_prunes(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path)
+    Index.build([docs], tmp_path / "idx", embedder="hashing")
+    again = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    assert again.last_report is not None
+    assert sorted(again.last_report.unchanged) == ["a.md", "sub/b.txt"]
+    assert again.last_report.chunks_written == 0
+    (docs / "sub" / "b.txt").write_text("Completely new words about congestion windows. " * 30)
+    (docs / "a.md").unlink()
+    changed = Index.build([docs], tmp_path / "idx", embedder="hashing", prune=True)
+    assert changed.last_report is not None
+    assert changed.last_report.updated == ["sub/b.txt"]
+    assert changed.last_report.deleted == ["a.md"]
+    texts = [c.text for c in changed.store.iter_chunks()]
+    assert texts and all("congestion" in t for t in texts)
+
+
+def test_interrupted_indexing_resumes_from_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = _corpus(tmp_path)
+    calls: list[int] = []
+
+    class Flaky(HashingEmbedder):
+        def _embed(self, texts, *, is_query):  # type: ignore[no-untyped-def]
+            calls.append(len(texts))
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # simulate Ctrl-C after the first step
+            return super()._embed(texts, is_query=is_query)
+
+    monkeypatch.setattr("suture.index.EMBED_STEP", 4)
+    with pytest.raises(KeyboardInterrupt):
+        Index.build([docs], tmp_path / "idx", embedder=Flaky(batch_size=4))
+    index = Index.open(tmp_path / "idx", embedder=HashingEmbedder())
+    assert index.store.chunk_count() == 0  # no half-written document
+    resumed = Index.build([docs], tmp_path / "idx", embedder=HashingEmbedder())
+    assert resumed.last_report is not None
+    assert resumed.last_report.cached == 4  # the first step's work was kept
+    fresh = Index.build([docs], tmp_path / "fresh", embedder="hashing")
+    ids = [c.chunk_id for c in fresh.store.iter_chunks()]
+    np.testing.assert_allclose(resumed.store.vectors(ids), fresh.store.vectors(ids), atol=1e-6)
+
+
+def test_mismatches_are_clear_errors(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path)
+    Index.build([docs], tmp_path / "idx", embedder="hashing")
+    with pytest.raises(EmbedderMismatchError, match=r"built with embedder hashing \(64-d\)"):
+        Index.open(tmp_path / "idx", embedder=HashingEmbedder(dimension=32))
+    with pytest.raises(ConfigurationError, match="chunk size 600, overlap 60"):
+        Index.build([docs], tmp_path / "idx", embedder="hashing", chunk_size=300)
+    with pytest.raises(ConfigurationError, match="overlap"):
+        Index.build([docs], tmp_path / "bad", embedder="hashing", chunk_size=100, chunk_overlap=100)
+    with pytest.raises(IndexError_, match="no index at"):
+        Index.open(tmp_path / "missing")
+    index = Index.open(tmp_path / "idx")
+    with pytest.raises(ConfigurationError, match="k must be >= 1"):
+        index.retrieve("x", k=0)
+
+
+def test_delete_documents(tmp_path: Path) -> None:
+    index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing")
+    assert index.delete(["a.md", "nope"]) == ["a.md"]
+    assert {c.doc_id for c in index.store.iter_chunks()} == {"sub/b.txt"}

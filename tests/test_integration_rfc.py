@@ -1,0 +1,37 @@
+"""End to end on a real document with the real model: RFC 9293 → index → query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from suture import Index
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minilm) -> Index:  # type: ignore[no-untyped-def]
+    rfc = shared_data / "corpora" / "rfc9293" / "rfc9293.txt"
+    return Index.build([rfc], tmp_path_factory.mktemp("rfc") / "idx", embedder=minilm)
+
+
+@pytest.mark.parametrize("policy", ["topk", "window", "window2", "parent", "scar"])
+def test_three_way_handshake_comes_from_section_3_5(rfc_index: Index, policy: str) -> None:
+    context = rfc_index.retrieve(
+        "How is a TCP connection established (three-way handshake)?", policy=policy, k=5
+    )
+    document = rfc_index.store.document("rfc9293.txt")
+    for span in context.spans:
+        assert document.text[span.start:span.end] == span.text
+    paths = [document.section_path_at(span.start) for span in context.spans]
+    assert any(any(part.startswith("3.5.") for part in p) for p in paths), paths
+
+
+def test_chunks_carry_section_paths(rfc_index: Index) -> None:
+    chunks = list(rfc_index.store.iter_chunks())
+    assert len(chunks) > 300
+    inside = [c for c in chunks if "Establishing a Connection" in " ".join(c.section_path)]
+    assert inside
+    assert inside[0].section_path[0].startswith("3.")
