@@ -14,8 +14,8 @@ from rich.table import Table
 from suture.cli import app
 from suture.exceptions import SutureError
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
 PolicyOption = Annotated[str, typer.Option("--policy", "-p", help="topk, window, window2, parent, scar, rerank, sprout.")]
@@ -80,7 +80,9 @@ def index_command(
     report = built.last_report
     assert report is not None
     for skipped in report.skipped:
-        err_console.print(f"[yellow]skipped[/] {skipped.source}: {skipped.reason}")
+        reason = skipped.reason if skipped.source in skipped.reason else (
+            f"{skipped.source}: {skipped.reason}")
+        err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
     console.print(report.summary())
     if report.indexed == 0:
         err_console.print("[bold red]error:[/] nothing could be indexed")
@@ -150,13 +152,14 @@ def compare_command(
     except SutureError as exc:
         raise fail(exc) from None
     table = Table(title=f"{text}")
-    for column in ("policy", "chunks", "characters", "tokens", "spans", "where"):
-        table.add_column(column, justify="right" if column in {"chunks", "characters", "tokens", "spans"} else "left")
+    for column in ("policy", "chunks", "characters", "tokens", "spans"):
+        table.add_column(column, justify="left" if column == "policy" else "right",
+                         no_wrap=True, min_width=len(column))
+    table.add_column("best span", overflow="ellipsis", no_wrap=True, max_width=30)
     for context in contexts:
-        where = "; ".join(
-            f"{s.doc_id} {' > '.join(_section(opened, s.doc_id, s.start))}"[:70]
-            for s in context.spans[:2]
-        )
+        best = max(context.spans, key=lambda s: s.score, default=None)
+        where = "" if best is None else (
+            f"{best.doc_id} {' > '.join(_section(opened, best.doc_id, best.start))}")
         table.add_row(context.policy, str(context.chunks), str(context.characters),
                       str(context.tokens), str(len(context.spans)), where)
     console.print(table)
