@@ -42,12 +42,19 @@ BENCHMARKS = {
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}),
     "lexical": ("lexical", {}),
-    "hybrid rrf k=60": ("hybrid", {"fusion": "rrf", "rrf_k": 60}),
-    "hybrid rrf k=10": ("hybrid", {"fusion": "rrf", "rrf_k": 10}),
+    "hybrid rrf k=60": ("hybrid", {"fusion": "rrf", "rrf_k": 60, "alpha": 0.5}),
+    "hybrid rrf k=10": ("hybrid", {"fusion": "rrf", "rrf_k": 10, "alpha": 0.5}),
     "hybrid rrf k=60 lex-weighted (alpha=0.3)": ("hybrid", {"fusion": "rrf", "alpha": 0.3}),
     "hybrid blend alpha=0.5": ("hybrid", {"fusion": "blend", "alpha": 0.5}),
     "hybrid blend alpha=0.3": ("hybrid", {"fusion": "blend", "alpha": 0.3}),
     "hybrid blend alpha=0.7": ("hybrid", {"fusion": "blend", "alpha": 0.7}),
+    "hybrid rrf k=60 dense-weighted (alpha=0.7, default)": (
+        "hybrid", {"fusion": "rrf", "alpha": 0.7}),
+    "hybrid rrf k=60, best document only": (
+        "hybrid", {"fusion": "rrf", "alpha": 0.5, "documents": 1}),
+    "hybrid rrf alpha=0.7, best document only": (
+        "hybrid", {"fusion": "rrf", "alpha": 0.7, "documents": 1}),
+    "dense, best document only": ("hybrid", {"fusion": "rrf", "alpha": 1.0, "documents": 1}),
 }
 
 Gold = dict[str, list[tuple[int, int]]]
@@ -132,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     configs = dict(CONFIGS)
     if args.stemmer:
         configs["lexical +stem"] = ("lexical", {"stemmer": "english"})
-        configs["hybrid rrf k=60 +stem"] = ("hybrid", {"fusion": "rrf", "stemmer": "english"})
+        configs["hybrid rrf k=60 +stem"] = ("hybrid", {"fusion": "rrf", "alpha": 0.5,
+                                                            "stemmer": "english"})
     if args.configs:
         configs = {label: configs[label] for label in args.configs}
 

@@ -15,11 +15,11 @@ from suture._version import __version__
 from suture.chunking import chunk_document, embedding_text
 from suture.documents import Skipped, content_hash, iter_documents
 from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, get_embedder
-from suture.exceptions import ConfigurationError, EmbedderMismatchError
+from suture.exceptions import ConfigurationError, EmbedderMismatchError, UnknownPluginError
 from suture.policies import Policy, get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
-from suture.retrievers import Retriever, get_retriever
+from suture.retrievers import Retriever, get_retriever, retriever_names
 from suture.stores.base import Manifest
 from suture.stores.sqlite import MANIFEST_FILE, SQLiteStore
 from suture.tokens import count_tokens
@@ -87,12 +87,18 @@ class Index:
         contextual: bool = True,
         show_progress: bool = False,
         prune: bool = False,
+        retriever: str | None = None,
     ) -> Index:
         """Create the index at `path` (or add to it) from files and folders in `paths`.
 
         Unchanged documents are skipped by content hash, changed ones replaced, and
         an interrupted run resumes from the embedding cache and committed documents.
+        `retriever` sets the index's default first stage (dense, lexical, hybrid).
         """
+        if retriever is not None and retriever not in retriever_names():
+            raise UnknownPluginError(
+                f"unknown retriever {retriever!r}; choose one of: {', '.join(retriever_names())}"
+            )
         options = dict(embedder_options or {})
         model = get_embedder(embedder, **options)
         folder = Path(path)
@@ -111,6 +117,8 @@ class Index:
             )
             _validate_chunking(chunk_size, chunk_overlap)
             index = cls(SQLiteStore.create(folder, manifest), model)
+        if retriever is not None and retriever != index.manifest.retriever:
+            index.with_manifest(retriever=retriever)
         index.last_report = index.add(paths, show_progress=show_progress, prune=prune)
         return index
 
@@ -187,6 +195,8 @@ class Index:
         if prune:
             seen = {d.doc_id for d in documents}
             report.deleted = self.delete([d for d in stored if d not in seen])
+        # Pay for derived structures (lexical index) now rather than at the first query.
+        self.retriever().prepare()
         report.seconds = time.perf_counter() - started
         return report
 

@@ -50,10 +50,14 @@ def test_rrf_hits_follow_reciprocal_rank_fusion_of_both_stages(contract_store: S
     dense = [s.chunk.chunk_id for s in contract_store.search(query_vector, 50)]
     lexical = [c for c, _ in LexicalRetriever(contract_store).rank(QUERY, 50)]
     expected = reciprocal_rank_fusion([dense, lexical], k=60)[:5]
+    hits = HybridRetriever(contract_store, alpha=0.5).retrieve(QUERY, query_vector, 5)
+    assert [h.chunk.chunk_id for h in hits] == [c for c, _ in expected]
+    assert [h.score for h in hits] == pytest.approx([s for _, s in expected])
+    # The default weights the dense ranking 1.4 and the lexical one 0.6.
+    weighted = reciprocal_rank_fusion([dense, lexical], k=60, weights=(1.4, 0.6))[:5]
     hits = HybridRetriever(contract_store).retrieve(QUERY, query_vector, 5)
-    assert [(h.chunk.chunk_id, h.score) for h in hits] == [
-        (c, pytest.approx(s)) for c, s in expected
-    ]
+    assert [h.chunk.chunk_id for h in hits] == [c for c, _ in weighted]
+    assert [h.score for h in hits] == pytest.approx([s for _, s in weighted])
 
 
 def test_alpha_moves_the_blend_between_the_stages(contract_store: SQLiteStore) -> None:
@@ -117,3 +121,38 @@ def test_dense_and_hybrid_agree_on_an_exact_vector_match(contract_store: SQLiteS
     hybrid = HybridRetriever(contract_store).retrieve("royalties", query_vector, 1)
     assert dense[0].chunk == hybrid[0].chunk == contract_store.chunks(["fox#1"])[0]
     assert np.isclose(hybrid[0].scores["dense"], 1.0)
+
+
+def test_document_restriction_keeps_only_the_best_documents_chunks(
+    contract_store: SQLiteStore,
+) -> None:
+    from suture.retrievers.documents import DocumentRanker
+
+    query = "Consider the agreement between BicycleTX and Nigel Crockett; governed laws?"
+    assert DocumentRanker(contract_store).best(query, 1) == ["bicycle"]
+    # The query vector points at a Cubic chunk, but only Bicycle's chunks may be returned.
+    retriever = HybridRetriever(contract_store, documents=1)
+    hits = retriever.retrieve(query, vector_for(CONTRACTS["cubic"][1][0]), 5)
+    assert [h.chunk.doc_id for h in hits] == ["bicycle"] * 3
+    # Exact cosines are still reported for the restricted dense stage.
+    for hit in hits:
+        cosine = float(contract_store.vectors([hit.chunk.chunk_id])[0]
+                       @ vector_for(CONTRACTS["cubic"][1][0]))
+        assert hit.scores["dense"] == pytest.approx(cosine, abs=1e-6)
+    # No document matches: no restriction.
+    unrestricted = HybridRetriever(contract_store, documents=1).retrieve(
+        "the of", vector_for(DENSE_TEXT), 2)
+    assert unrestricted[0].chunk.chunk_id == "bicycle#0"
+    with pytest.raises(ConfigurationError, match="documents"):
+        HybridRetriever(contract_store, documents=0)
+
+
+def test_document_ranker_follows_store_changes(contract_store: SQLiteStore) -> None:
+    from suture.retrievers.documents import DocumentRanker
+
+    from .conftest import write_doc
+
+    ranker = DocumentRanker(contract_store)
+    assert ranker.best("zebra", 1) == []
+    write_doc(contract_store, "zoo", ["zebra"], title="Zoo")
+    assert ranker.best("zebra", 1) == ["zoo"]

@@ -85,9 +85,9 @@ def test_bm25_matches_reference_on_a_small_corpus(query: str, k1: float, b: floa
 
 @settings(max_examples=40, deadline=None)
 @given(
-    docs=st.lists(st.lists(st.sampled_from("ab cd ef gh ij kl".split()), max_size=12),
+    docs=st.lists(st.lists(st.sampled_from(["ab", "cd", "ef", "gh", "ij", "kl"]), max_size=12),
                   min_size=1, max_size=8),
-    query=st.lists(st.sampled_from("ab cd ef gh zz".split()), min_size=1, max_size=4),
+    query=st.lists(st.sampled_from(["ab", "cd", "ef", "gh", "zz"]), min_size=1, max_size=4),
 )
 def test_bm25_matches_reference_on_random_corpora(docs: list[list[str]], query: list[str]) -> None:
     texts = [" ".join(d) for d in docs]
@@ -173,7 +173,7 @@ def test_add_replace_delete_keep_lexical_index_in_step(contract_store: SQLiteSto
 
     write_doc(contract_store, "fox", ["Replaced text about zebras."], title="Fox Zebra")
     assert_in_step(contract_store, retriever)
-    assert retriever.rank("zebras", 5) == [("fox#0", pytest.approx(retriever.rank("zebras", 1)[0][1]))]
+    assert [c for c, _ in retriever.rank("zebras", 5)] == ["fox#0"]
     assert retriever.rank("royalties ten percent", 10)[0][0] != "fox#1"
 
     assert contract_store.delete_document("bicycle")
@@ -226,7 +226,9 @@ def test_damaged_lexical_index_is_rebuilt(contract_store: SQLiteStore, damage: s
     assert LexicalRetriever(contract_store).index().generation == contract_store.generation
 
 
-def test_read_only_folder_still_works(contract_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_only_folder_still_works(
+    contract_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError("read-only")
 

@@ -2,13 +2,13 @@
 
 Text is first cut into paragraphs at blank lines and form feeds (page breaks), then
 each paragraph is split into sentences by a rule-based segmenter: BlingFire
-(`text_to_sentences_and_offsets`, ~0.3 s/MB) when installed, else pysbd (~20 s/MB on
-the 10-K, too slow for whole corpora, kept as a fallback because it is a core
-dependency). Only the segmenter's sentence *ends* are used, as cut points, so the
-sentences tile the paragraph and no character is dropped even where a segmenter
-skips or normalises text. A "sentence" longer than `max_chars` (tables, lists with no
-punctuation, run-on clauses) is cut at line breaks, then at spaces, into pieces of at
-most `max_chars`.
+(`text_to_sentences_and_offsets`, about 1 s/MB) when installed, else pysbd (about
+16 s/MB paragraph by paragraph, 80-160 s/MB on whole documents: too slow for corpora,
+kept as a fallback because it is a core dependency). Only the segmenter's sentence
+*ends* are used, as cut points, so the sentences tile the paragraph and no character
+is dropped even where a segmenter skips or normalises text. A "sentence" longer than
+`max_chars` (tables, lists with no punctuation, run-on clauses) is cut at line
+breaks, then at spaces, into pieces of at most `max_chars`.
 """
 
 from __future__ import annotations

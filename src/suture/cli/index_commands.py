@@ -65,6 +65,7 @@ def index_command(
     chunk_overlap: Annotated[int, typer.Option(help="Characters shared by neighbouring chunks.")] = 60,
     contextual: Annotated[bool, typer.Option(help="Prepend title and section path to embedded text.")] = True,
     prune: Annotated[bool, typer.Option(help="Delete stored documents not found under PATHS.")] = False,
+    retriever: Annotated[str | None, typer.Option(help="Default first stage of this index: dense, lexical, hybrid.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Index documents into an index folder (adds to it when it exists)."""
@@ -73,7 +74,7 @@ def index_command(
     try:
         built = Index.build(
             paths, index, embedder=embedder, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-            contextual=contextual, show_progress=not quiet, prune=prune,
+            contextual=contextual, show_progress=not quiet, prune=prune, retriever=retriever,
         )
     except SutureError as exc:
         raise fail(exc) from None

@@ -11,7 +11,7 @@ from suture.retrievers.base import Retriever
 from suture.stores.base import Store
 
 
-class RetrieverName(str, Enum):
+class RetrieverName(str, Enum):  # noqa: UP042 - same pattern as the other registries
     DENSE = "dense"
     LEXICAL = "lexical"
     HYBRID = "hybrid"

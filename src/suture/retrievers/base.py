@@ -21,3 +21,7 @@ class Retriever(ABC):
     @abstractmethod
     def retrieve(self, query: str, query_vector: Vectors, k: int) -> list[Hit]:
         """The k best hits, best first."""
+
+    def prepare(self) -> None:
+        """Bring derived structures (e.g. a lexical index) up to date with the store."""
+        return None

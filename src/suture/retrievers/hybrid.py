@@ -7,9 +7,11 @@ from the full score array for dense-only ones) plus the fused score, which is al
 `Hit.score`. Policies that need the cosine (SCAR) recompute it from stored vectors, so
 the fused score never leaks into their thresholds.
 
-Default: RRF with k = 60 — rank-based, so it needs no calibration between cosine and
-BM25 scales, whose ranges change with the corpus and the query length; measured on
-CUAD-mini and privacy-QA in docs/retrievers.md.
+Default: RRF with k = 60, dense weighted 0.7 / lexical 0.3 (weights 1.4 / 0.6). RRF is
+rank-based, so it needs no calibration between cosine and BM25 scales, whose ranges change
+with the corpus and the query length; the dense weighting was the best hybrid setting on
+CUAD-mini and privacy-QA (docs/retrievers.md). The index's default *retriever* stays
+dense: with title-contextual embeddings, dense alone was at least as good on both sets.
 """
 
 from __future__ import annotations
@@ -17,16 +19,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.retrievers.base import Retriever
+from suture.retrievers.documents import DocumentRanker
 from suture.retrievers.fusion import DEFAULT_RRF_K, normalised_blend, reciprocal_rank_fusion
-from suture.retrievers.lexical import LexicalRetriever, top_rows
+from suture.retrievers.lexical import LexicalIndex, LexicalRetriever, top_rows
 from suture.stores.base import Store
 from suture.types import Chunk, Hit
 
 FUSIONS = ("rrf", "blend")
+#: weight of the dense stage; 0.7 was the best hybrid setting on both CUAD-mini and
+#: privacy-QA (docs/retrievers.md): the lexical stage helps less than dense there
+DEFAULT_ALPHA = 0.7
 
 
 class HybridRetriever(Retriever):
@@ -40,8 +47,9 @@ class HybridRetriever(Retriever):
         *,
         fusion: str = "rrf",
         rrf_k: float = DEFAULT_RRF_K,
-        alpha: float = 0.5,
+        alpha: float = DEFAULT_ALPHA,
         depth: int | None = None,
+        documents: int | None = None,
         **lexical_options: Any,
     ) -> None:
         super().__init__(store)
@@ -55,11 +63,17 @@ class HybridRetriever(Retriever):
             raise ConfigurationError(f"depth must be >= 1 or None, got {depth}")
         self.fusion = fusion
         self.rrf_k = float(rrf_k)
-        #: weight of the dense stage (RRF: dense weight alpha*2, lexical (1-alpha)*2, so 0.5
-        #: is plain RRF; blend: alpha * dense + (1 - alpha) * lexical)
+        #: weight of the dense stage. RRF: weights (2 alpha, 2 (1 - alpha)), so 0.5 is plain
+        #: RRF; blend: alpha * dense + (1 - alpha) * lexical
         self.alpha = float(alpha)
+        if documents is not None and documents < 1:
+            raise ConfigurationError(f"documents must be >= 1 or None, got {documents}")
         self.depth = depth
+        #: restrict both stages to the chunks of the best `documents` documents
+        #: (document-level BM25, see `suture.retrievers.documents`); None: no restriction
+        self.documents = documents
         self.lexical = LexicalRetriever(store, **lexical_options)
+        self._ranker: DocumentRanker | None = None
 
     def prepare(self) -> None:
         """Build (or load) the lexical index now."""
@@ -72,15 +86,26 @@ class HybridRetriever(Retriever):
         if k <= 0:
             return []
         depth = max(self.candidate_depth(k), k)
-        dense = self.store.search(query_vector, depth)
-        dense_scores = {s.chunk.chunk_id: s.score for s in dense}
-        known: dict[str, Chunk] = {s.chunk.chunk_id: s.chunk for s in dense}
-
         index = self.lexical.index()
+        rows = self._document_rows(query, index)
+        known: dict[str, Chunk] = {}
+        if rows is None:
+            dense = self.store.search(query_vector, depth)
+            dense_scores = {s.chunk.chunk_id: s.score for s in dense}
+            known.update((s.chunk.chunk_id, s.chunk) for s in dense)
+            mask = None
+        else:
+            ids = [index.chunk_ids[r] for r in rows]
+            cosines = self.store.vectors(ids) @ query_vector.astype(np.float32, copy=False)
+            # top_rows keeps positive scores only; cosines are >= -1, so shift them.
+            dense_scores = {ids[r]: float(cosines[r]) for r in top_rows(cosines + 2.0, depth)}
+            mask = np.zeros(len(index), dtype=bool)
+            mask[rows] = True
+
         bm25 = index.scores(query)
         lexical_ids: list[str] = []
         if bm25 is not None:
-            lexical_ids = [index.chunk_ids[r] for r in top_rows(bm25, depth)]
+            lexical_ids = [index.chunk_ids[r] for r in top_rows(bm25, depth, mask)]
 
         # Exact scores of both stages for every candidate.
         missing = [c for c in lexical_ids if c not in dense_scores]
@@ -118,3 +143,14 @@ class HybridRetriever(Retriever):
             )
             for chunk_id, score in best
         ]
+
+    def _document_rows(self, query: str, index: LexicalIndex) -> npt.NDArray[np.int64] | None:
+        """Lexical-index rows of the best documents' chunks; None when not restricting."""
+        if self.documents is None:
+            return None
+        if self._ranker is None:
+            self._ranker = DocumentRanker(self.store, self.lexical.settings)
+        best = self._ranker.best(query, self.documents)
+        if not best:
+            return None
+        return index.document_rows(best)

@@ -154,9 +154,20 @@ class LexicalIndex:
         self.tokenizer = tokenizer or Tokenizer(settings.stopwords, settings.stemmer)
         #: term -> id; empty when no chunk has a term (then bm25 holds no index)
         self.vocab: dict[str, int] = dict(getattr(bm25, "vocab_dict", None) or {})
+        self._doc_rows: dict[str, npt.NDArray[np.int64]] | None = None
 
     def __len__(self) -> int:
         return len(self.chunk_ids)
+
+    def document_rows(self, doc_ids: Iterable[str]) -> npt.NDArray[np.int64]:
+        """Rows of every chunk of these documents (chunk ids are `f"{doc_id}#{position}"`)."""
+        if self._doc_rows is None:
+            grouped: dict[str, list[int]] = {}
+            for row, chunk_id in enumerate(self.chunk_ids):
+                grouped.setdefault(chunk_id.rsplit("#", 1)[0], []).append(row)
+            self._doc_rows = {d: np.asarray(r, dtype=np.int64) for d, r in grouped.items()}
+        parts = [self._doc_rows[d] for d in doc_ids if d in self._doc_rows]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     # -- construction -------------------------------------------------------------
     @classmethod
