@@ -17,17 +17,17 @@ from suture.types import Context
 
 #: column key -> header shown (keys not listed are shown as they are)
 HEADERS: dict[str, str] = {
-    "seed": "hit (seed)",
+    "seed": "hit",
     "neighbour": "neighbour",
     "offset": "offset",
     "anchor": "penalty vs",
     "cos_q_seed": "cos(q,c)",
     "cos_q_neighbour": "cos(q,n)",
     "cos_anchor_neighbour": "cos(c,n)",
-    "b": "b = 1−cos(c,n)",
-    "S": "S = cos(q,n)−λb",
+    "b": "b",
+    "S": "S",
     "threshold": "τ·cos(q,c)",
-    "margin": "S − τ·cos(q,c)",
+    "margin": "margin",
     "decision": "decision",
     "chunk": "chunk",
     "first_stage_rank": "first rank",
@@ -90,33 +90,40 @@ def trace_table(
     headers = dict(HEADERS)
     if "anchor" in columns:  # some penalties were taken against an earlier neighbour
         headers["cos_anchor_neighbour"] = "cos(anchor,n)"
-        headers["b"] = "b = 1−cos(anchor,n)"
     for key in columns:
         numeric = any(isinstance(row.get(key), int | float) for row in rows)
         table.add_column(headers.get(key, key), justify="right" if numeric else "left",
                          no_wrap=True)
     for row in rows:
         table.add_row(*(format_cell(key, row.get(key)) for key in columns))
-    if not rows:
-        table.caption = "no decisions recorded"
+    if not rows:  # rich draws nothing for a table without columns
+        table.add_column("decision")
+        table.add_row(Text("no decisions recorded", style="dim"))
     return table
 
 
 def render_trace(context: Context) -> Table:
     """The decision table of one `Context` returned with explain=True."""
     title = f"{context.policy}: decisions for {context.query!r}"
-    table = trace_table(context.trace, title=title)
     if not context.trace:
-        table.caption = (
-            f"policy {context.policy!r} recorded no decisions "
-            "(it adds nothing beyond the hits, or the hits had no neighbours)"
+        table = Table(title=title, header_style="bold")
+        table.add_column("decision")
+        table.add_row(Text(
+            f"policy {context.policy!r} recorded no decisions (it adds nothing beyond "
+            "the hits, or the hits had no neighbours)", style="dim"))
+        return table
+    table = trace_table(context.trace, title=title)
+    counts: dict[str, int] = {}
+    for row in context.trace:
+        decision = str(row.get("decision", ""))
+        counts[decision] = counts.get(decision, 0) + 1
+    table.caption = ", ".join(f"{n} {d}" for d, n in counts.items() if d)
+    if "S" in trace_columns(context.trace):
+        penalty = "anchor" if "anchor" in trace_columns(context.trace) else "c"
+        table.caption += (
+            f"\nb = 1 − cos({penalty},n); S = cos(q,n) − λ·b; added when S > τ·cos(q,c); "
+            "margin = S − τ·cos(q,c)"
         )
-    else:
-        counts: dict[str, int] = {}
-        for row in context.trace:
-            decision = str(row.get("decision", ""))
-            counts[decision] = counts.get(decision, 0) + 1
-        table.caption = ", ".join(f"{n} {d}" for d, n in counts.items() if d)
     return table
 
 

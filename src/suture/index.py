@@ -22,7 +22,7 @@ from suture.policies.base import PolicyRequest
 from suture.retrievers import Retriever, get_retriever, retriever_names
 from suture.stores.base import Manifest
 from suture.stores.sqlite import MANIFEST_FILE, SQLiteStore
-from suture.tokens import count_tokens
+from suture.tokens import count_tokens_batch
 from suture.types import Chunk, Context, Document
 
 #: embedder options never written to the manifest (secrets)
@@ -306,7 +306,7 @@ class Index:
             selections=result.selections,
             hits=list(result.hits) if result.hits is not None else hits[:k],
             store=self.store,
-            count_tokens=count_tokens,
+            count_tokens=count_tokens_batch,
             max_tokens=max_tokens,
             trace=[dict(row) for row in result.trace] if explain else None,
         )

@@ -20,7 +20,7 @@ def _context(store, policy, hit_ids, k=None, max_tokens=None, **params):  # type
     chosen = get_policy(policy, **params)
     result = chosen.select(PolicyRequest("q", query, hits, k or len(hits), store))
     return assemble_context(query="q", policy=policy, selections=result.selections, hits=hits,
-                            store=store, count_tokens=lambda t: len(t.split()),
+                            store=store, count_tokens=lambda ts: [len(t.split()) for t in ts],
                             max_tokens=max_tokens)
 
 

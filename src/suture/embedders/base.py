@@ -46,7 +46,8 @@ class Embedder(ABC):
 
     def embed_query(self, text: str) -> Vectors:
         """Embed one query; returns a (dimension,) vector."""
-        return self._embed_all([text], is_query=True)[0]
+        vector: Vectors = self._embed_all([text], is_query=True)[0]
+        return vector
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         """Embed several queries at once; returns (len(texts), dimension)."""
@@ -67,4 +68,5 @@ def normalise(vectors: Vectors) -> Vectors:
     """L2-normalise rows; zero rows stay zero."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (vectors / norms).astype(np.float32, copy=False)
+    unit: Vectors = (vectors / norms).astype(np.float32, copy=False)
+    return unit

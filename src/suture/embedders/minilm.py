@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 #: identity of the bundled model, used in `key` (the bundled folder is just called "model")
 BUNDLED_MODEL_ID = "all-MiniLM-L6-v2"
-#: batch size measured fastest for ~600-character chunks on 2 CPU cores
-#: (benchmarks/embed_throughput.py); larger batches gain nothing once sorted by length.
+#: 16-32 measured best for 600-character chunks on 2 shared CPU cores
+#: (benchmarks/embed_throughput.py); 64+ is slower (attention memory grows with b*L^2).
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_MAX_LENGTH = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
 
@@ -51,8 +51,9 @@ def _resolve(model_path: str | Path | None) -> Path:
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """Silence transformers' "Loading weights" progress bar, then restore the setting."""
-    from transformers.utils import logging as hf_logging
+    import transformers.utils.logging
 
+    hf_logging: Any = transformers.utils.logging  # untyped module
     was_enabled = hf_logging.is_progress_bar_enabled()
     if was_enabled:
         hf_logging.disable_progress_bar()

@@ -7,13 +7,14 @@ from collections.abc import Callable, Sequence
 from suture.stores.base import Store
 from suture.types import Context, Hit, Selection, Span
 
-TokenCounter = Callable[[Sequence[str]], int]
+#: counts tokens of many texts in one call (e.g. suture.tokens.count_tokens_batch)
+TokenCounter = Callable[[Sequence[str]], list[int]]
 
 
 def apply_budget(
     selections: Sequence[Selection],
     max_tokens: int | None,
-    count_tokens: Callable[[str], int],
+    count_tokens: TokenCounter,
     store: Store,
 ) -> tuple[list[Selection], int]:
     """Keep whole pieces under `max_tokens`: hits by score first, then expansions by margin.
@@ -28,11 +29,9 @@ def apply_budget(
     )
     kept: list[Selection] = []
     used = 0
-    texts: dict[str, str] = {}
-    for sel in ordered:
-        if sel.doc_id not in texts:
-            texts[sel.doc_id] = store.document(sel.doc_id).text
-        cost = count_tokens(texts[sel.doc_id][sel.start : sel.end])
+    texts = {doc_id: store.document(doc_id).text for doc_id in {s.doc_id for s in ordered}}
+    costs = count_tokens([texts[s.doc_id][s.start : s.end] for s in ordered])
+    for sel, cost in zip(ordered, costs, strict=True):
         if used + cost <= max_tokens:
             kept.append(sel)
             used += cost
@@ -95,7 +94,7 @@ def assemble_context(
     selections: Sequence[Selection],
     hits: Sequence[Hit],
     store: Store,
-    count_tokens: Callable[[str], int],
+    count_tokens: TokenCounter,
     max_tokens: int | None = None,
     trace: Sequence[dict[str, object]] | None = None,
 ) -> Context:
@@ -109,7 +108,7 @@ def assemble_context(
         spans=tuple(spans),
         chunks=len(chunk_ids),
         characters=sum(len(s.text) for s in spans),
-        tokens=sum(count_tokens(s.text) for s in spans),
+        tokens=sum(count_tokens([s.text for s in spans])),
         hits=tuple(hits),
         trace=tuple(trace or ()),
         dropped=dropped,

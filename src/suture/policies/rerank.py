@@ -240,6 +240,7 @@ def _positive(value: Any, name: str) -> int:
         number = int(value)
     except (TypeError, ValueError):
         number = 0
-    if isinstance(value, bool) or number < 1 or (isinstance(value, float) and not value.is_integer()):
+    fractional = isinstance(value, float) and not value.is_integer()
+    if isinstance(value, bool) or number < 1 or fractional:
         raise ConfigurationError(f"rerank {name} must be a whole number >= 1, got {value!r}")
     return number

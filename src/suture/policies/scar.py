@@ -1,4 +1,4 @@
-"""`scar`: Semantic Coherence Adaptive Retrieval — add a neighbour only when it belongs.
+"""`scar`: Semantic Continuity-Aware Retrieval — add a neighbour only when it belongs.
 
 For each top-k hit c and each adjacent chunk n within radius r (both directions):
 
@@ -124,17 +124,21 @@ class ScarPolicy(Policy):
         row_of = {(c.doc_id, c.position): i for i, c in enumerate(chunks)}
         hit_ids = {h.chunk.chunk_id for h in hits}
 
+        # Stored vectors are L2-normalised, but cosines are computed robustly anyway
+        # (zero rows give 0). Python lists: the walk below reads single values, and
+        # list indexing is much cheaper than numpy scalar indexing at this size.
         unit = _unit_rows(np.asarray(vectors, dtype=np.float64))
         query = _unit_rows(np.asarray(request.query_vector, dtype=np.float64).reshape(1, -1))[0]
-        cos_q = unit @ query  # cos(e_q, e_x) for every fetched chunk
-        gram = unit @ unit.T  # cos(e_x, e_y) between fetched chunks (at most k·(2r+1) rows)
+        cos_q: list[float] = (unit @ query).tolist()  # cos(e_q, e_x) for every fetched chunk
+        # cos(e_x, e_y) between fetched chunks: at most k·(2r+1) rows, so a tiny matrix
+        gram: list[list[float]] = (unit @ unit.T).tolist()
 
         steps: list[_Step] = []
         for hit in hits:
             seed = row_of.get((hit.chunk.doc_id, hit.chunk.position))
             if seed is None:  # the store no longer holds this hit; nothing to expand
                 continue
-            threshold = self.tau * float(cos_q[seed])  # SCAR rule, right-hand side
+            threshold = self.tau * cos_q[seed]  # SCAR rule, right-hand side
             for direction in (-1, 1):
                 steps.extend(
                     self._walk(seed, direction, threshold, chunks, row_of, hit_ids, cos_q, gram)
@@ -152,7 +156,7 @@ class ScarPolicy(Policy):
                         end=neighbour.end,
                         chunk_ids=(neighbour.chunk_id,),
                         reason=f"expanded from {chunks[step.seed].chunk_id}",
-                        score=float(cos_q[step.neighbour]),
+                        score=cos_q[step.neighbour],
                         is_hit=False,
                         priority=step.priority,
                     )
@@ -170,8 +174,8 @@ class ScarPolicy(Policy):
         chunks: Sequence[Chunk],
         row_of: dict[tuple[str, int], int],
         hit_ids: set[str],
-        cos_q: npt.NDArray[np.float64],
-        gram: npt.NDArray[np.float64],
+        cos_q: list[float],
+        gram: list[list[float]],
     ) -> list[_Step]:
         """Evaluate the neighbours of one seed on one side, stopping at the first failure."""
         origin = chunks[seed]
@@ -188,8 +192,8 @@ class ScarPolicy(Policy):
                 steps.append(_Step(seed, row, offset, anchor, None, None, threshold,
                                    None, None, NOT_REACHED))
                 continue
-            b = 1.0 - float(gram[anchor, row])  # SCAR eq. (b)
-            s = float(cos_q[row]) - self.lam * b  # SCAR eq. (S)
+            b = 1.0 - gram[anchor][row]  # SCAR eq. (b)
+            s = cos_q[row] - self.lam * b  # SCAR eq. (S)
             margin = s - threshold
             if chunks[row].chunk_id in hit_ids:
                 # Already in the context; that hit expands the chunks beyond it itself.
@@ -199,7 +203,7 @@ class ScarPolicy(Policy):
                 continue
             if s > threshold:  # SCAR rule
                 # Never rank an outer step above an inner one under a token budget.
-                priority = min(margin, float(np.nextafter(priority, -math.inf)))
+                priority = min(margin, math.nextafter(priority, -math.inf))
                 steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
                                    margin, priority, ADDED))
                 if self.penalty_against == "previous":
@@ -231,8 +235,8 @@ def _trace_row(
     step: _Step,
     best: dict[int, _Step],
     chunks: Sequence[Chunk],
-    cos_q: npt.NDArray[np.float64],
-    gram: npt.NDArray[np.float64],
+    cos_q: list[float],
+    gram: list[list[float]],
 ) -> dict[str, Any]:
     decision = step.decision
     if best[step.neighbour] is not step and step.decision != ALREADY_HIT:
@@ -242,9 +246,9 @@ def _trace_row(
         "neighbour": chunks[step.neighbour].chunk_id,
         "offset": step.offset,
         "anchor": chunks[step.anchor].chunk_id,
-        "cos_q_seed": float(cos_q[step.seed]),
-        "cos_q_neighbour": float(cos_q[step.neighbour]),
-        "cos_anchor_neighbour": float(gram[step.anchor, step.neighbour]),
+        "cos_q_seed": cos_q[step.seed],
+        "cos_q_neighbour": cos_q[step.neighbour],
+        "cos_anchor_neighbour": gram[step.anchor][step.neighbour],
         "b": step.b,
         "S": step.s,
         "threshold": step.threshold,
@@ -262,9 +266,9 @@ def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
 
 def _unit_rows(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Rows scaled to unit length; zero rows stay zero, so their cosines are 0."""
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
     norms[norms == 0] = 1.0
-    unit: npt.NDArray[np.float64] = matrix / norms
+    unit: npt.NDArray[np.float64] = matrix / norms[:, None]
     return unit
 
 

@@ -1,0 +1,44 @@
+"""Looking embedders up by name."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from suture.embedders import _REGISTRY, DEFAULT_EMBEDDER, Embedder, EmbedderName, get_embedder
+from suture.embedders.hashing import HashingEmbedder
+from suture.exceptions import ConfigurationError, UnknownPluginError
+
+
+@pytest.mark.parametrize("name", list(EmbedderName))
+def test_every_name_points_at_its_class(name: EmbedderName) -> None:
+    module_name, class_name = _REGISTRY[name]
+    cls = getattr(importlib.import_module(module_name), class_name)
+    assert issubclass(cls, Embedder)
+    assert cls.name == name.value
+
+
+def test_lookup_and_options() -> None:
+    embedder = get_embedder("hashing", dimension=16)
+    assert isinstance(embedder, HashingEmbedder)
+    assert embedder.dimension == 16
+    assert get_embedder(EmbedderName.HASHING).dimension == 64
+    assert get_embedder(embedder) is embedder
+    assert DEFAULT_EMBEDDER is EmbedderName.MINILM
+
+
+def test_unknown_name_lists_the_choices() -> None:
+    with pytest.raises(UnknownPluginError, match=r"unknown embedder 'bert'.*minilm.*openai"):
+        get_embedder("bert")
+    with pytest.raises(ConfigurationError):  # UnknownPluginError is a ConfigurationError
+        get_embedder("")
+
+
+def test_openai_without_settings_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var in ("SUTURE_OPENAI_BASE_URL", "OPENAI_BASE_URL", "SUTURE_OPENAI_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ConfigurationError, match="SUTURE_OPENAI_BASE_URL"):
+        get_embedder("openai")
