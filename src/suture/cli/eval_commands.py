@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,8 +18,30 @@ if TYPE_CHECKING:
 DEFAULT_POLICIES = "topk,window,window2,parent,scar"
 
 
-def _command_line() -> str:
-    return "suture " + shlex.join(sys.argv[1:])
+#: options always written into the recorded command, even at their defaults
+_ALWAYS_RECORDED = frozenset({"policies", "k", "lam", "tau", "radius"})
+
+
+def _command_line(ctx: typer.Context) -> str:
+    """The command as run, rebuilt from the parsed options (most defaults left out)."""
+    words = ["suture", ctx.info_name or ""]
+    params: list[Any] = list(ctx.command.params)
+    for param in params:
+        # typer vendors its own click, so test the kind by attribute, not by class
+        if getattr(param, "param_type_name", "") != "option" or param.name is None:
+            continue
+        value = ctx.params.get(param.name)
+        if value is None or value == []:
+            continue
+        if value == param.default and param.name not in _ALWAYS_RECORDED:
+            continue
+        if getattr(param, "is_flag", False):
+            flags = param.opts if value else param.secondary_opts
+            words.append(flags[0] if flags else param.opts[0])
+            continue
+        for item in value if isinstance(value, list | tuple) else [value]:
+            words += [param.opts[0], str(item)]
+    return shlex.join(words)
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -60,12 +81,14 @@ ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Pro
 
 @app.command("eval")
 def eval_command(
+    ctx: typer.Context,
     benchmark: BenchmarkOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
     corpus: CorpusOpt = None,
     index: IndexOpt = None,
     policies: Annotated[str, typer.Option(
-        help="Comma-separated policies, or 'all'.")] = DEFAULT_POLICIES,
+        help="Comma-separated policies, or 'all' (every registered policy that can be "
+        "loaded here).")] = DEFAULT_POLICIES,
     k: Annotated[str, typer.Option(
         "--k", help="First-stage hits per query: 5, or a list like 1,3,5 (IE@1/3/5 needs all "
         "three; tables use 5 when run, else the largest).")] = "5",
@@ -89,6 +112,7 @@ def eval_command(
 ) -> None:
     """Run policies over a labelled benchmark; write runs, results.json, report.md, plots."""
     from suture.evaluation.runner import (
+        available_policies,
         evaluate,
         open_or_build_index,
         parse_ks,
@@ -98,7 +122,13 @@ def eval_command(
 
     started = time.perf_counter()
     try:
-        names = ",".join(policy_names()) if policies.strip() == "all" else policies
+        names = policies
+        if policies.strip() == "all":
+            usable = available_policies()
+            skipped = [p for p in policy_names() if p not in usable]
+            if skipped:
+                typer.echo(f"skipping unavailable policies: {', '.join(skipped)}", err=True)
+            names = ",".join(usable)
         specs = parse_policy_specs(names, param or (), params_json)
         ks = parse_ks(k)
         out.mkdir(parents=True, exist_ok=True)
@@ -111,7 +141,7 @@ def eval_command(
             baselines=[b.strip() for b in baselines.split(",") if b.strip()],
             resamples=resamples, seed=seed, max_tokens=max_tokens, show_progress=progress,
         )
-        result.write(out, command=_command_line(), plots=plots)
+        result.write(out, command=_command_line(ctx), plots=plots)
     except SutureError as exc:
         raise _fail(exc) from None
     done = time.perf_counter()
@@ -126,6 +156,8 @@ def _print_summary(results: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from suture.evaluation.report import ordered
+
     k = results["settings"]["primary_k"]
     doc_level = results["benchmark"]["level"] == "document"
     columns = (("doc_recall", "doc recall", True), ("mrr", "MRR", False)) if doc_level else (
@@ -137,7 +169,7 @@ def _print_summary(results: dict[str, Any]) -> None:
         table.add_column(title, justify="right")
     for title in ("chunks", "tokens"):
         table.add_column(title, justify="right")
-    for label, per_k in results["results"].items():
+    for label, per_k in ordered(results, results["results"]):
         s = per_k[f"k={k}"]["all"]
         cells = [
             "–" if s[key] is None else (f"{s[key] * 100:.1f}%" if pct else f"{s[key]:.4f}")
@@ -149,6 +181,7 @@ def _print_summary(results: dict[str, Any]) -> None:
 
 @app.command("sweep")
 def sweep_command(
+    ctx: typer.Context,
     benchmark: BenchmarkOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
     corpus: CorpusOpt = None,
@@ -195,7 +228,7 @@ def sweep_command(
                                   scope=corpus_scope, show_progress=progress)
         evaluator = Evaluator(idx, loaded, show_progress=progress, max_tokens=max_tokens)
         sweep = run_sweep(evaluator, grid, k=k, fixed=fixed)
-        sweep.write(out, command=_command_line())
+        sweep.write(out, command=_command_line(ctx))
         typer.echo(sweep.summary_text())
         if transfer_embedders:
             names = [e.strip() for e in transfer_embedders.split(",") if e.strip()]
@@ -205,7 +238,7 @@ def sweep_command(
                 scope=corpus_scope, resamples=resamples, seed=seed, max_tokens=max_tokens,
                 show_progress=progress,
             )
-            transfer.write(out, command=_command_line())
+            transfer.write(out, command=_command_line(ctx))
             typer.echo(transfer.summary_text())
     except SutureError as exc:
         raise _fail(exc) from None

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from suture.evaluation.report import ordered
+
 
 def _pyplot() -> Any:
     try:
@@ -33,19 +35,21 @@ def plot_results(results: Mapping[str, Any], out: str | Path) -> list[str]:
     names: list[str] = []
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=True)
+    markers = "osD^vP*X"
     for ax, subset in zip(axes, ("all", "fragmented", "atomic"), strict=True):
-        for label, per_k in results["results"].items():
+        for i, (label, per_k) in enumerate(ordered(results, results["results"])):
             summary = per_k[f"k={k}"][subset]
             x, y = summary.get("tokens"), summary.get(recall_key)
             if x is None or y is None:
                 continue
-            ax.scatter(x, y * 100, s=60)
-            ax.annotate(label, (x, y * 100), textcoords="offset points", xytext=(5, 4),
-                        fontsize=9)
+            # colour + marker + legend: policies with near-equal results stay readable
+            ax.scatter(x, y * 100, s=70, marker=markers[i % len(markers)], color=f"C{i}",
+                       alpha=0.8, label=label)
         ax.set_title(f"{subset} queries (k = {k})")
         ax.set_xlabel("mean context tokens per query")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"{recall_key.replace('_', ' ')} (%)")
+    axes[0].legend(fontsize=8)
     fig.suptitle(f"{results['benchmark']['name']}: recall against context size")
     fig.tight_layout()
     name = "recall_vs_tokens.png"
@@ -56,7 +60,7 @@ def plot_results(results: Mapping[str, Any], out: str | Path) -> list[str]:
     ks = results["settings"]["ks"]
     if len(ks) > 1:
         fig, ax = plt.subplots(figsize=(7, 4.6))
-        for label, per_k in results["results"].items():
+        for label, per_k in ordered(results, results["results"]):
             xs = [per_k[f"k={kk}"]["all"].get("tokens") for kk in ks]
             ys = [per_k[f"k={kk}"]["all"].get(recall_key) for kk in ks]
             points = [(x, y * 100) for x, y in zip(xs, ys, strict=True)

@@ -38,6 +38,14 @@ DEFINITIONS = """\
   Cohen's d is the paired d_z = mean(A − B) / sd(A − B); change = mean(A) / mean(B) − 1.
 """
 
+#: the SCAR paper's headline numbers (CUAD-mini, k = 5; its embedder and chunking)
+PAPER_HEADLINE: dict[str, Any] = {
+    "scar": {"chunk_recall": 0.928, "chunks": 7.84},
+    "window": {"chunk_recall": 0.967, "chunks": 10.16},
+    "chunks_change": -0.229,
+    "tokens_change_10k": -0.271,
+}
+
 SPAN_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("chunk_recall", "Chunk recall", "pct"),
     ("span_recall", "Span recall", "pct"),
@@ -57,6 +65,12 @@ DOCUMENT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("chunks", "Chunks", "num"),
     ("tokens", "Tokens", "int"),
 )
+
+
+def ordered(results: Mapping[str, Any], table: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Rows of a per-policy table in the order the policies were given (JSON sorts keys)."""
+    order = [p for p in results["settings"].get("policy_order", []) if p in table]
+    return [(label, table[label]) for label in order + sorted(set(table) - set(order))]
 
 
 def fmt(value: Any, kind: str) -> str:
@@ -82,7 +96,7 @@ def metrics_table(
     header = "| Policy | " + " | ".join(c[1] for c in columns) + " |"
     rule = "|---|" + "---:|" * len(columns)
     rows = [header, rule]
-    for label, per_k in results["results"].items():
+    for label, per_k in ordered(results, results["results"]):
         summary = per_k[f"k={k}"][subset]
         cells = [fmt(summary.get(key), kind) for key, _, kind in columns]
         rows.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -139,6 +153,40 @@ def headline(comparisons: Sequence[Mapping[str, Any]], k: int) -> list[str]:
     return lines
 
 
+def paper_table(results: Mapping[str, Any], k: int) -> list[str]:
+    """Measured scar and window beside the SCAR paper's headline (only when both ran)."""
+    runs = results["results"]
+    if "scar" not in runs or "window" not in runs or results["benchmark"]["level"] != "span":
+        return []
+    scar, window = runs["scar"][f"k={k}"]["all"], runs["window"][f"k={k}"]["all"]
+    change = next(
+        (c["relative_change"] for c in results["comparisons"]
+         if (c["k"], c["policy_a"], c["policy_b"], c["metric"]) == (k, "scar", "window", "chunks")),
+        None,
+    )
+    paper = PAPER_HEADLINE
+    paper_change = _minus(f"{paper['chunks_change'] * 100:+.1f}%")
+    paper_tokens = _minus(f"{paper['tokens_change_10k'] * 100:+.1f}%")
+    measured = _minus(f"{change * 100:+.1f}%") if change is not None else "–"
+    return [
+        f"## Beside the SCAR paper's headline (CUAD-mini, k = 5; measured at k = {k})", "",
+        "| | paper | measured here |", "|---|---:|---:|",
+        f"| scar chunk recall | {fmt(paper['scar']['chunk_recall'], 'pct')} | "
+        f"{fmt(scar['chunk_recall'], 'pct')} |",
+        f"| scar chunks / query | {paper['scar']['chunks']:.2f} | {fmt(scar['chunks'], 'num')} |",
+        f"| window chunk recall | {fmt(paper['window']['chunk_recall'], 'pct')} | "
+        f"{fmt(window['chunk_recall'], 'pct')} |",
+        f"| window chunks / query | {paper['window']['chunks']:.2f} | "
+        f"{fmt(window['chunks'], 'num')} |",
+        f"| scar vs window, chunks | {paper_change} | {measured} |",
+        "",
+        "The paper's numbers come from its own embedder and chunking; it also reports "
+        f"{paper_tokens} context tokens for scar against "
+        "window on a 10-K corpus.",
+        "",
+    ]
+
+
 def render_report(
     results: Mapping[str, Any],
     *,
@@ -192,7 +240,7 @@ def render_report(
         out += ["## Information efficiency at each k", "",
                 "| Policy | " + " | ".join(ie_keys) + " |",
                 "|---|" + "---:|" * len(ie_keys)]
-        for label, values in results["ie"].items():
+        for label, values in ordered(results, results["ie"]):
             out.append(f"| {label} | " + " | ".join(fmt(values[key], "ie") for key in ie_keys)
                        + " |")
         out.append("")
@@ -200,6 +248,7 @@ def render_report(
             if other != k:
                 out += [f"## All queries (k = {other})", "",
                         metrics_table(results, other, "all", columns), ""]
+    out += paper_table(results, k)
     if results["comparisons"]:
         out += [f"## Paired comparisons (k = {k})", "",
                 comparison_table(results["comparisons"], k), ""]

@@ -131,7 +131,23 @@ def parse_policy_specs(
             spec.effective_params()
         except TypeError as exc:
             raise ConfigurationError(f"bad parameters for policy {spec.name}: {exc}") from None
+        except ImportError as exc:  # a registered policy whose module or extra is missing
+            raise ConfigurationError(f"policy {spec.name} is not available: {exc}") from None
     return specs
+
+
+def available_policies() -> list[str]:
+    """Registered policies that can be instantiated with their defaults here."""
+    from suture.policies import policy_names
+
+    names = []
+    for name in policy_names():
+        try:
+            get_policy(name)
+        except (ImportError, ConfigurationError, TypeError):
+            continue
+        names.append(name)
+    return names
 
 
 def _known(name: str, per_policy: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -583,6 +599,7 @@ def evaluate(
                                resamples=resamples, seed=seed)
     settings = {
         "ks": ks,
+        "policy_order": labels,
         "primary_k": chosen_k,
         "max_tokens": max_tokens if max_tokens is not None else evaluator.max_tokens,
         "bootstrap_resamples": resamples,
@@ -636,6 +653,7 @@ __all__ = [
     "PolicyRun",
     "PolicySpec",
     "QueryRecord",
+    "available_policies",
     "compare_runs",
     "evaluate",
     "open_or_build_index",

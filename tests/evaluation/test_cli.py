@@ -1,0 +1,66 @@
+"""`suture eval` and `suture sweep` end to end on privacy-QA with the hashing embedder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from suture.cli import _register, app
+
+
+def test_eval_command_writes_everything(privacy_paths: tuple[Path, Path], tmp_path: Path) -> None:
+    _register()
+    bench, corpus = privacy_paths
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [
+        "eval", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(out),
+        "--embedder", "hashing", "--policies", "topk,window,scar", "--k", "1,3,5",
+        "--param", "scar.lam=0.25", "--limit", "12", "--resamples", "200", "--no-progress",
+    ])
+    assert result.exit_code == 0, result.output
+    for name in ["results.json", "report.md", "recall_vs_tokens.png", "runs/scar.jsonl",
+                 "runs/k1/topk.jsonl", "index"]:
+        assert (out / name).exists(), name
+    results = json.loads((out / "results.json").read_text())
+    assert results["policies"]["scar"]["params"]["lam"] == 0.25
+    assert set(results["ie"]["window"]) == {"ie@1", "ie@3", "ie@5", "ie_avg(1,3,5)"}
+    report = (out / "report.md").read_text()
+    assert "](recall_vs_tokens.png)" in report
+    assert "suture eval --benchmark" in report
+    assert "scar vs window: chunks" in report
+    lines = (out / "runs" / "scar.jsonl").read_text().splitlines()
+    assert len(lines) == 12
+
+
+def test_eval_command_reports_bad_input(privacy_paths: tuple[Path, Path], tmp_path: Path) -> None:
+    _register()
+    bench, corpus = privacy_paths
+    result = CliRunner().invoke(app, [
+        "eval", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(tmp_path),
+        "--policies", "topk,nope",
+    ])
+    assert result.exit_code == 2
+    assert "unknown policy 'nope'" in result.output
+
+
+def test_sweep_command(privacy_paths: tuple[Path, Path], tmp_path: Path) -> None:
+    _register()
+    bench, corpus = privacy_paths
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(app, [
+        "sweep", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(out),
+        "--embedder", "hashing", "--lam", "0,0.5", "--tau", "0.1,0.8", "--radius", "1",
+        "--limit", "10", "--no-progress",
+        "--transfer-embedders", "hashing,nope", "--resamples", "100",
+    ])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "sweep.json").read_text())
+    assert len(data["points"]) == 4
+    assert {p["label"] for p in data["points"]} >= {"scar[lam=0,radius=1,tau=0.1]"}
+    assert any(p["pareto"] for p in data["points"])
+    assert (out / "pareto.png").exists()
+    transfer = json.loads((out / "transfer.json").read_text())
+    assert [r["embedder"] for r in transfer["rows"]] == ["hashing", "nope"]
+    assert "error" in transfer["rows"][1]

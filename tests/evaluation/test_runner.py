@@ -1,0 +1,173 @@
+"""The runner on real privacy-QA data with the hashing embedder, checked from the outside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from suture.evaluation.benchmarks import Benchmark, load_benchmark
+from suture.evaluation.runner import (
+    Evaluator,
+    PolicySpec,
+    evaluate,
+    open_or_build_index,
+    parse_ks,
+    parse_policy_specs,
+)
+from suture.exceptions import ConfigurationError
+
+POLICIES = ["topk", "window", "scar"]
+
+
+@pytest.fixture(scope="module")
+def written(privacy_index: Any, privacy: Benchmark, tmp_path_factory: pytest.TempPathFactory
+            ) -> Path:
+    out = tmp_path_factory.mktemp("eval-out")
+    result = evaluate(privacy_index, privacy, POLICIES, [3, 5], resamples=500,
+                      show_progress=False)
+    result.write(out, command="pytest", plots=False)
+    return out
+
+
+def test_recall_recomputed_from_runs_file(
+    written: Path, privacy_paths: tuple[Path, Path], privacy_index: Any
+) -> None:
+    """Reference: gold from the raw benchmark JSON, character sets, brute-force overlaps."""
+    bench_file, _ = privacy_paths
+    tests = {t["query_id"]: t for t in json.loads(bench_file.read_text())["tests"]}
+    chunks = list(privacy_index.store.iter_chunks())
+    results = json.loads((written / "results.json").read_text())
+    for policy in POLICIES:
+        lines = [json.loads(x) for x in (written / "runs" / f"{policy}.jsonl").read_text()
+                 .splitlines()]
+        assert sorted(line["query_id"] for line in lines) == sorted(tests)
+        chunk_recalls, span_recalls, precisions, sizes = [], [], [], []
+        for line in lines:
+            assert line["policy"] == policy and line["k"] == 5
+            gold_chars = {
+                (s["file_path"].split("/")[-1], i)
+                for s in tests[line["query_id"]]["snippets"]
+                for i in range(*s["span"])
+            }
+            ctx_chars = {
+                (s["file_path"].split("/")[-1], i)
+                for s in line["spans"]
+                for i in range(s["start"], s["end"])
+            }
+            gold_chunks = {
+                c.chunk_id for c in chunks
+                if any(c.doc_id == doc and c.start <= i < c.end for doc, i in gold_chars)
+            }
+            chunk_recalls.append(len(gold_chunks & set(line["chunk_ids"])) / len(gold_chunks))
+            span_recalls.append(len(gold_chars & ctx_chars) / len(gold_chars))
+            precisions.append(len(gold_chars & ctx_chars) / len(ctx_chars) if ctx_chars else 0)
+            sizes.append(len(line["chunk_ids"]))
+            assert line["chunks"] == len(set(line["chunk_ids"]))
+            for span in line["spans"]:  # file paths exactly as the benchmark writes them
+                assert span["file_path"].startswith("privacy_qa/")
+        summary = results["results"][policy]["k=5"]["all"]
+        n = len(lines)
+        assert summary["chunk_recall"] == pytest.approx(sum(chunk_recalls) / n)
+        assert summary["span_recall"] == pytest.approx(sum(span_recalls) / n)
+        assert summary["span_precision"] == pytest.approx(sum(precisions) / n)
+        assert summary["chunks"] == pytest.approx(sum(sizes) / n)
+        assert summary["chunk_efficiency"] == pytest.approx(
+            (sum(chunk_recalls) / n) / (sum(sizes) / n)
+        )
+
+
+def test_fragmented_and_atomic_partition_the_queries(written: Path) -> None:
+    results = json.loads((written / "results.json").read_text())
+    bench = results["benchmark"]
+    assert bench["fragmented"] + bench["atomic"] + bench["unscorable"] == bench["queries"]
+    by_subset = results["results"]["window"]["k=5"]
+    assert by_subset["fragmented"]["queries"] == bench["fragmented"]
+    assert by_subset["atomic"]["queries"] == bench["atomic"]
+    # the overall mean is the query-weighted mean of the two groups
+    weighted = (by_subset["fragmented"]["chunks"] * bench["fragmented"]
+                + by_subset["atomic"]["chunks"] * bench["atomic"]) / bench["queries"]
+    assert by_subset["all"]["chunks"] == pytest.approx(weighted)
+
+
+def test_outputs_are_reproducible(privacy_index: Any, privacy: Benchmark, written: Path,
+                                  tmp_path: Path) -> None:
+    again = evaluate(privacy_index, privacy, POLICIES, [3, 5], resamples=500,
+                     show_progress=False)
+    again.write(tmp_path, command="pytest", plots=False)
+    for name in ["results.json", "runs/scar.jsonl", "runs/k3/window.jsonl", "report.md"]:
+        if name == "report.md":  # carries wall times; compare everything above them
+            first = (written / name).read_text().split("## Wall time")[0]
+            second = (tmp_path / name).read_text().split("## Wall time")[0]
+            assert first == second
+        else:
+            assert (written / name).read_bytes() == (tmp_path / name).read_bytes(), name
+
+
+def test_comparisons_present(written: Path) -> None:
+    results = json.loads((written / "results.json").read_text())
+    pairs = {(c["policy_a"], c["policy_b"], c["metric"], c["k"]) for c in results["comparisons"]}
+    assert ("scar", "window", "chunks", 5) in pairs
+    assert ("topk", "window", "chunk_recall", 3) in pairs
+    assert ("scar", "topk", "tokens", 5) in pairs
+    assert ("window", "topk", "tokens", 5) not in pairs  # reported once, as topk vs window
+
+
+def test_evaluator_call_and_query_vectors_reused(privacy_index: Any, privacy: Benchmark) -> None:
+    calls = []
+    original = privacy_index.embed_queries
+
+    def counting(texts: Any) -> Any:
+        calls.append(len(texts))
+        return original(texts)
+
+    privacy_index.embed_queries = counting
+    try:
+        evaluator = Evaluator(privacy_index, privacy.subset(5), show_progress=False)
+        topk = evaluator("topk", k=2)
+        window = evaluator(PolicySpec("window", {"width": 1}), k=2)
+    finally:
+        del privacy_index.embed_queries
+    assert calls == [5]
+    assert evaluator.primary_metric == "chunk_recall"
+    assert topk["queries"] == 5
+    assert window["chunks"] >= topk["chunks"]
+
+
+def test_changed_text_is_refused(tmp_path: Path) -> None:
+    """Offsets into a file whose stored text differs (CRLF normalised) must not be scored."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_bytes(b"line one\r\nline two\r\nline three\r\n" * 20)
+    bench = tmp_path / "b.json"
+    bench.write_text(json.dumps({"tests": [
+        {"query_id": "q", "query": "line two", "snippets": [{"file_path": "x/a.txt",
+                                                              "span": [10, 18]}]}]}))
+    loaded = load_benchmark(bench, corpus)
+    index = open_or_build_index(tmp_path / "idx", loaded, embedder="hashing",
+                                show_progress=False)
+    if index.store.document("a.txt").text == (corpus / "a.txt").read_bytes().decode():
+        pytest.skip("this ingestion keeps CRLF; nothing to refuse")
+    with pytest.raises(ConfigurationError, match="different text"):
+        Evaluator(index, loaded, show_progress=False)
+
+
+def test_parse_policy_specs() -> None:
+    specs = parse_policy_specs("topk, scar", ["scar.lam=0", "scar.penalty_against=previous"],
+                               '{"scar": {"tau": 0.3, "lam": 0.9}}')
+    assert [s.label for s in specs] == ["topk", "scar"]
+    assert dict(specs[1].params) == {"lam": 0, "tau": 0.3, "penalty_against": "previous"}
+    assert PolicySpec("scar", {"tau": 0.5, "lam": 0.25}).label == "scar[lam=0.25,tau=0.5]"
+    with pytest.raises(ConfigurationError, match="not in --policies"):
+        parse_policy_specs("topk", ["scar.lam=1"])
+    with pytest.raises(ConfigurationError, match=r"policy\.name=value"):
+        parse_policy_specs("scar", ["lam=1"])
+    with pytest.raises(ConfigurationError, match="unknown policy"):
+        parse_policy_specs("nope")
+    with pytest.raises(ConfigurationError, match="size"):
+        parse_policy_specs("window", ["window.size=3"])
+    assert parse_ks("5,1,3,5") == [1, 3, 5]
+    with pytest.raises(ConfigurationError):
+        parse_ks("0")
