@@ -29,3 +29,12 @@ def minilm():  # type: ignore[no-untyped-def]
     from suture.embedders import get_embedder
 
     return get_embedder("minilm")
+
+
+@pytest.fixture(scope="session")
+def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minilm):  # type: ignore[no-untyped-def]
+    """RFC 9293 indexed once per test session with the real model (about 600 chunks)."""
+    from suture.index import Index
+
+    rfc = shared_data / "corpora" / "rfc9293" / "rfc9293.txt"
+    return Index.build([rfc], tmp_path_factory.mktemp("rfc") / "idx", embedder=minilm)

@@ -43,7 +43,7 @@ def test_scar_trace_renders_every_row_and_value() -> None:
                    "b = 1 − cos(c,n); S = cos(q,n) − λ·b; added when S > τ·cos(q,c)"):
         assert header in text
     assert "penalty vs" not in text  # every penalty was against the seed
-    for value in ("+0.8359", "-0.1553", "+0.0985", "added", "rejected", "not reached", "—"):
+    for value in ("+0.836", "-0.155", "+0.098", "added", "rejected", "not reached", "—"):
         assert value in text
     assert "+1" in text and "-1" in text  # offsets with a sign
     assert "1 rejected, 1 added, 1 not reached" in text  # the caption counts decisions
@@ -61,6 +61,6 @@ def test_other_policies_and_empty_traces() -> None:
     rerank = [{"chunk": "d#4", "first_stage_rank": 2, "first_stage_score": 0.5,
                "rerank_rank": 1, "rerank_score": 3.25, "decision": "kept"}]
     text = _text(render_trace(_context(rerank, policy="rerank")))
-    assert "rerank score" in text and "+3.2500" in text and "kept" in text
+    assert "rerank score" in text and "+3.250" in text and "kept" in text
     empty = render_trace(_context([], policy="topk"))
     assert "recorded no decisions" in _text(empty)

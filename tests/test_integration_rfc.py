@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from suture import Index
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minilm) -> Index:  # type: ignore[no-untyped-def]
-    rfc = shared_data / "corpora" / "rfc9293" / "rfc9293.txt"
-    return Index.build([rfc], tmp_path_factory.mktemp("rfc") / "idx", embedder=minilm)
 
 
 @pytest.mark.parametrize("policy", ["topk", "window", "window2", "parent", "scar"])

@@ -47,7 +47,7 @@ DECISION_STYLES: dict[str, str] = {
     "duplicate (kept better)": "dim yellow",
 }
 
-_NUMBER_FORMAT = "{:+.4f}"
+_NUMBER_FORMAT = "{:+.3f}"
 
 
 def trace_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -81,6 +81,17 @@ def format_cell(key: str, value: Any) -> Text:
     return Text(str(value))
 
 
+def _shorten(key: str, row: Mapping[str, Any]) -> Any:
+    """A neighbour or anchor in the seed's own document is shown by position only (#12)."""
+    value = row.get(key)
+    seed = row.get("seed")
+    if key in {"neighbour", "anchor"} and isinstance(value, str) and isinstance(seed, str):
+        doc, _, position = value.rpartition("#")
+        if doc and doc == seed.rpartition("#")[0]:
+            return f"#{position}"
+    return value
+
+
 def trace_table(
     rows: Sequence[Mapping[str, Any]], *, title: str | None = None
 ) -> Table:
@@ -90,12 +101,16 @@ def trace_table(
     headers = dict(HEADERS)
     if "anchor" in columns:  # some penalties were taken against an earlier neighbour
         headers["cos_anchor_neighbour"] = "cos(anchor,n)"
-    for key in columns:
+    cells = [[format_cell(key, _shorten(key, row)) for key in columns] for row in rows]
+    for i, key in enumerate(columns):
         numeric = any(isinstance(row.get(key), int | float) for row in rows)
-        table.add_column(headers.get(key, key), justify="right" if numeric else "left",
-                         no_wrap=True)
-    for row in rows:
-        table.add_row(*(format_cell(key, row.get(key)) for key in columns))
+        header = headers.get(key, key)
+        # Numbers and short ids are never squeezed; long ids are cut with an ellipsis.
+        width = max([len(header)] + [len(cell.plain) for cell in (r[i] for r in cells)])
+        table.add_column(header, justify="right" if numeric else "left", no_wrap=True,
+                         min_width=min(width, 24), overflow="ellipsis")
+    for row_cells in cells:
+        table.add_row(*row_cells)
     if not rows:  # rich draws nothing for a table without columns
         table.add_column("decision")
         table.add_row(Text("no decisions recorded", style="dim"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -467,16 +466,6 @@ RFC_QUERIES = [
     "How are RST segments validated?",
     "What is the SYN-SENT state?",
 ]
-
-
-@pytest.fixture(scope="module")
-def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from suture.embedders import get_embedder
-    from suture.index import Index
-
-    corpus = shared_data / "corpora" / "rfc9293" / "rfc9293.txt"
-    return Index.build([corpus], tmp_path_factory.mktemp("rfc") / "idx",
-                       embedder=get_embedder("minilm"))
 
 
 @pytest.mark.slow
