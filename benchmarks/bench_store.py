@@ -33,8 +33,14 @@ DATA = Path(os.environ.get("SUTURE_DATA", Path(__file__).resolve().parents[2] / 
 
 def synthetic_store(folder: Path, n_chunks: int, per_doc: int = 200) -> SQLiteStore:
     """A store of n_chunks random unit vectors in documents of `per_doc` chunks."""
-    manifest = Manifest(suture_version="bench", embedder="random", dimension=DIM,
-                        chunk_size=600, chunk_overlap=60, contextual=False)
+    manifest = Manifest(
+        suture_version="bench",
+        embedder="random",
+        dimension=DIM,
+        chunk_size=600,
+        chunk_overlap=60,
+        contextual=False,
+    )
     store = SQLiteStore.create(folder, manifest)
     rng = np.random.default_rng(0)
     piece = "lorem ipsum dolor sit amet " * 22
@@ -42,8 +48,10 @@ def synthetic_store(folder: Path, n_chunks: int, per_doc: int = 200) -> SQLiteSt
         n = min(per_doc, n_chunks - d)
         doc_id = f"doc{d // per_doc:05d}"
         text = piece * n
-        chunks = [Chunk(Chunk.make_id(doc_id, i), doc_id, i, i * len(piece), (i + 1) * len(piece),
-                        piece) for i in range(n)]
+        chunks = [
+            Chunk(Chunk.make_id(doc_id, i), doc_id, i, i * len(piece), (i + 1) * len(piece), piece)
+            for i in range(n)
+        ]
         vectors = rng.normal(size=(n, DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         store.write_document(Document(doc_id, text), doc_id, chunks, vectors)
@@ -66,8 +74,9 @@ def bench_queries(n_chunks: int, queries: int = 200) -> dict[str, float]:
             t0 = time.perf_counter()
             hits = store.search(q, 10)
             t1 = time.perf_counter()
-            store.neighbours([(h.chunk.doc_id, h.chunk.position - 1, h.chunk.position + 1)
-                              for h in hits])
+            store.neighbours(
+                [(h.chunk.doc_id, h.chunk.position - 1, h.chunk.position + 1) for h in hits]
+            )
             t2 = time.perf_counter()
             search_ms.append((t1 - t0) * 1e3)
             fetch_ms.append((t2 - t1) * 1e3)
@@ -114,23 +123,31 @@ def bench_indexing(repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-indexing", action="store_true")
     args = parser.parse_args()
-    print("| chunks | search p50 (ms) | search p95 (ms) | neighbours p50 (ms) | neighbours p95 (ms) |")
+    print(
+        "| chunks | search p50 (ms) | search p95 (ms) | neighbours p50 (ms) | neighbours p95 (ms) |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for size in (int(s) for s in args.sizes.split(",")):
         runs = [bench_queries(size) for _ in range(args.repeats)]
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        print(f"| {size:,} | {med['search_p50_ms']:.2f} | {med['search_p95_ms']:.2f} | "
-              f"{med['neighbours_p50_ms']:.3f} | {med['neighbours_p95_ms']:.3f} |")
+        print(
+            f"| {size:,} | {med['search_p50_ms']:.2f} | {med['search_p95_ms']:.2f} | "
+            f"{med['neighbours_p50_ms']:.3f} | {med['neighbours_p95_ms']:.3f} |"
+        )
     if not args.skip_indexing:
         r = bench_indexing(args.repeats)
-        print(f"\nindexing {r['chunks']} chunks: raw model {r['raw_chunks_per_s']:.1f} chunks/s, "
-              f"pipeline {r['pipeline_chunks_per_s']:.1f} chunks/s, "
-              f"pipeline/raw throughput = {r['pipeline_over_raw']:.3f} (median of {args.repeats})")
+        print(
+            f"\nindexing {r['chunks']} chunks: raw model {r['raw_chunks_per_s']:.1f} chunks/s, "
+            f"pipeline {r['pipeline_chunks_per_s']:.1f} chunks/s, "
+            f"pipeline/raw throughput = {r['pipeline_over_raw']:.3f} (median of {args.repeats})"
+        )
     shutil.rmtree(Path(tempfile.gettempdir()) / "suture-bench", ignore_errors=True)
 
 

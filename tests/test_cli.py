@@ -11,8 +11,12 @@ import pytest
 
 
 def suture(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "suture", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "suture", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -20,10 +24,14 @@ def docs(tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "tcp.md").write_text(
-        "# TCP\n\n## Handshake\n\n" + "The three-way handshake opens a connection. " * 30
-        + "\n\n## Closing\n\n" + "A FIN segment closes the connection gracefully. " * 30
+        "# TCP\n\n## Handshake\n\n"
+        + "The three-way handshake opens a connection. " * 30
+        + "\n\n## Closing\n\n"
+        + "A FIN segment closes the connection gracefully. " * 30
     )
-    (folder / "bad.jsonl").write_text('{"doc_id": "j1", "text": "jsonl text about windows"}\nnot json\n')
+    (folder / "bad.jsonl").write_text(
+        '{"doc_id": "j1", "text": "jsonl text about windows"}\nnot json\n'
+    )
     (folder / "data.xml").write_text("<x/>")
     return folder
 
@@ -35,8 +43,9 @@ def test_index_query_info_delete(docs: Path, tmp_path: Path) -> None:
     assert "2 added" in built.stdout and "2 skipped" in built.stdout
     assert "line 2: invalid JSON" in built.stderr and "unsupported file type .xml" in built.stderr
 
-    query = suture("query", "three-way handshake", "--index", idx, "--policy", "window",
-                   "--k", "2", "--json")
+    query = suture(
+        "query", "three-way handshake", "--index", idx, "--policy", "window", "--k", "2", "--json"
+    )
     assert query.returncode == 0, query.stderr
     data = json.loads(query.stdout)
     assert set(data) >= {"query", "policy", "spans", "chunks", "tokens"}
@@ -45,7 +54,7 @@ def test_index_query_info_delete(docs: Path, tmp_path: Path) -> None:
     for span in data["spans"]:
         assert set(span) >= {"doc_id", "start", "end", "text", "chunk_ids", "score"}
         if span["doc_id"] == "tcp.md":
-            assert text[span["start"]:span["end"]] == span["text"]
+            assert text[span["start"] : span["end"]] == span["text"]
 
     info = json.loads(suture("info", "--index", idx, "--json").stdout)
     assert info["documents"] == 2 and info["embedder"] == "hashing"

@@ -37,7 +37,7 @@ def test_build_query_and_offsets(tmp_path: Path) -> None:
     context = index.retrieve("timers retransmission", policy="window", k=2)
     assert context.spans and context.spans[0].doc_id == "sub/b.txt"
     for span in context.spans:
-        assert index.store.document(span.doc_id).text[span.start:span.end] == span.text
+        assert index.store.document(span.doc_id).text[span.start : span.end] == span.text
     info = index.info()
     assert info["documents"] == 2 and info["chunks"] == index.store.chunk_count() > 4
     assert info["embedder"] == "hashing"
@@ -60,7 +60,9 @@ def test_reindex_is_noop_then_replaces_changed_and_prunes(tmp_path: Path) -> Non
     assert texts and all("congestion" in t for t in texts)
 
 
-def test_interrupted_indexing_resumes_from_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_indexing_resumes_from_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     docs = _corpus(tmp_path)
     calls: list[int] = []
 

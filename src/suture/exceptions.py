@@ -38,7 +38,7 @@ class DocumentError(SutureError):
     """One input document could not be read or decoded."""
 
 
-class IndexError_(SutureError):  # noqa: N801 - avoid shadowing the builtin IndexError
+class IndexError_(SutureError):  # trailing underscore: do not shadow the builtin IndexError
     """The on-disk index is missing, incompatible or damaged."""
 
 

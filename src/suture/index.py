@@ -54,8 +54,10 @@ class IndexReport:
 
     def summary(self) -> str:
         parts = [
-            f"{len(self.added)} added", f"{len(self.updated)} updated",
-            f"{len(self.unchanged)} unchanged", f"{len(self.deleted)} deleted",
+            f"{len(self.added)} added",
+            f"{len(self.updated)} updated",
+            f"{len(self.unchanged)} unchanged",
+            f"{len(self.deleted)} deleted",
             f"{len(self.skipped)} skipped",
         ]
         return (
@@ -183,7 +185,9 @@ class Index:
                 continue
             chunks = chunk_document(document, self.manifest.chunk_size, self.manifest.chunk_overlap)
             if not chunks:
-                report.skipped.append(Skipped(document.source or document.doc_id, "no text to index"))
+                report.skipped.append(
+                    Skipped(document.source or document.doc_id, "no text to index")
+                )
                 continue
             pending.append((document, digest, chunks))
         vectors = self._embed_pending(pending, report, show_progress)
@@ -210,9 +214,13 @@ class Index:
             if isinstance(item, Skipped):
                 report.skipped.append(item)
             elif item.doc_id in documents:
-                report.skipped.append(Skipped(
-                    item.source, f"duplicate document id {item.doc_id!r} (first seen in "
-                    f"{documents[item.doc_id].source}); index the folders separately"))
+                report.skipped.append(
+                    Skipped(
+                        item.source,
+                        f"duplicate document id {item.doc_id!r} (first seen in "
+                        f"{documents[item.doc_id].source}); index the folders separately",
+                    )
+                )
             else:
                 documents[item.doc_id] = item
         return list(documents.values())
@@ -234,8 +242,9 @@ class Index:
         texts: dict[str, str] = {}
         for document, _, chunks in pending:
             for chunk, digest in zip(chunks, self._text_hashes(document, chunks), strict=True):
-                texts.setdefault(digest, embedding_text(chunk, document.title,
-                                                        self.manifest.contextual))
+                texts.setdefault(
+                    digest, embedding_text(chunk, document.title, self.manifest.contextual)
+                )
         if not texts:
             return {}
         model = self.embedder
@@ -296,10 +305,16 @@ class Index:
         if query_vector is None:
             query_vector = self.embedder.embed_query(query)
         hits = self.retriever(retriever).retrieve(query, query_vector, chosen.candidate_count(k))
-        result = chosen.select(PolicyRequest(
-            query=query, query_vector=query_vector, hits=hits, k=k, store=self.store,
-            explain=explain,
-        ))
+        result = chosen.select(
+            PolicyRequest(
+                query=query,
+                query_vector=query_vector,
+                hits=hits,
+                k=k,
+                store=self.store,
+                explain=explain,
+            )
+        )
         return assemble_context(
             query=query,
             policy=policy if isinstance(policy, str) else chosen.name,

@@ -64,3 +64,44 @@ def test_sweep_command(privacy_paths: tuple[Path, Path], tmp_path: Path) -> None
     transfer = json.loads((out / "transfer.json").read_text())
     assert [r["embedder"] for r in transfer["rows"]] == ["hashing", "nope"]
     assert "error" in transfer["rows"][1]
+
+
+def test_eval_command_compares_retrievers(privacy_paths: tuple[Path, Path], tmp_path: Path) -> None:
+    _register()
+    bench, corpus = privacy_paths
+    out = tmp_path / "retrievers"
+    result = CliRunner().invoke(app, [
+        "eval", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(out),
+        "--embedder", "hashing", "--policies", "topk,window", "--retriever", "dense,lexical",
+        "--limit", "8", "--resamples", "100", "--no-progress", "--no-plots",
+    ])
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["policies"]) == {"topk@dense", "window@dense", "topk@lexical",
+                                        "window@lexical"}
+    assert results["policies"]["topk@lexical"]["retriever"] == "lexical"
+    assert results["settings"]["baselines"] == ["window@dense", "topk@dense"]
+    pairs = {(c["policy_a"], c["policy_b"]) for c in results["comparisons"]}
+    assert ("topk@lexical", "topk@dense") in pairs
+    # the lexical runs really used BM25 hits: their chunks differ from the dense ones
+    dense = (out / "runs" / "topk@dense.jsonl").read_text()
+    lexical = (out / "runs" / "topk@lexical.jsonl").read_text()
+    assert dense != lexical
+    report = (out / "report.md").read_text()
+    assert "from `lexical`" in report
+    single = CliRunner().invoke(app, [
+        "eval", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(out / "one"),
+        "--index", str(out / "index"), "--policies", "topk", "--retriever", "lexical",
+        "--limit", "8", "--resamples", "100", "--no-progress", "--no-plots",
+    ])
+    assert single.exit_code == 0, single.output
+    one = json.loads((out / "one" / "results.json").read_text())
+    assert one["policies"]["topk"]["retriever"] == "lexical"
+    assert (out / "one" / "runs" / "topk.jsonl").read_text() == lexical.replace(
+        '"policy": "topk@lexical"', '"policy": "topk"')
+    bad = CliRunner().invoke(app, [
+        "eval", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(out / "bad"),
+        "--index", str(out / "index"), "--retriever", "nope", "--no-progress",
+    ])
+    assert bad.exit_code == 2
+    assert "unknown retriever 'nope'" in bad.output

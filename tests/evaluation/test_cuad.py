@@ -99,3 +99,28 @@ def test_default_build_has_enough_queries(shared_data: Path) -> None:
     cuad = shared_data / "cuad_v1"
     _, stats = build_queries(cuad / "master_clauses.csv", cuad / "full_contract_txt", n=400)
     assert stats.selected == 400 >= 300
+
+
+def test_contracts_option_draws_contracts_first(shared_data: Path) -> None:
+    cuad = shared_data / "cuad_v1"
+    excluded = benchmark_files(shared_data / "legalbench_rag" / "benchmarks" / "cuad_mini.json")
+    kwargs = {"n": 60, "seed": 5, "exclude_files": excluded, "contracts": 8}
+    data, stats = build_queries(cuad / "master_clauses.csv", cuad / "full_contract_txt", **kwargs)
+    again, _ = build_queries(cuad / "master_clauses.csv", cuad / "full_contract_txt", **kwargs)
+    assert data == again
+    files = {s["file_path"] for t in data["tests"] for s in t["snippets"]}
+    assert len(files) <= 8
+    assert stats.drawn_contracts == 8
+    assert not {f.removeprefix("cuad/") for f in files} & excluded
+    assert data["source"]["contracts"] == 8
+    # every query of the drawn contracts is kept when they hold fewer than n
+    few, few_stats = build_queries(cuad / "master_clauses.csv", cuad / "full_contract_txt",
+                                   n=10_000, seed=5, exclude_files=excluded, contracts=3)
+    assert few_stats.selected == len(few["tests"]) < 10_000
+    assert len({s["file_path"] for t in few["tests"] for s in t["snippets"]}) <= 3
+    # without `contracts`, the draw is unchanged (same as before the option existed)
+    plain, _ = build_queries(cuad / "master_clauses.csv", cuad / "full_contract_txt",
+                             n=40, seed=3, exclude_files=excluded)
+    assert len({s["file_path"] for t in plain["tests"] for s in t["snippets"]}) > 8
+    with pytest.raises(ValueError, match="contracts"):
+        build_queries(cuad / "master_clauses.csv", cuad / "full_contract_txt", contracts=0)

@@ -171,3 +171,20 @@ def test_parse_policy_specs() -> None:
     assert parse_ks("5,1,3,5") == [1, 3, 5]
     with pytest.raises(ConfigurationError):
         parse_ks("0")
+
+
+def test_parse_policy_specs_with_retrievers() -> None:
+    from suture.evaluation.runner import expand_baselines, parse_policy_specs
+
+    one = parse_policy_specs("topk,scar", retrievers="hybrid")
+    assert [(s.label, s.retriever) for s in one] == [("topk", "hybrid"), ("scar", "hybrid")]
+    many = parse_policy_specs("topk,window", retrievers=["dense", "lexical"])
+    assert [s.label for s in many] == ["topk@dense", "window@dense", "topk@lexical",
+                                       "window@lexical"]
+    assert expand_baselines(["window", "topk"], many) == ["window@dense", "topk@dense"]
+    assert expand_baselines(["window", "topk"], one) == ["topk"]
+    assert expand_baselines(["topk"], parse_policy_specs("topk")) == ["topk"]
+    with pytest.raises(ConfigurationError, match="unknown retriever"):
+        parse_policy_specs("topk", retrievers="bm99")
+    with pytest.raises(ConfigurationError, match="twice"):
+        parse_policy_specs("topk", retrievers="dense,dense")

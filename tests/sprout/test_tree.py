@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -152,7 +154,7 @@ def test_windows_cover_every_leaf_and_share_one_with_the_next() -> None:
     lengths = rng.integers(1, 256, size=500).tolist()
     windows = plan_windows(lengths, 510, 0.5)
     assert windows[0][0] == 0 and windows[-1][1] == 500
-    for (a, b), (c, d) in zip(windows, windows[1:], strict=False):
+    for (a, b), (c, d) in itertools.pairwise(windows):
         assert a < c < b <= d  # progress and overlap of at least one leaf
     for a, b in windows:
         assert sum(lengths[a:b]) <= 510 and b - a >= 2

@@ -17,8 +17,14 @@ DIM = 8
 
 
 def _manifest() -> Manifest:
-    return Manifest(suture_version="test", embedder="hashing", dimension=DIM,
-                    chunk_size=600, chunk_overlap=60, contextual=True)
+    return Manifest(
+        suture_version="test",
+        embedder="hashing",
+        dimension=DIM,
+        chunk_size=600,
+        chunk_overlap=60,
+        contextual=True,
+    )
 
 
 def _doc(doc_id: str, n: int) -> tuple[Document, list[Chunk]]:
@@ -26,8 +32,9 @@ def _doc(doc_id: str, n: int) -> tuple[Document, list[Chunk]]:
     text = "".join(pieces)
     chunks, start = [], 0
     for i, piece in enumerate(pieces):
-        chunks.append(Chunk(Chunk.make_id(doc_id, i), doc_id, i, start, start + len(piece),
-                            piece, ("Part",)))
+        chunks.append(
+            Chunk(Chunk.make_id(doc_id, i), doc_id, i, start, start + len(piece), piece, ("Part",))
+        )
         start += len(piece)
     sections = (Section("Part", 1, 0, len(text), ("Part",)),)
     return Document(doc_id, text, title=doc_id, sections=sections), chunks
@@ -69,7 +76,7 @@ def test_neighbours_one_call_with_vectors(store: SQLiteStore) -> None:
 def test_chunk_text_reproduces_document(store: SQLiteStore) -> None:
     doc = store.document("a.txt")
     for chunk in store.iter_chunks():
-        assert store.document(chunk.doc_id).text[chunk.start:chunk.end] == chunk.text
+        assert store.document(chunk.doc_id).text[chunk.start : chunk.end] == chunk.text
     assert doc.sections[0].path == ("Part",)
 
 
@@ -88,14 +95,16 @@ def test_replace_and_delete_document(store: SQLiteStore) -> None:
 
 def test_failed_write_leaves_previous_state(store: SQLiteStore) -> None:
     doc, chunks = _doc("a.txt", 2)
-    bad = chunks + [chunks[0]]  # duplicate chunk id violates UNIQUE mid-transaction
+    bad = [*chunks, chunks[0]]  # duplicate chunk id violates UNIQUE mid-transaction
     with pytest.raises(sqlite3.IntegrityError):
         store.write_document(doc, "hash-bad", bad, _vectors(3, 5))
     assert store.document_hashes()["a.txt"] == "hash-a.txt"
     assert store.chunk_count() == 8
 
 
-def test_reopen_uses_cached_matrix_and_detects_staleness(store: SQLiteStore, tmp_path: Path) -> None:
+def test_reopen_uses_cached_matrix_and_detects_staleness(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
     query = _vectors(1, 4)[0]
     first = [s.chunk.chunk_id for s in store.search(query, 3)]
     assert (store.path / MATRIX_FILE).exists()
@@ -115,7 +124,7 @@ def test_embedding_cache_roundtrip(store: SQLiteStore) -> None:
 
 def test_wrong_dimension_is_a_clear_error(store: SQLiteStore) -> None:
     doc, chunks = _doc("c.txt", 1)
-    with pytest.raises(IndexError_, match="dimension 3 .*hashing \\(8-d\\)"):
+    with pytest.raises(IndexError_, match=r"dimension 3 .*hashing \(8-d\)"):
         store.write_document(doc, "h", chunks, np.zeros((1, 3), dtype=np.float32))
     with pytest.raises(IndexError_, match="dimension 8"):
         store.search(np.zeros(3, dtype=np.float32), 2)

@@ -98,6 +98,11 @@ def eval_command(
     params_json: Annotated[str | None, typer.Option(
         help='Policy parameters as JSON: {"scar": {"lam": 0.5, "tau": 0.1}}.')] = None,
     embedder: EmbedderOpt = None,
+    retriever: Annotated[str | None, typer.Option(
+        help="First-stage retriever(s) the policies expand from: dense, lexical, hybrid, "
+        "or a list like dense,lexical,hybrid (each policy then runs once per retriever, "
+        "labelled policy@retriever; baselines are taken at the first retriever). "
+        "Default: the index's.")] = None,
     max_tokens: Annotated[int | None, typer.Option(
         help="Token budget per context (default: none).")] = None,
     baselines: Annotated[str, typer.Option(
@@ -114,6 +119,7 @@ def eval_command(
     from suture.evaluation.runner import (
         available_policies,
         evaluate,
+        expand_baselines,
         open_or_build_index,
         parse_ks,
         parse_policy_specs,
@@ -129,7 +135,7 @@ def eval_command(
             if skipped:
                 typer.echo(f"skipping unavailable policies: {', '.join(skipped)}", err=True)
             names = ",".join(usable)
-        specs = parse_policy_specs(names, param or (), params_json)
+        specs = parse_policy_specs(names, param or (), params_json, retriever or ())
         ks = parse_ks(k)
         out.mkdir(parents=True, exist_ok=True)
         loaded = _load(benchmark, corpus, out, split, limit)
@@ -138,7 +144,8 @@ def eval_command(
         built = time.perf_counter()
         result = evaluate(
             idx, loaded, specs, ks,
-            baselines=[b.strip() for b in baselines.split(",") if b.strip()],
+            baselines=expand_baselines(
+                [b.strip() for b in baselines.split(",") if b.strip()], specs),
             resamples=resamples, seed=seed, max_tokens=max_tokens, show_progress=progress,
         )
         result.write(out, command=_command_line(ctx), plots=plots)

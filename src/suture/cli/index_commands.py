@@ -18,7 +18,9 @@ console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
-PolicyOption = Annotated[str, typer.Option("--policy", "-p", help="topk, window, window2, parent, scar, rerank, sprout.")]
+PolicyOption = Annotated[
+    str, typer.Option("--policy", "-p", help="topk, window, window2, parent, scar, rerank, sprout.")
+]
 ParamOption = Annotated[
     list[str] | None,
     typer.Option("--param", help="Policy parameter NAME=VALUE, repeatable (e.g. --param lam=0.5)."),
@@ -58,14 +60,26 @@ def fail(exc: Exception) -> typer.Exit:
 
 @app.command("index")
 def index_command(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders (.txt .md .html .pdf .jsonl).")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Files or folders (.txt .md .html .pdf .jsonl).")
+    ],
     index: IndexOption,
-    embedder: Annotated[str, typer.Option(help="minilm, wordllama, onnx-minilm, openai, hashing.")] = "minilm",
+    embedder: Annotated[
+        str, typer.Option(help="minilm, wordllama, onnx-minilm, openai, hashing.")
+    ] = "minilm",
     chunk_size: Annotated[int, typer.Option(help="Target characters per chunk.")] = 600,
-    chunk_overlap: Annotated[int, typer.Option(help="Characters shared by neighbouring chunks.")] = 60,
-    contextual: Annotated[bool, typer.Option(help="Prepend title and section path to embedded text.")] = True,
-    prune: Annotated[bool, typer.Option(help="Delete stored documents not found under PATHS.")] = False,
-    retriever: Annotated[str | None, typer.Option(help="Default first stage of this index: dense, lexical, hybrid.")] = None,
+    chunk_overlap: Annotated[
+        int, typer.Option(help="Characters shared by neighbouring chunks.")
+    ] = 60,
+    contextual: Annotated[
+        bool, typer.Option(help="Prepend title and section path to embedded text.")
+    ] = True,
+    prune: Annotated[
+        bool, typer.Option(help="Delete stored documents not found under PATHS.")
+    ] = False,
+    retriever: Annotated[
+        str | None, typer.Option(help="Default first stage of this index: dense, lexical, hybrid.")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Index documents into an index folder (adds to it when it exists)."""
@@ -73,16 +87,26 @@ def index_command(
 
     try:
         built = Index.build(
-            paths, index, embedder=embedder, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-            contextual=contextual, show_progress=not quiet, prune=prune, retriever=retriever,
+            paths,
+            index,
+            embedder=embedder,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            contextual=contextual,
+            show_progress=not quiet,
+            prune=prune,
+            retriever=retriever,
         )
     except SutureError as exc:
         raise fail(exc) from None
     report = built.last_report
     assert report is not None
     for skipped in report.skipped:
-        reason = skipped.reason if skipped.source in skipped.reason else (
-            f"{skipped.source}: {skipped.reason}")
+        reason = (
+            skipped.reason
+            if skipped.source in skipped.reason
+            else (f"{skipped.source}: {skipped.reason}")
+        )
         err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
     console.print(report.summary())
     if report.indexed == 0:
@@ -98,7 +122,9 @@ def query_command(
     k: Annotated[int, typer.Option("--k", "-k", help="First-stage hits.")] = 5,
     param: ParamOption = None,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget for the context.")] = None,
-    retriever: Annotated[str | None, typer.Option(help="dense (default of the index), lexical, hybrid.")] = None,
+    retriever: Annotated[
+        str | None, typer.Option(help="dense (default of the index), lexical, hybrid.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     explain: Annotated[bool, typer.Option(help="Show every expansion decision.")] = False,
 ) -> None:
@@ -107,8 +133,13 @@ def query_command(
 
     try:
         context = Index.open(index).retrieve(
-            text, policy=policy, k=k, max_tokens=max_tokens, retriever=retriever,
-            explain=explain, **parse_params(param),
+            text,
+            policy=policy,
+            k=k,
+            max_tokens=max_tokens,
+            retriever=retriever,
+            explain=explain,
+            **parse_params(param),
         )
     except SutureError as exc:
         raise fail(exc) from None
@@ -120,12 +151,16 @@ def query_command(
             out["trace"] = data["trace"]
         sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
         return
-    console.rule(f"[bold]{context.policy}[/]: {context.chunks} chunks, "
-                 f"{context.characters} characters, {context.tokens} tokens")
+    console.rule(
+        f"[bold]{context.policy}[/]: {context.chunks} chunks, "
+        f"{context.characters} characters, {context.tokens} tokens"
+    )
     for span in context.spans:
         reasons = ", ".join(sorted(set(span.reasons)))
-        console.print(f"[bold cyan]{span.doc_id}[/] [{span.start}:{span.end}] "
-                      f"score {span.score:.3f} ({reasons})")
+        console.print(
+            f"[bold cyan]{span.doc_id}[/] [{span.start}:{span.end}] "
+            f"score {span.score:.3f} ({reasons})"
+        )
         console.print(span.text, markup=False, highlight=False)
         console.print()
     if explain:
@@ -138,7 +173,9 @@ def query_command(
 def compare_command(
     text: Annotated[str, typer.Argument(help="The question.")],
     index: IndexOption,
-    policies: Annotated[str, typer.Option(help="Comma-separated policies.")] = "topk,window,parent,scar",
+    policies: Annotated[
+        str, typer.Option(help="Comma-separated policies.")
+    ] = "topk,window,parent,scar",
     k: Annotated[int, typer.Option("--k", "-k")] = 5,
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
 ) -> None:
@@ -148,21 +185,37 @@ def compare_command(
     try:
         opened = Index.open(index)
         vector = opened.embed_queries([text])[0]
-        contexts = [opened.retrieve(text, policy=p.strip(), k=k, query_vector=vector)
-                    for p in policies.split(",") if p.strip()]
+        contexts = [
+            opened.retrieve(text, policy=p.strip(), k=k, query_vector=vector)
+            for p in policies.split(",")
+            if p.strip()
+        ]
     except SutureError as exc:
         raise fail(exc) from None
     table = Table(title=f"{text}")
     for column in ("policy", "chunks", "characters", "tokens", "spans"):
-        table.add_column(column, justify="left" if column == "policy" else "right",
-                         no_wrap=True, min_width=len(column))
+        table.add_column(
+            column,
+            justify="left" if column == "policy" else "right",
+            no_wrap=True,
+            min_width=len(column),
+        )
     table.add_column("best span", overflow="ellipsis", no_wrap=True, max_width=30)
     for context in contexts:
         best = max(context.spans, key=lambda s: s.score, default=None)
-        where = "" if best is None else (
-            f"{best.doc_id} {' > '.join(_section(opened, best.doc_id, best.start))}")
-        table.add_row(context.policy, str(context.chunks), str(context.characters),
-                      str(context.tokens), str(len(context.spans)), where)
+        where = (
+            ""
+            if best is None
+            else (f"{best.doc_id} {' > '.join(_section(opened, best.doc_id, best.start))}")
+        )
+        table.add_row(
+            context.policy,
+            str(context.chunks),
+            str(context.characters),
+            str(context.tokens),
+            str(len(context.spans)),
+            where,
+        )
     console.print(table)
     if show_text:
         for context in contexts:

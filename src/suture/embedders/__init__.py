@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import importlib
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from suture.embedders.base import Embedder, Vectors, normalise
 from suture.exceptions import UnknownPluginError
 
 
-class EmbedderName(str, Enum):
+class EmbedderName(StrEnum):
     MINILM = "minilm"
     WORDLLAMA = "wordllama"
     ONNX_MINILM = "onnx-minilm"

@@ -185,6 +185,7 @@ class BuildStats:
     quotes_found_exact: int = 0
     quotes_found_whitespace: int = 0
     skipped_unfound: int = 0
+    drawn_contracts: int = 0
     selected: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,8 +200,17 @@ def build_queries(
     seed: int = 0,
     exclude_files: Iterable[str] = (),
     prefix: str = "cuad",
+    contracts: int | None = None,
 ) -> tuple[dict[str, Any], BuildStats]:
-    """Build `n` LegalBench-RAG style queries (or all, when fewer) and what happened."""
+    """Build `n` LegalBench-RAG style queries (or all, when fewer) and what happened.
+
+    With `contracts=N`, N contracts (among those with at least one usable query) are
+    drawn with the seed first and the queries are drawn only from them, which keeps the
+    corpus to index small; fewer than `n` queries come back when those contracts hold
+    fewer.
+    """
+    if contracts is not None and contracts < 1:
+        raise ValueError(f"contracts must be >= 1, got {contracts}")
     csv.field_size_limit(sys.maxsize)
     contracts_dir = Path(contracts_dir)
     available = {_name_key(p.name): p.name for p in contracts_dir.glob("*.txt")}
@@ -237,7 +247,14 @@ def build_queries(
                                  for s, e in spans],
                 })
     candidates.sort(key=lambda c: (c["file"], c["category"]))
-    chosen = (random.Random(seed).sample(candidates, n) if n < len(candidates)
+    rng = random.Random(seed)
+    if contracts is not None:
+        files = sorted({c["file"] for c in candidates})
+        if contracts < len(files):
+            kept = set(rng.sample(files, contracts))
+            candidates = [c for c in candidates if c["file"] in kept]
+    stats.drawn_contracts = len({c["file"] for c in candidates})
+    chosen = (rng.sample(candidates, n) if n < len(candidates)
               else list(candidates))
     chosen.sort(key=lambda c: (c["file"], c["category"]))
     stats.selected = len(chosen)
@@ -252,6 +269,7 @@ def build_queries(
             "built_by": "scripts/build_cuad_queries.py",
             "seed": seed,
             "requested": n,
+            "contracts": contracts,
             "excluded_contracts": sorted(excluded),
             "stats": stats.to_dict(),
         },

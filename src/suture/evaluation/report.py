@@ -216,6 +216,8 @@ def render_report(
         f"{settings['max_tokens'] if settings['max_tokens'] else 'none'}.",
         "- Policies: " + "; ".join(
             f"`{label}` = {p['name']}({_params_text(p['params'])})"
+            + (f" from `{p['retriever']}`" if p.get("retriever", index["retriever"])
+               != index["retriever"] or "@" in label else "")
             for label, p in results["policies"].items()
         ),
         "",

@@ -54,15 +54,24 @@ SUBSETS = ("all", "fragmented", "atomic")
 
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
-    """A registered policy with parameters, under a label ("scar", or "scar[lam=0]")."""
+    """A registered policy with parameters, under a label ("scar", or "scar[lam=0]").
+
+    `retriever` names the first-stage retriever the policy expands from (`dense`,
+    `lexical`, `hybrid`); None uses the index's default. A spec with a retriever gets
+    the label suffix "@<retriever>" unless a label is given.
+    """
 
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""
+    retriever: str | None = None
 
     def __post_init__(self) -> None:
         if not self.label:
-            object.__setattr__(self, "label", default_label(self.name, self.params))
+            label = default_label(self.name, self.params)
+            if self.retriever:
+                label += f"@{self.retriever}"
+            object.__setattr__(self, "label", label)
 
     def effective_params(self) -> dict[str, Any]:
         """The policy's full settings (defaults included), as the policy reports them."""
@@ -91,14 +100,22 @@ def parse_param_value(text: str) -> Any:
 
 
 def parse_policy_specs(
-    policies: str | Sequence[str], params: Sequence[str] = (), params_json: str | None = None
+    policies: str | Sequence[str],
+    params: Sequence[str] = (),
+    params_json: str | None = None,
+    retrievers: str | Sequence[str] = (),
 ) -> list[PolicySpec]:
     """Policies from "topk,window,scar" plus `policy.key=value` options and/or a JSON object.
 
     `params_json` is `{"scar": {"lam": 0.5}}`; a `--param` option wins over it. Every
     parameter must name a policy in the list, and every policy name must be registered
     (both checked here, before any work is done).
+
+    `retrievers` ("dense,lexical,hybrid") runs every policy from each first-stage
+    retriever: with one retriever the labels stay the policy names; with several they
+    become "<policy>@<retriever>" (e.g. `topk@lexical`). Empty: the index's default.
     """
+    chosen_retrievers = parse_retrievers(retrievers)
     names = [p.strip() for p in (policies.split(",") if isinstance(policies, str) else policies)]
     names = [n for n in names if n]
     if not names:
@@ -125,7 +142,14 @@ def parse_policy_specs(
                 f"--param {item!r} must look like policy.name=value, e.g. scar.lam=0.5"
             )
         _known(name, per_policy)[param] = parse_param_value(value.strip())
-    specs = [PolicySpec(name, per_policy[name], label=name) for name in names]
+    if len(chosen_retrievers) <= 1:
+        retriever = chosen_retrievers[0] if chosen_retrievers else None
+        specs = [PolicySpec(name, per_policy[name], label=name, retriever=retriever)
+                 for name in names]
+    else:
+        specs = [PolicySpec(name, per_policy[name], label=f"{name}@{retriever}",
+                            retriever=retriever)
+                 for retriever in chosen_retrievers for name in names]
     for spec in specs:
         try:
             spec.effective_params()
@@ -134,6 +158,44 @@ def parse_policy_specs(
         except ImportError as exc:  # a registered policy whose module or extra is missing
             raise ConfigurationError(f"policy {spec.name} is not available: {exc}") from None
     return specs
+
+
+def parse_retrievers(retrievers: str | Sequence[str]) -> list[str]:
+    """"dense,lexical" -> ["dense", "lexical"], each a registered retriever, none twice."""
+    from suture.retrievers import retriever_names
+
+    items = retrievers.split(",") if isinstance(retrievers, str) else list(retrievers)
+    names = [r.strip() for r in items if r and r.strip()]
+    known = retriever_names()
+    unknown = [r for r in names if r not in known]
+    if unknown:
+        raise ConfigurationError(
+            f"unknown retriever {unknown[0]!r}; choose from {', '.join(known)}"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"a retriever is listed twice in {','.join(names)}")
+    return names
+
+
+def expand_baselines(baselines: Sequence[str], specs: Sequence[PolicySpec]) -> list[str]:
+    """Baseline policy names -> the labels they run under.
+
+    A baseline that is a label already stays; a policy name run under several
+    retrievers ("window" as `window@dense`, `window@lexical`) is compared at the first
+    retriever listed (the reference retriever), so `topk@lexical` is compared with
+    `topk@dense`.
+    """
+    labels = [s.label for s in specs]
+    out: list[str] = []
+    for baseline in baselines:
+        if baseline in labels:
+            out.append(baseline)
+            continue
+        match = next((s.label for s in specs if s.name == baseline and s.retriever
+                      and s.label == f"{s.name}@{s.retriever}"), None)
+        if match is not None:
+            out.append(match)
+    return out
 
 
 def available_policies() -> list[str]:
@@ -339,6 +401,7 @@ class Evaluator:
                 k,
                 query_vector=vector,
                 max_tokens=self.max_tokens,
+                retriever=spec.retriever,
                 **dict(spec.params),
             )
             records.append(self._record(query, spec, k, context))
@@ -455,7 +518,11 @@ class EvaluationResult:
             **data,
             "settings": self.settings,
             "policies": {
-                spec.label: {"name": spec.name, "params": spec.effective_params()}
+                spec.label: {
+                    "name": spec.name,
+                    "params": spec.effective_params(),
+                    "retriever": spec.retriever or data["index"]["retriever"],
+                }
                 for spec in self.specs
             },
             "results": {
@@ -508,7 +575,7 @@ class EvaluationResult:
 
 
 def _safe(label: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.=,[]" else "_" for c in label)
+    return "".join(c if c.isalnum() or c in "-_.=,[]@" else "_" for c in label)
 
 
 def _clean(value: Any) -> Any:
@@ -656,8 +723,10 @@ __all__ = [
     "available_policies",
     "compare_runs",
     "evaluate",
+    "expand_baselines",
     "open_or_build_index",
     "parse_ks",
     "parse_param_value",
     "parse_policy_specs",
+    "parse_retrievers",
 ]

@@ -6,14 +6,14 @@ Adding a policy touches one new module and one line in `_REGISTRY`.
 from __future__ import annotations
 
 import importlib
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from suture.exceptions import ConfigurationError, UnknownPluginError
 from suture.policies.base import Policy, PolicyRequest, PolicyResult
 
 
-class PolicyName(str, Enum):
+class PolicyName(StrEnum):
     TOPK = "topk"
     WINDOW = "window"
     WINDOW2 = "window2"

@@ -24,8 +24,10 @@ class WindowPolicy(Policy):
         hits = list(request.hits[: request.k])
         chosen: dict[str, Selection] = {h.chunk.chunk_id: hit_selection(h) for h in hits}
         neighbours, _ = request.store.neighbours(
-            [(h.chunk.doc_id, h.chunk.position - self.width, h.chunk.position + self.width)
-             for h in hits]
+            [
+                (h.chunk.doc_id, h.chunk.position - self.width, h.chunk.position + self.width)
+                for h in hits
+            ]
         )
         for hit in hits:
             for chunk in neighbours:
@@ -34,11 +36,18 @@ class WindowPolicy(Policy):
                     continue
                 # Nearer neighbours of better hits go first under a token budget.
                 candidate = Selection(
-                    doc_id=chunk.doc_id, start=chunk.start, end=chunk.end,
-                    chunk_ids=(chunk.chunk_id,), reason=f"expanded from {hit.chunk.chunk_id}",
-                    score=hit.score, is_hit=False, priority=hit.score - distance,
+                    doc_id=chunk.doc_id,
+                    start=chunk.start,
+                    end=chunk.end,
+                    chunk_ids=(chunk.chunk_id,),
+                    reason=f"expanded from {hit.chunk.chunk_id}",
+                    score=hit.score,
+                    is_hit=False,
+                    priority=hit.score - distance,
                 )
                 current = chosen.get(chunk.chunk_id)
-                if current is None or (not current.is_hit and candidate.priority > current.priority):
+                if current is None or (
+                    not current.is_hit and candidate.priority > current.priority
+                ):
                     chosen[chunk.chunk_id] = candidate
         return PolicyResult(selections=list(chosen.values()))

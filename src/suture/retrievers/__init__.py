@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from suture.exceptions import UnknownPluginError
@@ -11,7 +11,7 @@ from suture.retrievers.base import Retriever
 from suture.stores.base import Store
 
 
-class RetrieverName(str, Enum):  # noqa: UP042 - same pattern as the other registries
+class RetrieverName(StrEnum):
     DENSE = "dense"
     LEXICAL = "lexical"
     HYBRID = "hybrid"

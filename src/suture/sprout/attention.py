@@ -140,7 +140,8 @@ def pooling_matrix(leaf_of_token: IntArray, leaves: int) -> FloatArray:
     matrix[leaf_of_token[inside], inside] = 1.0
     sizes = matrix.sum(axis=1, keepdims=True)
     sizes[sizes == 0] = 1.0
-    return matrix / sizes
+    pooled: FloatArray = matrix / sizes
+    return pooled
 
 
 def pool_window(attention: Any, pool: Any) -> Any:
@@ -241,9 +242,9 @@ def extract_pair_attention(
                         'attn_implementation="eager"'
                     )
                 for r, (a, b) in enumerate(batch):
-                    leaf_of = np.full(width, -1, dtype=np.int64)
-                    leaf_of[: len(rows_leaf[r])] = rows_leaf[r]
-                    pool = torch.from_numpy(pooling_matrix(leaf_of, b - a))
+                    owner = np.full(width, -1, dtype=np.int64)
+                    owner[: len(rows_leaf[r])] = rows_leaf[r]
+                    pool = torch.from_numpy(pooling_matrix(owner, b - a))
                     per_layer = [pool_window(att[r], pool) for att in attentions]
                     block = torch.cat(per_layer, dim=0)  # (L*H, S, S), layer-major
                     yield a, block.numpy().astype(np.float32, copy=False)

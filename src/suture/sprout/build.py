@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -223,12 +224,21 @@ def build_sprout_trees(
         layers, heads = int(config["layers"]), int(config["heads"])
         key, dimension = str(config["embedder_key"]), int(config["dimension"])
     alpha = resolve_alpha(weights, config.get("alpha"), layers * heads)
+    adapter = config.get("adapter")
+    if isinstance(weights, str | Path):
+        adapter = json.loads(Path(weights).read_text("utf-8")).get("adapter")
+    elif weights is not None:
+        adapter = None
     digest = tree_digest(settings, alpha)
     trees.write_config({
         "settings": settings.to_dict(), "alpha": alpha.tolist(),
         "alpha_source": str(weights) if isinstance(weights, str | Path) else
         config.get("alpha_source", "uniform") if weights is None else "array",
         "layers": layers, "heads": heads, "embedder_key": key, "dimension": dimension,
+        # the registry name + options that reproduce the leaf vectors (for query vectors)
+        "embedder": "minilm", "embedder_options": {"model_path": settings.model_path},
+        # optional query adapter q' = q + U Vᵀ q learned with the weights (policy applies it)
+        "adapter": adapter,
     })
 
     if doc_ids is None:

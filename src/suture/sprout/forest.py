@@ -27,7 +27,7 @@ class Forest:
 
     @property
     def dimension(self) -> int:
-        return int(self.config.get("dimension", self.leaf_matrix.shape[1]))
+        return int(self.config.get("dimension") or self.leaf_matrix.shape[1])
 
     def best_documents(self, query: npt.NDArray[np.float32], count: int
                        ) -> list[tuple[int, float]]:

@@ -11,7 +11,7 @@ large nodes are represented by their beginning). Vectors are kept as composed
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +19,7 @@ import numpy.typing as npt
 Vectors = npt.NDArray[np.float32]
 
 
-class Composition(str, Enum):
+class Composition(StrEnum):
     MEAN = "mean"
     SIZE = "size"
     REEMBED = "reembed"

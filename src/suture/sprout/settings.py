@@ -29,7 +29,7 @@ class SproutSettings:
     min_leaf_chars: int = 20  # fragments with fewer non-space characters join a neighbour
     max_leaf_tokens: int = 254  # longer sentences are cut (fits the embedder's 256 tokens)
     window_tokens: int = WINDOW_TOKENS  # leaf tokens per attention window (512 - 2)
-    window_overlap: float = 0.5  # share of a window's tokens repeated in the next one
+    window_overlap: float = 0.25  # share of a window's tokens repeated in the next one
     composition: str = Composition.MEAN.value  # internal-node embeddings
     model_path: str | None = None  # None: the bundled all-MiniLM-L6-v2
     batch_size: int = 4  # windows per encoder call
@@ -38,9 +38,8 @@ class SproutSettings:
     def __post_init__(self) -> None:
         if self.group_size < 1:
             raise ConfigurationError(f"group_size must be >= 1, got {self.group_size}")
-        if not 8 <= self.max_leaf_tokens <= self.window_tokens:
-            raise ConfigurationError(
-                f"max_leaf_tokens must be in [8, window_tokens], got {self.max_leaf_tokens}")
+        if self.max_leaf_tokens < 8:
+            raise ConfigurationError(f"max_leaf_tokens must be >= 8, got {self.max_leaf_tokens}")
         if not 2 <= self.window_tokens <= 510:
             raise ConfigurationError(
                 f"window_tokens must be in [2, 510] (the encoder takes 512 tokens with "

@@ -156,10 +156,13 @@ def merge_order_reference(
     children = np.zeros((n - 1, 2), dtype=np.int64)
     heights = np.zeros(n - 1, dtype=np.float64)
     for step in range(n - 1):
-        best = link.max()
+        flat = int(link.argmax())
+        best = link.flat[flat]
         if best == -np.inf:
             raise ValueError("the leaf graph is not connected; call join_forest first")
-        flat = int(np.where(link == best, key, big).argmin())
+        ties = link == best
+        if np.count_nonzero(ties) > 2:  # more than one pair (each pair appears twice)
+            flat = int(np.where(ties, key, big).argmin())
         p, q = divmod(flat, n)
         left, right = node_at[p], node_at[q]
         if first_leaf[right] < first_leaf[left]:

@@ -1,0 +1,192 @@
+"""`sprout`: SproutRAG — beam search down attention-built sentence trees.
+
+Per query (SproutRAG §3.4): pick the `documents` trees whose best leaf is most similar
+to the query; start a beam at their roots; repeatedly replace the beam by the
+`beam_width` most similar children of its nodes; every visited node with cosine
+similarity > `threshold` is a candidate; return the top-k candidates, never a node
+together with one of its ancestors (the higher-scoring one stays). Each returned
+node becomes one `Selection` per contiguous piece of its text, so a node whose leaves
+are not adjacent yields several spans with one shared chunk id.
+
+Trees are built at index time by `suture.sprout.build_sprout_trees`
+(`suture sprout-index`); this policy only reads them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from suture.exceptions import ConfigurationError
+from suture.policies.base import Policy, PolicyRequest, PolicyResult
+from suture.sprout.forest import Forest, load_forest
+from suture.sprout.search import Visit, beam_search, node_scores
+from suture.sprout.tree import SproutTree
+from suture.stores.base import Store
+from suture.types import Selection
+
+DOCUMENT_SOURCES = ("leaves", "hits")
+
+
+def node_chunk_id(tree: SproutTree, node: int) -> str:
+    """`<doc_id>@n<node>#<first leaf>`: readable, unique, and ordered by position."""
+    return f"{tree.doc_id}@n{node}#{int(tree.leaves(node)[0])}"
+
+
+def node_selections(tree: SproutTree, node: int, score: float, text: str) -> list[Selection]:
+    """One Selection per contiguous piece of the node (trailing whitespace trimmed)."""
+    chunk_id = node_chunk_id(tree, node)
+    out: list[Selection] = []
+    for start, end in tree.spans(node):
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            out.append(Selection(doc_id=tree.doc_id, start=start, end=end,
+                                 chunk_ids=(chunk_id,), reason="hit", score=score,
+                                 is_hit=True, priority=score))
+    return out
+
+
+class SproutPolicy(Policy):
+    """Hierarchical beam search over SproutRAG trees (see module docstring)."""
+
+    name = "sprout"
+
+    def __init__(
+        self,
+        beam_width: int = 4,
+        threshold: float = 0.0,
+        documents: int = 3,
+        leaves_only: bool = False,
+        max_node_chars: int | None = None,
+        document_source: str = "leaves",
+    ) -> None:
+        if beam_width < 1:
+            raise ConfigurationError(f"beam_width must be >= 1, got {beam_width}")
+        if documents < 1:
+            raise ConfigurationError(f"documents must be >= 1, got {documents}")
+        if not -1.0 <= threshold < 1.0:
+            raise ConfigurationError(f"threshold (τ) must be in [-1, 1), got {threshold}")
+        if max_node_chars is not None and max_node_chars < 1:
+            raise ConfigurationError(f"max_node_chars must be >= 1 or None, got {max_node_chars}")
+        if document_source not in DOCUMENT_SOURCES:
+            raise ConfigurationError(
+                f"document_source must be one of {DOCUMENT_SOURCES}, got {document_source!r}")
+        self.beam_width = beam_width
+        self.threshold = threshold
+        self.documents = documents
+        self.leaves_only = leaves_only
+        self.max_node_chars = max_node_chars
+        self.document_source = document_source
+        self._query_embedder: Any = None
+
+    def params(self) -> dict[str, Any]:
+        return {"beam_width": self.beam_width, "threshold": self.threshold,
+                "documents": self.documents, "leaves_only": self.leaves_only,
+                "max_node_chars": self.max_node_chars,
+                "document_source": self.document_source}
+
+    def _query_vector(self, request: PolicyRequest, forest: Forest) -> npt.NDArray[np.float32]:
+        """The request's vector when the index embedder made the tree vectors, else our own."""
+        vector = np.asarray(request.query_vector, dtype=np.float32).reshape(-1)
+        manifest = request.store.manifest
+        name = str(forest.config.get("embedder", "minilm"))
+        options = dict(forest.config.get("embedder_options", {}))
+        same = (manifest.embedder == name and vector.shape[0] == forest.dimension
+                and all(manifest.embedder_options.get(k) == v for k, v in options.items()))
+        if same:
+            return vector
+        if self._query_embedder is None:
+            from suture.embedders import get_embedder
+
+            self._query_embedder = get_embedder(
+                name, **{k: v for k, v in options.items() if v is not None})
+        result: npt.NDArray[np.float32] = self._query_embedder.embed_query(request.query)
+        return result
+
+    def _documents(self, request: PolicyRequest, forest: Forest, query: npt.NDArray[np.float32],
+                   usable: set[int]) -> list[tuple[int, float]]:
+        if self.document_source == "hits":
+            by_id = {t.doc_id: i for i, t in enumerate(forest.trees)}
+            chosen: dict[int, float] = {}
+            for hit in request.hits:
+                tree = by_id.get(hit.chunk.doc_id)
+                if tree is not None and tree in usable and tree not in chosen:
+                    chosen[tree] = hit.score
+                if len(chosen) >= self.documents:
+                    break
+            return list(chosen.items())
+        ranked = forest.best_documents(query, len(forest.trees))
+        return [(t, s) for t, s in ranked if t in usable][: self.documents]
+
+    def select(self, request: PolicyRequest) -> PolicyResult:
+        forest = load_forest(request.store.path)
+        hashes = request.store.document_hashes()
+        usable = {i for i, t in enumerate(forest.trees) if hashes.get(t.doc_id) == t.content_hash}
+        if not usable:
+            raise ConfigurationError(
+                f"no SproutRAG tree of the index at {request.store.path} matches its stored "
+                f"documents; rebuild them with `suture sprout-index --index {request.store.path}`")
+        query = _adapt(self._query_vector(request, forest), forest.config.get("adapter"))
+        picked = self._documents(request, forest, query, usable)
+        trees = [forest.trees[t] for t, _ in picked]
+        result = beam_search(
+            trees, query, request.k, beam_width=self.beam_width, threshold=self.threshold,
+            leaves_only=self.leaves_only, max_node_chars=self.max_node_chars,
+            scores=[node_scores(t, query) for t in trees])
+        selections = _selections(result.chosen, trees, request.store)
+        trace: list[dict[str, Any]] = []
+        if request.explain:
+            trace = _trace(forest, picked, trees, result, hashes, usable)
+        return PolicyResult(selections=selections, trace=trace)
+
+
+def _adapt(query: npt.NDArray[np.float32], adapter: Any) -> npt.NDArray[np.float32]:
+    """q' = q + U Vᵀ q when the weights came with a trained query adapter."""
+    if not adapter:
+        return query
+    u = np.asarray(adapter["u"], dtype=np.float32)
+    v = np.asarray(adapter["v"], dtype=np.float32)
+    adapted: npt.NDArray[np.float32] = query + u @ (v.T @ query)
+    return adapted
+
+
+def _selections(chosen: tuple[Visit, ...], trees: list[SproutTree], store: Store
+                ) -> list[Selection]:
+    texts: dict[str, str] = {}
+    out: list[Selection] = []
+    for visit in chosen:
+        tree = trees[visit.tree]
+        if tree.doc_id not in texts:
+            texts[tree.doc_id] = store.document(tree.doc_id).text
+        out.extend(node_selections(tree, visit.node, visit.score, texts[tree.doc_id]))
+    return out
+
+
+def _describe(trees: list[SproutTree], visit: Visit) -> dict[str, Any]:
+    tree = trees[visit.tree]
+    spans = tree.spans(visit.node)
+    return {"doc_id": tree.doc_id, "node": visit.node, "score": round(visit.score, 4),
+            "leaves": int(tree.sizes[visit.node]), "spans": [list(s) for s in spans[:4]],
+            "pieces": len(spans)}
+
+
+def _trace(forest: Forest, picked: list[tuple[int, float]], trees: list[SproutTree],
+           result: Any, hashes: dict[str, str], usable: set[int]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{
+        "step": "documents",
+        "documents": [{"doc_id": forest.trees[t].doc_id, "best_leaf": round(s, 4)}
+                      for t, s in picked],
+        "stale_trees": sorted(forest.trees[i].doc_id for i in range(len(forest.trees))
+                              if i not in usable),
+        "documents_without_tree": len(set(hashes) - {t.doc_id for t in forest.trees}),
+    }]
+    for depth, beam in enumerate(result.steps):
+        rows.append({"step": "beam", "depth": depth,
+                     "nodes": [_describe(trees, v) for v in beam]})
+    rows.append({"step": "selected", "candidates": result.candidates,
+                 "nodes": [_describe(trees, v) for v in result.chosen],
+                 "dropped_as_overlapping": [_describe(trees, v) for v in result.skipped]})
+    return rows

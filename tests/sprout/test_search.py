@@ -1,0 +1,211 @@
+"""Beam search and the `sprout` policy on hand-built trees (no model needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suture.embedders.hashing import HashingEmbedder
+from suture.exceptions import ConfigurationError
+from suture.policies import get_policy
+from suture.policies.assembly import assemble_context
+from suture.policies.base import PolicyRequest
+from suture.sprout.nodes import compose
+from suture.sprout.search import beam_search
+from suture.sprout.storage import TreeStore
+from suture.sprout.tree import SproutTree
+from suture.stores.base import Manifest
+from suture.stores.sqlite import SQLiteStore
+from suture.types import Chunk, Document
+
+#  leaves 0 1 2 3; node 4 = (0, 1), node 5 = (2, 3), root 6 = (4, 5)
+CHILDREN = np.array([[0, 1], [2, 3], [4, 5]], dtype=np.int64)
+LEAVES = np.array([[1, 0, 0], [0.9, 0.1, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32)
+TEXT = "Alpha one. Alpha two. Beta three. Gamma four."
+SPANS = np.array([[0, 11], [11, 22], [22, 34], [34, 45]], dtype=np.int64)
+
+
+def hand_tree(doc_id: str = "doc", leaf_spans: np.ndarray | None = None) -> SproutTree:
+    return SproutTree(
+        doc_id,
+        SPANS if leaf_spans is None else leaf_spans,
+        CHILDREN,
+        np.zeros(3),
+        compose(CHILDREN, LEAVES),
+    )
+
+
+def test_beam_keeps_the_best_child_and_returns_no_node_with_its_ancestor() -> None:
+    tree = hand_tree()
+    result = beam_search([tree], np.array([1, 0, 0], np.float32), k=2, beam_width=4)
+    assert [v.node for v in result.chosen] == [0, 1]  # node 4 overlaps leaf 0: dropped
+    assert [v.node for v in result.skipped] == [4]
+    assert [[v.node for v in step] for step in result.steps] == [[6], [4, 5], [0, 1, 2, 3]]
+
+
+def test_width_one_follows_a_single_path() -> None:
+    tree = hand_tree()
+    result = beam_search([tree], np.array([0, 0, 1], np.float32), k=3, beam_width=1)
+    assert [[v.node for v in step] for step in result.steps] == [[6], [5], [3]]
+    # visited: 6, 4, 5, 2, 3; positive similarity: 6, 5, 3 -> leaf 3 first, 5 and 6 overlap
+    assert [v.node for v in result.chosen] == [3]
+    assert result.candidates == 3
+
+
+def test_internal_node_wins_when_it_scores_higher_than_its_leaves() -> None:
+    tree = hand_tree()
+    query = np.array([0, 1, 1], np.float32)  # node 5 = mean(leaf 2, leaf 3) matches exactly
+    result = beam_search([tree], query, k=1)
+    assert [v.node for v in result.chosen] == [5]
+    leaves = beam_search([tree], query, k=1, leaves_only=True)
+    assert tree.is_leaf(leaves.chosen[0].node)
+
+
+def test_threshold_and_max_node_chars_filter_candidates() -> None:
+    tree = hand_tree()
+    query = np.array([0, 1, 1], np.float32)
+    assert beam_search([tree], query, k=4, threshold=0.99).chosen[0].node == 5
+    capped = beam_search([tree], query, k=1, max_node_chars=12)
+    assert tree.is_leaf(capped.chosen[0].node)
+    assert beam_search([tree], np.array([1, 1, 0], np.float32), k=4, threshold=0.9).chosen == ()
+
+
+def test_beam_runs_over_several_trees() -> None:
+    a, b = hand_tree("a"), hand_tree("b")
+    result = beam_search([a, b], np.array([1, 0, 0], np.float32), k=3, beam_width=2)
+    assert {(v.tree, v.node) for v in result.chosen} <= {(0, 0), (1, 0), (0, 1), (1, 1)}
+    assert len(result.chosen) == 3
+
+
+# -- the policy, through a real store -------------------------------------------------------
+def make_index(tmp_path: Path, with_trees: bool = True) -> SQLiteStore:
+    embedder = HashingEmbedder(dimension=3)
+    manifest = Manifest("0", embedder.name, embedder.dimension, 600, 60, True)
+    store = SQLiteStore.create(tmp_path / "idx", manifest)
+    for doc_id in ("a", "b"):
+        chunk = Chunk(Chunk.make_id(doc_id, 0), doc_id, 0, 0, len(TEXT), TEXT)
+        store.write_document(
+            Document(doc_id, TEXT), f"hash-{doc_id}", [chunk], np.ones((1, 3), np.float32)
+        )
+    if with_trees:
+        trees = TreeStore(store.path)
+        trees.write_config(
+            {
+                "settings": {},
+                "alpha": [1.0],
+                "layers": 1,
+                "heads": 1,
+                "dimension": 3,
+                "embedder": "hashing",
+                "embedder_options": {},
+            }
+        )
+        # document b's leaves are interleaved: node 5 = leaves 2 and 3 are not adjacent
+        interleaved = np.array([[0, 11], [22, 34], [11, 22], [34, 45]], dtype=np.int64)
+        for doc_id, spans in (("a", SPANS), ("b", interleaved)):
+            tree = hand_tree(doc_id, spans)
+            trees.save_tree(
+                SproutTree(
+                    doc_id,
+                    tree.leaf_spans,
+                    tree.children,
+                    tree.heights,
+                    tree.embeddings,
+                    content_hash=f"hash-{doc_id}",
+                ),
+                "d",
+            )
+    return store
+
+
+def request(
+    store: SQLiteStore, query: list[float], k: int = 2, explain: bool = False
+) -> PolicyRequest:
+    return PolicyRequest(
+        query="q",
+        query_vector=np.asarray(query, np.float32),
+        hits=[],
+        k=k,
+        store=store,
+        explain=explain,
+    )
+
+
+def test_policy_returns_node_pieces_in_document_order_with_trace(tmp_path: Path) -> None:
+    store = make_index(tmp_path)
+    policy = get_policy("sprout", documents=1)
+    result = policy.select(request(store, [0, 1, 1], k=1, explain=True))
+    assert len(result.selections) == 1
+    sel = result.selections[0]
+    assert (sel.doc_id, sel.start, sel.end, sel.reason, sel.is_hit) == ("a", 22, 45, "hit", True)
+    assert sel.chunk_ids == ("a@n5#2",)
+    steps = [row["step"] for row in result.trace]
+    assert steps == ["documents", "beam", "beam", "beam", "selected"]
+    assert result.trace[-1]["nodes"][0]["node"] == 5
+    context = assemble_context(
+        query="q",
+        policy="sprout",
+        selections=result.selections,
+        hits=[],
+        store=store,
+        count_tokens=lambda ts: [len(t.split()) for t in ts],
+    )
+    assert context.text == "Beta three. Gamma four."
+    assert context.chunks == 1
+
+
+def test_non_contiguous_node_gives_one_selection_per_piece(tmp_path: Path) -> None:
+    store = make_index(tmp_path)
+    policy = get_policy("sprout", documents=2, document_source="leaves")
+    result = policy.select(request(store, [0, 1, 1], k=2))
+    by_doc = {}
+    for sel in result.selections:
+        by_doc.setdefault(sel.doc_id, []).append((sel.start, sel.end, sel.chunk_ids))
+    # tree b: leaves 2 and 3 sit at [11, 22) and [34, 45): two pieces, one chunk id
+    assert by_doc["b"] == [(11, 21, ("b@n5#2",)), (34, 45, ("b@n5#2",))]
+    context = assemble_context(
+        query="q",
+        policy="sprout",
+        selections=result.selections,
+        hits=[],
+        store=store,
+        count_tokens=lambda ts: [len(t.split()) for t in ts],
+    )
+    assert context.chunks == 2
+    spans_b = [(s.start, s.end) for s in context.spans if s.doc_id == "b"]
+    assert spans_b == [(11, 21), (34, 45)]
+
+
+def test_policy_without_trees_names_the_command(tmp_path: Path) -> None:
+    store = make_index(tmp_path, with_trees=False)
+    with pytest.raises(ConfigurationError, match="suture sprout-index --index"):
+        get_policy("sprout").select(request(store, [1, 0, 0]))
+
+
+def test_stale_trees_are_not_used(tmp_path: Path) -> None:
+    store = make_index(tmp_path)
+    store.write_document(
+        Document("a", "changed text"), "hash-new", [], np.zeros((0, 3), np.float32)
+    )
+    store.write_document(
+        Document("b", "changed too"), "hash-new2", [], np.zeros((0, 3), np.float32)
+    )
+    with pytest.raises(ConfigurationError, match="matches its stored documents"):
+        get_policy("sprout").select(request(store, [1, 0, 0]))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"beam_width": 0},
+        {"documents": 0},
+        {"threshold": 1.5},
+        {"document_source": "x"},
+        {"max_node_chars": 0},
+    ],
+)
+def test_policy_rejects_bad_settings(bad: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError):
+        get_policy("sprout", **bad)

@@ -1,0 +1,83 @@
+"""Training α: data loading, split, targets (fast) and a real run on small CUAD (slow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suture.exceptions import ConfigurationError
+from suture.sprout.train import (
+    TrainConfig,
+    TrainDocument,
+    best_covering_node,
+    gold_leaves,
+    load_benchmarks,
+    split_documents,
+    train_alpha,
+)
+
+
+def test_gold_leaves_need_half_of_the_leaf_inside_the_span() -> None:
+    spans = np.array([[0, 10], [10, 20], [20, 30]], dtype=np.int64)
+    assert gold_leaves(spans, [(12, 30)])[0].tolist() == [1, 2]
+    assert gold_leaves(spans, [(18, 30)])[0].tolist() == [2]
+    assert gold_leaves(spans, [(3, 5)])[0].tolist() == [0]  # a span inside one leaf
+
+
+def test_best_covering_node_maximises_f1_and_prefers_smaller_nodes() -> None:
+    children = np.array([[0, 1], [2, 3], [4, 5]], dtype=np.int64)
+    assert best_covering_node(children, 4, np.array([0, 1])) == 4
+    assert best_covering_node(children, 4, np.array([2])) == 2
+    assert best_covering_node(children, 4, np.array([0, 1, 2, 3])) == 6
+    assert best_covering_node(children, 4, np.array([1, 2])) in {1, 2}
+
+
+def test_split_is_by_document_seeded_and_non_empty() -> None:
+    docs = [TrainDocument(f"d{i}", "x") for i in range(10)]
+    train, val = split_documents(docs, 0.3, seed=1)
+    assert len(val) == 3 and len(train) == 7
+    assert {d.doc_id for d in train}.isdisjoint({d.doc_id for d in val})
+    assert [d.doc_id for d in split_documents(docs, 0.3, seed=1)[1]] == [d.doc_id for d in val]
+    with pytest.raises(ConfigurationError):
+        split_documents(docs[:1], 0.3, seed=1)
+
+
+def test_load_benchmarks_groups_queries_by_document(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hello world", "utf-8")
+    bench = tmp_path / "b.json"
+    bench.write_text(json.dumps({"tests": [
+        {"query_id": "1", "query": "q1", "snippets": [{"file_path": "x/a.txt", "span": [0, 5]}]},
+        {"query_id": "2", "query": "q2", "snippets": [{"file_path": "x/a.txt", "span": [6, 11]},
+                                                      {"file_path": "x/a.txt", "span": [0, 2]}]},
+    ]}), "utf-8")
+    docs = load_benchmarks([bench], tmp_path)
+    assert [d.doc_id for d in docs] == ["a.txt"]
+    assert [q.spans for q in docs[0].queries] == [((0, 5),), ((0, 2), (6, 11))]
+    bench.write_text(json.dumps({"tests": [{"query_id": "1", "query": "q", "snippets": [
+        {"file_path": "x/missing.txt", "span": [0, 1]}]}]}), "utf-8")
+    with pytest.raises(ConfigurationError, match="--corpus"):
+        load_benchmarks([bench], tmp_path)
+
+
+@pytest.mark.slow
+def test_training_reduces_validation_loss_on_small_cuad(tmp_path: Path,
+                                                        shared_data: Path) -> None:
+    bench = shared_data / "legalbench_rag/benchmarks/cuad_mini.json"
+    corpus = shared_data / "cuad_v1/full_contract_txt"
+    out = tmp_path / "alpha.json"
+    result = train_alpha([bench], corpus, out, log=lambda _: None,
+                         config=TrainConfig(epochs=12, lr=0.1, max_docs=4, val_fraction=0.25,
+                                            seed=0))
+    assert result["val_loss_end"] < result["val_loss_start"]
+    alpha = np.asarray(result["alpha"])
+    assert alpha.shape == (72,) and (alpha >= 0).all() and abs(alpha.sum() - 1) < 1e-9
+    assert not np.allclose(alpha, 1 / 72)  # it moved away from uniform
+    assert out.with_suffix(".png").stat().st_size > 1000
+    assert set(result["train_documents"]).isdisjoint(result["val_documents"])
+    # the weights file is what `suture index --sprout-weights` / sprout-index read
+    from suture.sprout.settings import load_weights
+
+    np.testing.assert_allclose(load_weights(out), alpha)
