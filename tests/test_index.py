@@ -106,3 +106,29 @@ def test_delete_documents(tmp_path: Path) -> None:
     index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing")
     assert index.delete(["a.md", "nope"]) == ["a.md"]
     assert {c.doc_id for c in index.store.iter_chunks()} == {"sub/b.txt"}
+
+
+@pytest.mark.slow
+def test_sprout_trees_follow_the_index(tmp_path: Path) -> None:
+    from suture.sprout import TreeStore
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(
+        "TCP opens connections with a handshake. The client sends a SYN. "
+        "The server answers with SYN-ACK. The client confirms with an ACK. " * 3
+    )
+    (docs / "b.txt").write_text("Timers guard retransmission. A lost segment is resent. " * 4)
+    index = Index.build([docs], tmp_path / "idx", embedder="hashing", sprout=True)
+    assert index.has_sprout_trees()
+    context = index.retrieve("How does the server answer a SYN?", policy="sprout", k=2)
+    assert context.spans and all(
+        index.store.document(s.doc_id).text[s.start : s.end] == s.text for s in context.spans
+    )
+    before = TreeStore(index.store.path).tree_headers()
+    (docs / "b.txt").write_text("Congestion control limits the sending rate. " * 5)
+    Index.build([docs], tmp_path / "idx", embedder="hashing")  # no flag: trees kept in step
+    after = TreeStore(index.store.path).tree_headers()
+    assert after["a.txt"] == before["a.txt"]  # unchanged document: same tree file and hash
+    assert after["b.txt"][1] != before["b.txt"][1]  # changed document: rebuilt
+    assert after["b.txt"][1] == index.store.document_hashes()["b.txt"]

@@ -90,12 +90,16 @@ class Index:
         show_progress: bool = False,
         prune: bool = False,
         retriever: str | None = None,
+        sprout: bool = False,
+        sprout_weights: str | Path | None = None,
     ) -> Index:
         """Create the index at `path` (or add to it) from files and folders in `paths`.
 
         Unchanged documents are skipped by content hash, changed ones replaced, and
         an interrupted run resumes from the embedding cache and committed documents.
         `retriever` sets the index's default first stage (dense, lexical, hybrid).
+        `sprout` (or `sprout_weights`, a file from `suture train-sprout`) also builds
+        SproutRAG trees; once an index has trees, later runs keep them up to date.
         """
         if retriever is not None and retriever not in retriever_names():
             raise UnknownPluginError(
@@ -122,6 +126,8 @@ class Index:
         if retriever is not None and retriever != index.manifest.retriever:
             index.with_manifest(retriever=retriever)
         index.last_report = index.add(paths, show_progress=show_progress, prune=prune)
+        if sprout or sprout_weights is not None:
+            index.build_sprout_trees(weights=sprout_weights, show_progress=show_progress)
         return index
 
     @classmethod
@@ -199,10 +205,27 @@ class Index:
         if prune:
             seen = {d.doc_id for d in documents}
             report.deleted = self.delete([d for d in stored if d not in seen])
-        # Pay for derived structures (lexical index) now rather than at the first query.
+        # Pay for derived structures (lexical index, SproutRAG trees) now rather than at
+        # the first query; trees are rebuilt only for documents that changed.
         self.retriever().prepare()
+        if self.has_sprout_trees():
+            self.build_sprout_trees(show_progress=show_progress)
         report.seconds = time.perf_counter() - started
         return report
+
+    def has_sprout_trees(self) -> bool:
+        """Whether SproutRAG trees were ever built for this index."""
+        from suture.sprout import TreeStore
+
+        return TreeStore(self.store.path).read_config() is not None
+
+    def build_sprout_trees(
+        self, *, weights: str | Path | None = None, show_progress: bool = False
+    ) -> Any:
+        """Build or refresh SproutRAG trees (only missing or stale documents)."""
+        from suture.sprout import build_sprout_trees
+
+        return build_sprout_trees(self, None, weights=weights, progress=show_progress)
 
     def delete(self, doc_ids: Iterable[str]) -> list[str]:
         """Delete documents by id; returns the ids that were stored."""

@@ -160,7 +160,7 @@ def test_non_contiguous_node_gives_one_selection_per_piece(tmp_path: Path) -> No
     store = make_index(tmp_path)
     policy = get_policy("sprout", documents=2, document_source="leaves")
     result = policy.select(request(store, [0, 1, 1], k=2))
-    by_doc = {}
+    by_doc: dict[str, list[tuple[int, int, tuple[str, ...]]]] = {}
     for sel in result.selections:
         by_doc.setdefault(sel.doc_id, []).append((sel.start, sel.end, sel.chunk_ids))
     # tree b: leaves 2 and 3 sit at [11, 22) and [34, 45): two pieces, one chunk id

@@ -88,13 +88,14 @@ def eval_command(
     index: IndexOpt = None,
     policies: Annotated[str, typer.Option(
         help="Comma-separated policies, or 'all' (every registered policy that can be "
-        "loaded here).")] = DEFAULT_POLICIES,
+        "loaded here). A policy can run again under a label: scar,scar:transfer.")]
+        = DEFAULT_POLICIES,
     k: Annotated[str, typer.Option(
         "--k", help="First-stage hits per query: 5, or a list like 1,3,5 (IE@1/3/5 needs all "
         "three; tables use 5 when run, else the largest).")] = "5",
     param: Annotated[list[str] | None, typer.Option(
-        "--param", "-p", help="Policy parameter, repeatable: scar.lam=0.5, window.width=2 "
-        "(values parsed as JSON, else text).")] = None,
+        "--param", "-p", help="Policy parameter, repeatable: scar.lam=0.5, window.width=2, "
+        "scar:transfer.tau=0.8 (values parsed as JSON, else text).")] = None,
     params_json: Annotated[str | None, typer.Option(
         help='Policy parameters as JSON: {"scar": {"lam": 0.5, "tau": 0.1}}.')] = None,
     embedder: EmbedderOpt = None,
@@ -141,6 +142,8 @@ def eval_command(
         loaded = _load(benchmark, corpus, out, split, limit)
         idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
                                   scope=corpus_scope, show_progress=progress)
+        if any(spec.name == "sprout" for spec in specs):
+            idx.build_sprout_trees(show_progress=progress)  # only missing or stale trees
         built = time.perf_counter()
         result = evaluate(
             idx, loaded, specs, ks,

@@ -80,6 +80,10 @@ def index_command(
     retriever: Annotated[
         str | None, typer.Option(help="Default first stage of this index: dense, lexical, hybrid.")
     ] = None,
+    sprout: Annotated[bool, typer.Option(help="Also build SproutRAG sentence trees.")] = False,
+    sprout_weights: Annotated[
+        Path | None, typer.Option(help="Head weights from `suture train-sprout` (implies --sprout).")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Index documents into an index folder (adds to it when it exists)."""
@@ -96,6 +100,8 @@ def index_command(
             show_progress=not quiet,
             prune=prune,
             retriever=retriever,
+            sprout=sprout,
+            sprout_weights=sprout_weights,
         )
     except SutureError as exc:
         raise fail(exc) from None

@@ -28,6 +28,10 @@ from suture.stores.base import Store
 from suture.types import Selection
 
 DOCUMENT_SOURCES = ("leaves", "hits")
+#: nodes larger than this (characters) are walked through but never returned, so a
+#: whole-document root cannot become the context; about four 600-character chunks.
+#: Pass max_node_chars=None for the unbounded reference behaviour.
+DEFAULT_MAX_NODE_CHARS = 2400
 
 
 def node_chunk_id(tree: SproutTree, node: int) -> str:
@@ -60,7 +64,7 @@ class SproutPolicy(Policy):
         threshold: float = 0.0,
         documents: int = 3,
         leaves_only: bool = False,
-        max_node_chars: int | None = None,
+        max_node_chars: int | None = DEFAULT_MAX_NODE_CHARS,
         document_source: str = "leaves",
     ) -> None:
         if beam_width < 1:
