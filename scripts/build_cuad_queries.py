@@ -2,6 +2,7 @@
 
     python scripts/build_cuad_queries.py --out out/cuad_derived.json            # 400 queries
     python scripts/build_cuad_queries.py --n 1000 --seed 1 --out out/train.json
+    python scripts/build_cuad_queries.py --contracts 40 --n 400 --out out/cuad_derived.json
 
 Contracts used by CUAD-mini are excluded (dev/training data without leakage). The output
 is generated data: write it under out/ (ignored by git), never into the shared data.
@@ -26,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="output JSON file")
     parser.add_argument("--n", type=int, default=400, help="queries to draw (default 400)")
     parser.add_argument("--seed", type=int, default=0, help="selection seed (default 0)")
+    parser.add_argument("--contracts", type=int, default=None,
+                        help="draw this many contracts first (seeded) and queries only from "
+                        "them (default: all contracts)")
     parser.add_argument("--cuad", type=Path, default=data_dir / "cuad_v1",
                         help="CUAD v1 folder (master_clauses.csv, full_contract_txt/)")
     parser.add_argument("--exclude", type=Path, action="append",
@@ -38,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         excluded |= benchmark_files(path)
     data, stats = build_queries(
         args.cuad / "master_clauses.csv", args.cuad / "full_contract_txt",
-        n=args.n, seed=args.seed, exclude_files=excluded,
+        n=args.n, seed=args.seed, exclude_files=excluded, contracts=args.contracts,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

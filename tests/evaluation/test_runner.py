@@ -173,6 +173,22 @@ def test_parse_policy_specs() -> None:
         parse_ks("0")
 
 
+def test_parse_policy_specs_with_labelled_entries() -> None:
+    specs = parse_policy_specs("scar,scar:transfer", ["scar:transfer.lam=0.1",
+                                                      "scar:transfer.tau=0.8"])
+    assert [(s.name, s.label) for s in specs] == [("scar", "scar"), ("scar", "scar:transfer")]
+    assert dict(specs[0].params) == {}
+    assert dict(specs[1].params) == {"lam": 0.1, "tau": 0.8}
+    assert parse_policy_specs("scar:x", params_json='{"scar:x": {"lam": 0}}')[0].params == {
+        "lam": 0}
+    with pytest.raises(ConfigurationError, match="twice"):
+        parse_policy_specs("scar:a,scar:a")
+    with pytest.raises(ConfigurationError, match="name:label"):
+        parse_policy_specs("scar:")
+    with pytest.raises(ConfigurationError, match="unknown policy"):
+        parse_policy_specs("nope:x")
+
+
 def test_parse_policy_specs_with_retrievers() -> None:
     from suture.evaluation.runner import expand_baselines, parse_policy_specs
 

@@ -151,8 +151,12 @@ def test_index_build_query_and_incremental_update(small_index: Any, tmp_path: Pa
     changed = sorted(docs.iterdir())[0]
     changed.write_text(changed.read_text("utf-8") + "\n\nA new closing sentence was added.",
                        "utf-8")
-    index = Index.build([docs], index.store.path, embedder="minilm")
-    again = build_sprout_trees(index, progress=False, encoder=encoder)
+    index = Index.build([docs], index.store.path, embedder="minilm")  # keeps trees in step
+    headers = TreeStore(index.store.path).tree_headers()
+    assert headers[changed.name][1] == index.store.document_hashes()[changed.name]
+    assert build_sprout_trees(index, progress=False, encoder=encoder).built == ()
+    # an explicit list rebuilds exactly those documents
+    again = build_sprout_trees(index, [changed.name], progress=False, encoder=encoder)
     assert [b.doc_id for b in again.built] == [changed.name]
     # new weights: every tree is re-treed from the cached signal, no encoder needed
     alpha = np.zeros(72)

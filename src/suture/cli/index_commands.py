@@ -82,7 +82,8 @@ def index_command(
     ] = None,
     sprout: Annotated[bool, typer.Option(help="Also build SproutRAG sentence trees.")] = False,
     sprout_weights: Annotated[
-        Path | None, typer.Option(help="Head weights from `suture train-sprout` (implies --sprout).")
+        Path | None,
+        typer.Option(help="Head weights from `suture train-sprout` (implies --sprout)."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:

@@ -111,6 +111,10 @@ def parse_policy_specs(
     parameter must name a policy in the list, and every policy name must be registered
     (both checked here, before any work is done).
 
+    A policy can run more than once under different settings by giving each extra
+    entry a label after a colon: "scar,scar:transfer" with `scar:transfer.lam=0.1`
+    (parameters and `params_json` keys name the entry, label included).
+
     `retrievers` ("dense,lexical,hybrid") runs every policy from each first-stage
     retriever: with one retriever the labels stay the policy names; with several they
     become "<policy>@<retriever>" (e.g. `topk@lexical`). Empty: the index's default.
@@ -144,10 +148,11 @@ def parse_policy_specs(
         _known(name, per_policy)[param] = parse_param_value(value.strip())
     if len(chosen_retrievers) <= 1:
         retriever = chosen_retrievers[0] if chosen_retrievers else None
-        specs = [PolicySpec(name, per_policy[name], label=name, retriever=retriever)
+        specs = [PolicySpec(_policy_of(name), per_policy[name], label=name,
+                            retriever=retriever)
                  for name in names]
     else:
-        specs = [PolicySpec(name, per_policy[name], label=f"{name}@{retriever}",
+        specs = [PolicySpec(_policy_of(name), per_policy[name], label=f"{name}@{retriever}",
                             retriever=retriever)
                  for retriever in chosen_retrievers for name in names]
     for spec in specs:
@@ -158,6 +163,14 @@ def parse_policy_specs(
         except ImportError as exc:  # a registered policy whose module or extra is missing
             raise ConfigurationError(f"policy {spec.name} is not available: {exc}") from None
     return specs
+
+
+def _policy_of(entry: str) -> str:
+    """"scar:transfer" -> "scar" (the registered policy of a labelled entry)."""
+    name, sep, label = entry.partition(":")
+    if not name.strip() or (sep and not label.strip()):
+        raise ConfigurationError(f"bad policy entry {entry!r}; use name or name:label")
+    return name.strip()
 
 
 def parse_retrievers(retrievers: str | Sequence[str]) -> list[str]:
