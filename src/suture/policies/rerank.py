@@ -133,12 +133,12 @@ def _load(folder: Path, backend: str, max_length: int) -> tuple[Any, Any, int]:
     for limit in (getattr(config, "max_position_embeddings", None), tokenizer.model_max_length):
         if isinstance(limit, int) and limit > 0:
             max_length = min(max_length, limit)
-    from suture.embedders.minilm import _quiet_transformers
+    from suture.embedders.minilm import quiet_transformers
 
     if backend == "sentence-transformers":
         from sentence_transformers import CrossEncoder
 
-        with _quiet_transformers():
+        with quiet_transformers():
             model = CrossEncoder(
                 str(folder), local_files_only=True, device="cpu", max_length=max_length
             )
@@ -146,7 +146,7 @@ def _load(folder: Path, backend: str, max_length: int) -> tuple[Any, Any, int]:
         return model, None, max_length
     from transformers import AutoModelForSequenceClassification
 
-    with _quiet_transformers():
+    with quiet_transformers():
         model = AutoModelForSequenceClassification.from_pretrained(
             str(folder), local_files_only=True
         )
