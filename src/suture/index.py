@@ -11,15 +11,16 @@ from typing import Any
 
 import numpy as np
 
+from suture._registry import lookup
 from suture._version import __version__
 from suture.chunking import chunk_document, embedding_text
 from suture.documents import Skipped, content_hash, iter_documents
 from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, get_embedder
-from suture.exceptions import ConfigurationError, EmbedderMismatchError, UnknownPluginError
+from suture.exceptions import ConfigurationError, EmbedderMismatchError
 from suture.policies import Policy, get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
-from suture.retrievers import Retriever, get_retriever, retriever_names
+from suture.retrievers import Retriever, RetrieverName, get_retriever
 from suture.stores.base import Manifest
 from suture.stores.sqlite import MANIFEST_FILE, SQLiteStore
 from suture.tokens import count_tokens_batch
@@ -101,10 +102,8 @@ class Index:
         `sprout` (or `sprout_weights`, a file from `suture train-sprout`) also builds
         SproutRAG trees; once an index has trees, later runs keep them up to date.
         """
-        if retriever is not None and retriever not in retriever_names():
-            raise UnknownPluginError(
-                f"unknown retriever {retriever!r}; choose one of: {', '.join(retriever_names())}"
-            )
+        if retriever is not None:
+            lookup("retriever", RetrieverName, retriever)  # fail before any work
         options = dict(embedder_options or {})
         model = get_embedder(embedder, **options)
         folder = Path(path)

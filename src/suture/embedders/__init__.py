@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from enum import StrEnum
 from typing import Any
 
+from suture._registry import load_class, lookup
 from suture.embedders.base import Embedder, Vectors, normalise
-from suture.exceptions import UnknownPluginError
 
 
 class EmbedderName(StrEnum):
@@ -34,13 +33,7 @@ def get_embedder(name: str | Embedder, **options: Any) -> Embedder:
     """Return an embedder instance for a registry name (or pass an instance through)."""
     if isinstance(name, Embedder):
         return name
-    try:
-        key = EmbedderName(name)
-    except ValueError:
-        known = ", ".join(e.value for e in EmbedderName)
-        raise UnknownPluginError(f"unknown embedder {name!r}; choose one of: {known}") from None
-    module_name, class_name = _REGISTRY[key]
-    cls = getattr(importlib.import_module(module_name), class_name)
+    cls = load_class(*_REGISTRY[lookup("embedder", EmbedderName, name)])
     embedder: Embedder = cls(**options)
     return embedder
 

@@ -5,11 +5,11 @@ Adding a policy touches one new module and one line in `_REGISTRY`.
 
 from __future__ import annotations
 
-import importlib
 from enum import StrEnum
 from typing import Any
 
-from suture.exceptions import ConfigurationError, UnknownPluginError
+from suture._registry import load_class, lookup
+from suture.exceptions import ConfigurationError
 from suture.policies.base import Policy, PolicyRequest, PolicyResult
 
 
@@ -44,14 +44,8 @@ def get_policy(name: str | Policy, **params: Any) -> Policy:
     """Instantiate a policy by registry name with its parameters (or pass one through)."""
     if isinstance(name, Policy):
         return name
-    try:
-        key = PolicyName(name)
-    except ValueError:
-        raise UnknownPluginError(
-            f"unknown policy {name!r}; choose one of: {', '.join(policy_names())}"
-        ) from None
-    module_name, class_name, preset = _REGISTRY[key]
-    cls = getattr(importlib.import_module(module_name), class_name)
+    module_name, class_name, preset = _REGISTRY[lookup("policy", PolicyName, name)]
+    cls = load_class(module_name, class_name)
     try:
         policy: Policy = cls(**{**preset, **params})
     except TypeError as exc:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 from enum import StrEnum
 from typing import Any
 
-from suture.exceptions import UnknownPluginError
+from suture._registry import load_class, lookup
 from suture.retrievers.base import Retriever
 from suture.stores.base import Store
 
@@ -32,14 +31,7 @@ def retriever_names() -> list[str]:
 
 def get_retriever(name: str, store: Store, **options: Any) -> Retriever:
     """Instantiate a retriever over `store` by registry name."""
-    try:
-        key = RetrieverName(name)
-    except ValueError:
-        raise UnknownPluginError(
-            f"unknown retriever {name!r}; choose one of: {', '.join(retriever_names())}"
-        ) from None
-    module_name, class_name = _REGISTRY[key]
-    cls = getattr(importlib.import_module(module_name), class_name)
+    cls = load_class(*_REGISTRY[lookup("retriever", RetrieverName, name)])
     retriever: Retriever = cls(store, **options)
     return retriever
 
