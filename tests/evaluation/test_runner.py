@@ -204,3 +204,15 @@ def test_parse_policy_specs_with_retrievers() -> None:
         parse_policy_specs("topk", retrievers="bm99")
     with pytest.raises(ConfigurationError, match="twice"):
         parse_policy_specs("topk", retrievers="dense,dense")
+
+
+def test_chunk_layout_covered_counts_whole_chunks_only() -> None:
+    from suture.evaluation.metrics import ChunkLayout
+    from suture.types import Chunk
+
+    chunks = [Chunk(f"d#{i}", "d", i, 10 * i, 10 * i + 12, "x") for i in range(4)]
+    layout = ChunkLayout(chunks)
+    assert layout.is_chunk("d#2") and not layout.is_chunk("d@n7#2")
+    # [0, 22) holds d#0 (0-12) and d#1 (10-22) whole; d#2 (20-32) only in part
+    assert layout.covered([("d", 0, 22)]) == ["d#0", "d#1"]
+    assert layout.covered([("d", 21, 60), ("e", 0, 99)]) == ["d#3"]

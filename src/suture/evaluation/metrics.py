@@ -101,6 +101,7 @@ class ChunkLayout:
             doc: sorted(cs, key=lambda c: (c.start, c.end)) for doc, cs in per_doc.items()
         }
         self._starts = {doc: [c.start for c in cs] for doc, cs in self._chunks.items()}
+        self._ids = {c.chunk_id for cs in self._chunks.values() for c in cs}
 
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self._chunks
@@ -120,6 +121,20 @@ class ChunkLayout:
         # chunks never start after `end` and still overlap; scan back over earlier ones
         hi = bisect_left(self._starts[doc_id], end)
         return [c.chunk_id for c in chunks[:hi] if c.end > start]
+
+    def is_chunk(self, chunk_id: str) -> bool:
+        """Whether `chunk_id` names a chunk of this index (SproutRAG nodes do not)."""
+        return chunk_id in self._ids
+
+    def covered(self, spans: Iterable[DocRange]) -> list[str]:
+        """Ids of the chunks lying wholly inside one of `spans`."""
+        ids: list[str] = []
+        for doc_id, start, end in spans:
+            ids.extend(
+                c.chunk_id for c in self._chunks.get(doc_id, ())
+                if c.start >= start and c.end <= end
+            )
+        return ids
 
     def gold_chunks(self, gold: Iterable[DocRange]) -> set[str]:
         """Every chunk overlapping some gold span."""

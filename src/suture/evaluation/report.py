@@ -16,6 +16,8 @@ DEFINITIONS = """\
 - **Chunk recall** (SCAR's Recall@K): the gold chunks are the chunks of this index's
   chunking that overlap a gold span by at least one character; chunk recall is the share
   of them that are in the context. Queries whose gold overlaps no chunk are not scored.
+  For `sprout`, whose context is made of tree nodes, a chunk is in the context when the
+  context contains it whole; its "chunks" column counts nodes.
 - **Chunks**: unique chunks in the context (overlapping pieces are merged, never counted twice).
 - **Chunk efficiency** (SCAR): mean chunk recall ÷ mean chunks per query.
 - **Span recall**: share of gold characters covered by the context; **span precision**:

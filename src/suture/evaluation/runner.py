@@ -427,9 +427,15 @@ class Evaluator:
         spans = tuple(
             (self._file_path(s.doc_id), s.doc_id, s.start, s.end) for s in context.spans
         )
+        doc_spans = tuple((d, s, e) for _, d, s, e in spans)
+        chunk_ids = tuple(context.chunk_ids)
+        if not all(self.layout.is_chunk(c) for c in chunk_ids):
+            # Tree nodes (sprout) are not chunks: a chunk counts as retrieved when the
+            # context contains it whole, which is what chunk_ids mean for every policy.
+            chunk_ids = tuple(self.layout.covered(doc_spans))
         outcome = QueryOutcome(
-            spans=tuple((d, s, e) for _, d, s, e in spans),
-            chunk_ids=tuple(context.chunk_ids),
+            spans=doc_spans,
+            chunk_ids=chunk_ids,
             chunks=context.chunks,
             characters=context.characters,
             tokens=context.tokens,
