@@ -28,7 +28,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -90,8 +90,8 @@ def build_store(folder: Path, n_chunks: int, seed: int = 0) -> SQLiteStore:
     return store
 
 
-def _no_tokens(text: str) -> int:
-    return 0
+def _no_tokens(texts: Sequence[str]) -> list[int]:
+    return [0] * len(texts)
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -136,13 +136,13 @@ def bench(n_chunks: int, n_queries: int, k: int, root: Path) -> None:
             context = index.retrieve("q", policy, k=k, query_vector=vector)
             end_to_end[name].append(time.perf_counter() - start)
             chunks[name].append(context.chunks)
-            counter = getattr(suture.index, "count_tokens")  # noqa: B009
-            setattr(suture.index, "count_tokens", _no_tokens)  # noqa: B010
+            counter = getattr(suture.index, "count_tokens_batch")  # noqa: B009
+            setattr(suture.index, "count_tokens_batch", _no_tokens)  # noqa: B010
             try:
                 no_count[name].append(timed(
                     partial(index.retrieve, "q", policy, k=k, query_vector=vector)))
             finally:
-                setattr(suture.index, "count_tokens", counter)  # noqa: B010
+                setattr(suture.index, "count_tokens_batch", counter)  # noqa: B010
 
     base = statistics.median(end_to_end["topk"])
     base_nc = statistics.median(no_count["topk"])

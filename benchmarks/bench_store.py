@@ -92,13 +92,12 @@ def bench_queries(n_chunks: int, queries: int = 200) -> dict[str, float]:
 def bench_indexing(repeats: int) -> dict[str, float]:
     """Pipeline vs raw model on RFC 9293 + GDPR (about 1,300 chunks)."""
     from suture.chunking import chunk_document, embedding_text
-    from suture.documents import Document as _Doc
     from suture.documents import iter_documents
     from suture.embedders import get_embedder
     from suture.index import Index
 
     paths = [DATA / "corpora" / "rfc9293", DATA / "corpora" / "gdpr" / "gdpr_en.md"]
-    docs = [d for d in iter_documents(paths) if isinstance(d, _Doc)]
+    docs = [d for d in iter_documents(paths) if isinstance(d, Document)]
     texts = [embedding_text(c, d.title) for d in docs for c in chunk_document(d)]
     model = get_embedder("minilm")
     model.embed_documents(texts[:64])  # warm up
