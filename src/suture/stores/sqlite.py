@@ -17,6 +17,7 @@ Layout of an index folder::
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -293,7 +294,7 @@ class SQLiteStore(Store):
             rows = [state.chunk_rows[c] for c in chunk_ids]
         except KeyError as exc:
             raise KeyError(f"no chunk {exc.args[0]!r} in index {self.path}") from None
-        return self._chunks_at(rows)
+        return self._chunks_at(rows, state)
 
     def vectors(self, chunk_ids: Sequence[str]) -> Vectors:
         state = self._search_state()
@@ -313,7 +314,7 @@ class SQLiteStore(Store):
             for row in doc_rows[lo:hi]:
                 rows.setdefault(int(row), None)
         order = list(rows)
-        return self._chunks_at(order), state.matrix[order]
+        return self._chunks_at(order, state), state.matrix[order]
 
     def search(self, query: Vectors, k: int) -> list[ScoredChunk]:
         state = self._search_state()
@@ -330,7 +331,7 @@ class SQLiteStore(Store):
         best = np.argpartition(-scores, top - 1)[:top] if top < n else np.arange(n)
         # Ties are broken by row order so results are deterministic.
         best = best[np.lexsort((best, -scores[best]))]
-        chunks = self._chunks_at([int(r) for r in best])
+        chunks = self._chunks_at([int(r) for r in best], state)
         return [ScoredChunk(c, float(scores[r])) for c, r in zip(chunks, best, strict=True)]
 
     def iter_chunks(self) -> Iterator[Chunk]:
@@ -345,11 +346,10 @@ class SQLiteStore(Store):
         return sum(p.stat().st_size for p in self.path.iterdir() if p.is_file())
 
     # -- internals ---------------------------------------------------------------------
-    def _chunks_at(self, rows: Sequence[int]) -> list[Chunk]:
-        """Chunks for matrix rows (in the order given), fetched in one query."""
+    def _chunks_at(self, rows: Sequence[int], state: _SearchState) -> list[Chunk]:
+        """Chunks for matrix rows of `state` (in the order given), fetched in one query."""
         if not rows:
             return []
-        state = self._search_state()
         ids = [int(state.row_ids[r]) for r in rows]
         by_id: dict[int, Chunk] = {}
         with self._lock:
@@ -444,9 +444,15 @@ def _chunk_from_row(row: Sequence[Any]) -> Chunk:
         position=row[3],
         start=row[4],
         end=row[5],
-        section_path=tuple(json.loads(row[6])),
+        section_path=_section_path(row[6]),
         text=row[7],
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _section_path(raw: str) -> tuple[str, ...]:
+    """Decoded section path; paths repeat across a document's chunks, so decode once."""
+    return tuple(json.loads(raw))
 
 
 def _section_to_json(section: Section) -> dict[str, Any]:
