@@ -83,3 +83,25 @@ def test_unknown_policy_and_bad_params() -> None:
         get_policy("window", width=-1)
     with pytest.raises(ConfigurationError, match="invalid parameters"):
         get_policy("topk", lam=0.5)
+
+
+def test_pieces_separated_by_white_space_merge_into_one_span(make_store: StoreFactory) -> None:
+    from suture.types import Selection
+
+    store = make_store({"d": [UNIT] * 4})
+    text = store.document("d").text
+    first, second = store.chunks(["d#0", "d#1"])
+    # drop the trailing space of chunk 0: a white-space gap remains between the pieces
+    pieces = [
+        Selection("d", first.start, first.end - 1, ("d#0",), "hit", 1.0, True, 1.0),
+        Selection("d", second.start, second.end, ("d#1",), "hit", 0.9, True, 0.9),
+    ]
+    assert text[first.end - 1 : second.start].strip() == ""
+    context = assemble_context(query="q", policy="topk", selections=pieces, hits=[],
+                               store=store, count_tokens=lambda ts: [len(t) for t in ts])
+    assert len(context.spans) == 1
+    assert (context.spans[0].start, context.spans[0].end) == (first.start, second.end)
+    far = [pieces[0], Selection("d", second.end, second.end + 5, ("d#2",), "hit", 0.5, True, 0.5)]
+    split = assemble_context(query="q", policy="topk", selections=far, hits=[],
+                             store=store, count_tokens=lambda ts: [len(t) for t in ts])
+    assert len(split.spans) == 2  # a gap with text in it keeps the spans apart

@@ -39,7 +39,7 @@ def apply_budget(
 
 
 def merge_selections(selections: Sequence[Selection], store: Store) -> list[Span]:
-    """Merge overlapping or touching pieces of the same document into spans.
+    """Merge overlapping, touching or white-space-separated pieces of a document into spans.
 
     Documents appear in the order of their best piece's score; inside a document
     spans follow document position.
@@ -55,7 +55,10 @@ def merge_selections(selections: Sequence[Selection], store: Store) -> list[Span
         groups: list[list[Selection]] = []
         group_end = -1
         for piece in pieces:
-            if groups and piece.start <= group_end:
+            # Pieces that overlap, touch, or are separated only by white space (chunks
+            # are stripped, so adjacent chunks often leave a blank line between them)
+            # become one span.
+            if groups and (piece.start <= group_end or not text[group_end : piece.start].strip()):
                 groups[-1].append(piece)
                 group_end = max(group_end, piece.end)
             else:
