@@ -116,6 +116,11 @@ def index_command(
         )
         err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
     console.print(report.summary())
+    if built.has_sprout_trees():
+        from suture.sprout import TreeStore
+
+        trees = len(TreeStore(built.store.path).tree_headers())
+        console.print(f"SproutRAG trees: {trees} documents up to date")
     if report.indexed == 0:
         err_console.print("[bold red]error:[/] nothing could be indexed")
         raise typer.Exit(code=1)
