@@ -82,3 +82,10 @@ def test_bad_policy_param_names_the_problem(docs: Path, tmp_path: Path) -> None:
     assert bad.returncode == 2 and "window width must be >= 0" in bad.stderr
     unknown = suture("query", "x", "--index", idx, "--policy", "nope")
     assert unknown.returncode == 2 and "unknown policy 'nope'" in unknown.stderr
+
+
+def test_version() -> None:
+    from suture import __version__
+
+    result = suture("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"suture {__version__}"

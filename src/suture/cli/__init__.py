@@ -13,6 +13,23 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from suture._version import __version__
+
+        typer.echo(f"suture {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Assemble the context a RAG system hands to its language model."""
+
+
 def _register() -> None:
     # Each module adds its commands to `app` when imported.
     from suture.cli import index_commands  # noqa: F401
