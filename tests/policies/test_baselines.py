@@ -59,6 +59,8 @@ def test_parent_returns_the_section_with_cap(make_store: StoreFactory) -> None:
     context = _context(store, "parent", ["d#5"])
     assert (context.spans[0].start, context.spans[0].end) == (two.start, two.end)
     assert context.chunk_ids == ("d#4", "d#5", "d#6", "d#7")
+    reasons = dict(zip(context.spans[0].chunk_ids, context.spans[0].reasons, strict=True))
+    assert reasons["d#5"] == "hit" and reasons["d#4"] == "section of d#5"
     chunk_len = len(store.chunks(["d#0"])[0].text)
     capped = _context(store, "parent", ["d#5"], max_chars=2 * chunk_len)
     assert capped.chunks == 2 and "d#5" in capped.chunk_ids

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from suture.stores.base import Store
 from suture.types import Context, Hit, Selection, Span
@@ -38,7 +38,9 @@ def apply_budget(
     return kept, len(selections) - len(kept)
 
 
-def merge_selections(selections: Sequence[Selection], store: Store) -> list[Span]:
+def merge_selections(
+    selections: Sequence[Selection], store: Store, hit_ids: Collection[str] = ()
+) -> list[Span]:
     """Merge overlapping, touching or white-space-separated pieces of a document into spans.
 
     Documents appear in the order of their best piece's score; inside a document
@@ -70,7 +72,8 @@ def merge_selections(selections: Sequence[Selection], store: Store) -> list[Span
             reasons: dict[str, str] = {}
             for piece in sorted(group, key=lambda p: (not p.is_hit, -p.priority)):
                 for chunk_id in piece.chunk_ids:
-                    reasons.setdefault(chunk_id, piece.reason)
+                    # A first-stage hit inside a larger piece (parent's section) is a hit.
+                    reasons.setdefault(chunk_id, "hit" if chunk_id in hit_ids else piece.reason)
             chunk_ids = sorted(reasons, key=_chunk_position)
             spans.append(
                 Span(
@@ -103,7 +106,7 @@ def assemble_context(
 ) -> Context:
     """Budget, merge and measure the selections of one query."""
     kept, dropped = apply_budget(selections, max_tokens, count_tokens, store)
-    spans = merge_selections(kept, store)
+    spans = merge_selections(kept, store, {h.chunk.chunk_id for h in hits})
     chunk_ids = {c for span in spans for c in span.chunk_ids}
     return Context(
         query=query,
