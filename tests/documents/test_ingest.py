@@ -106,6 +106,27 @@ def test_html_visible_text_blocks_title_and_heading(corpus: Path) -> None:
     assert page.section_path_at(page.text.index("Block")) == ("Head",)
 
 
+def test_html_doctype_and_processing_instructions_are_not_text(tmp_path: Path) -> None:
+    page = tmp_path / "p.html"
+    page.write_text("<!DOCTYPE html>\n<html><body><?php echo 1 ?><h1>Head</h1>"
+                    "<p>Body text.</p></body></html>", encoding="utf-8")
+    doc = load_document(page)
+    assert doc.text.strip() == "Head\nBody text."
+    assert doc.text[doc.sections[0].start :].startswith("Head")
+
+
+def test_unparsable_html_is_skipped_and_the_good_file_next_to_it_kept(tmp_path: Path) -> None:
+    (tmp_path / "a_rejected.html").write_text("<html><body><![ bad <p>hi</p></body>",
+                                              encoding="utf-8")
+    (tmp_path / "b_deep.html").write_text("<div>" * 5000 + "deep" + "</div>" * 5000,
+                                          encoding="utf-8")
+    (tmp_path / "c_good.txt").write_text("Good text.", encoding="utf-8")
+    docs, skipped = split(list(iter_documents([tmp_path])))
+    assert list(docs) == ["c_good.txt"]
+    assert sorted(Path(s.source).name for s in skipped) == ["a_rejected.html", "b_deep.html"]
+    assert all("\n" not in s.reason for s in skipped)
+
+
 def test_pdf_text_and_page_count(corpus: Path) -> None:
     pdf = load_document(corpus / "doc.pdf")
     assert "Hello PDF world" in pdf.text

@@ -216,3 +216,25 @@ def test_chunk_layout_covered_counts_whole_chunks_only() -> None:
     # [0, 22) holds d#0 (0-12) and d#1 (10-22) whole; d#2 (20-32) only in part
     assert layout.covered([("d", 0, 22)]) == ["d#0", "d#1"]
     assert layout.covered([("d", 21, 60), ("e", 0, 99)]) == ["d#3"]
+
+
+def test_queries_without_a_gold_chunk_are_not_atomic() -> None:
+    from suture.evaluation.metrics import QueryOutcome, query_metrics
+    from suture.evaluation.runner import PolicyRun, QueryRecord
+
+    outcome = QueryOutcome(spans=(("d", 0, 10),), chunk_ids=("d#0",), chunks=1,
+                           characters=10, tokens=2)
+
+    def record(qid: str, gold_chunks: set[str], fragmented: bool) -> QueryRecord:
+        return QueryRecord(qid, "topk", 5, (("d", "d", 0, 10),), ("d#0",), 1, 10, 2,
+                           fragmented, query_metrics((("d", 0, 10),), gold_chunks, outcome))
+
+    run = PolicyRun(PolicySpec("topk"), 5, [
+        record("q1", {"d#0"}, False),
+        record("q2", {"d#0", "d#1"}, True),
+        record("q3", set(), False),  # gold overlaps no chunk: unscorable
+    ])
+    summary = run.summary()
+    assert summary["all"]["queries"] == 3
+    assert summary["fragmented"]["queries"] == 1
+    assert summary["atomic"]["queries"] == 1

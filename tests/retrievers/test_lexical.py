@@ -259,3 +259,13 @@ def test_indexed_text_matches_embedding_text(contract_store: SQLiteStore) -> Non
     texts = list(lexical_texts(contract_store, chunks))
     title = CONTRACTS[chunks[0].doc_id][0]
     assert texts[0] == embedding_text(chunks[0], title, True)
+
+
+def test_top_rows_breaks_ties_at_the_cut_by_row_order() -> None:
+    from suture.retrievers.lexical import top_rows
+
+    scores = np.array([3, 1, 2, 1, 0, 1, 0, 1, 3, 1, 1, 0, 3, 2, 1], dtype=np.float32)
+    full = top_rows(scores, len(scores))
+    assert full == [0, 8, 12, 2, 13, 1, 3, 5, 7, 9, 10, 14]
+    for n in range(1, len(full) + 1):
+        assert top_rows(scores, n) == full[:n]

@@ -62,6 +62,28 @@ def test_load_benchmarks_groups_queries_by_document(tmp_path: Path) -> None:
         load_benchmarks([bench], tmp_path)
 
 
+def test_losses_survive_a_document_whose_queries_found_no_gold_leaves() -> None:
+    import torch
+
+    from suture.sprout.attention import PairAttention
+    from suture.sprout.storage import DocumentSignal
+    from suture.sprout.train import Trainer, TrainQuery, _Prepared
+
+    spans = np.array([[0, 10], [10, 20], [20, 30]], dtype=np.int64)
+    rows = np.array([0, 1, 1, 2], dtype=np.int64)
+    cols = np.array([1, 0, 2, 1], dtype=np.int64)
+    att = PairAttention(3, 1, 2, rows, cols, np.full((4, 2), 0.5, np.float32),
+                        np.ones(4, dtype=np.int64))
+    emb = np.eye(3, dtype=np.float32)
+    doc = TrainDocument("d", "x" * 30, [TrainQuery("q", ((40, 40),))])
+    prepared = _Prepared(doc, DocumentSignal(spans, att, emb),
+                         torch.zeros((0, 2), dtype=torch.float64), emb,
+                         np.zeros((0, 3), dtype=np.float32), [], [])
+    trainer = Trainer(1, 2, 3, TrainConfig())
+    losses = trainer.losses([prepared], train=True)
+    assert losses["l_ret"] == 0.0 and np.isfinite(losses["loss"])
+
+
 @pytest.mark.slow
 def test_training_reduces_validation_loss_on_small_cuad(tmp_path: Path,
                                                         shared_data: Path) -> None:

@@ -110,12 +110,18 @@ def load_markdown(path: Path) -> Extracted:
 def load_html(path: Path) -> Extracted:
     """Visible HTML text, block elements on their own lines; `<title>` is the title."""
     from bs4 import BeautifulSoup  # only HTML input needs it
+    from bs4.exceptions import ParserRejectedMarkup
 
     text, metadata = decode(read_bytes(path), str(path))
-    soup = BeautifulSoup(text, "html.parser")
-    title_tag = soup.find("title")
-    title = _WS.sub(" ", title_tag.get_text()).strip() if title_tag else ""
-    extracted, headings = _html_text(soup)
+    try:
+        soup = BeautifulSoup(text, "html.parser")
+        title_tag = soup.find("title")
+        title = _WS.sub(" ", title_tag.get_text()).strip() if title_tag else ""
+        extracted, headings = _html_text(soup)
+    except ParserRejectedMarkup as error:
+        raise DocumentError(f"{path}: unparsable HTML") from error
+    except RecursionError as error:
+        raise DocumentError(f"{path}: HTML nested too deeply to read") from error
     if not extracted.strip():
         raise DocumentError(f"{path}: HTML has no visible text")
     sections = build_sections(headings, len(extracted)) if headings else None
@@ -124,7 +130,7 @@ def load_html(path: Path) -> Extracted:
 
 def _html_text(soup: Any) -> tuple[str, list[Heading]]:
     """Walk the tree: text nodes joined, a newline around blocks, `<hN>` kept as headings."""
-    from bs4.element import Comment, NavigableString, Tag
+    from bs4.element import NavigableString, PreformattedString, Tag
 
     parts: list[str] = []
     headings: list[Heading] = []
@@ -139,8 +145,8 @@ def _html_text(soup: Any) -> tuple[str, list[Heading]]:
     def walk(node: Any) -> None:
         nonlocal length
         for child in node.children:
-            if isinstance(child, Comment):
-                continue
+            if isinstance(child, PreformattedString):
+                continue  # comments, <!DOCTYPE>, <?...?>, CDATA: not visible text
             if isinstance(child, NavigableString):
                 piece = _WS.sub(" ", str(child))
                 if parts and parts[-1].endswith("\n"):

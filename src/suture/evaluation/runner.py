@@ -301,7 +301,10 @@ class PolicyRun:
         groups: dict[str, list[Mapping[str, float]]] = {s: [] for s in SUBSETS}
         for record in self.records:
             groups["all"].append(record.metrics)
-            groups["fragmented" if record.fragmented else "atomic"].append(record.metrics)
+            if record.fragmented:
+                groups["fragmented"].append(record.metrics)
+            elif record.metrics["gold_chunks"] > 0:  # no gold chunk: unscorable, not atomic
+                groups["atomic"].append(record.metrics)
         return {name: aggregate(rows) for name, rows in groups.items()}
 
 

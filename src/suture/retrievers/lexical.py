@@ -304,10 +304,11 @@ def top_rows(
         (scores > 0) & mask
     )
     if len(candidates) > n:
-        part = np.argpartition(-scores[candidates], n - 1)[:n]
-        candidates = candidates[part]
+        # keep every row tied with the n-th best so the cut below goes by row order
+        nth = -np.partition(-scores[candidates], n - 1)[n - 1]
+        candidates = candidates[scores[candidates] >= nth]
     order = np.lexsort((candidates, -scores[candidates]))
-    return [int(r) for r in candidates[order]]
+    return [int(r) for r in candidates[order][:n]]
 
 
 def _folder_name(generation: int, settings: LexicalSettings) -> str:

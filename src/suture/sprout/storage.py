@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,7 +129,7 @@ class TreeStore:
                     content_hash=str(data["content_hash"]),
                 )
                 return tree, str(data["digest"])
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
             raise IndexError_(f"damaged SproutRAG tree {path}: {exc}; rebuild with "
                               f"`suture sprout-index --index {self.index_path} --force`") from exc
 
@@ -136,7 +137,7 @@ class TreeStore:
         """doc_id -> (file, content hash, digest) of every stored tree (reads no arrays)."""
         out: dict[str, tuple[Path, str, str]] = {}
         for path in sorted((self.folder / "trees").glob("*.npz")):
-            with contextlib.suppress(OSError, ValueError, KeyError), \
+            with contextlib.suppress(OSError, ValueError, KeyError, zipfile.BadZipFile), \
                     np.load(path, allow_pickle=False) as data:
                 out[str(data["doc_id"])] = (path, str(data["content_hash"]),
                                             str(data["digest"]))
@@ -190,5 +191,5 @@ class TreeStore:
                 )
                 return DocumentSignal(data["leaf_spans"].astype(np.int64), attention,
                                       data["leaf_embeddings"].astype(np.float32))
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             return None  # a damaged cache is recomputed

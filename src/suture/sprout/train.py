@@ -226,7 +226,7 @@ class Trainer:
                 targets = [best_covering_node(tree.children, tree.n_leaves, g)
                            for g in doc.gold]
                 ret_terms.append(torch.nn.functional.cross_entropy(
-                    logits, torch.tensor(targets), reduction="sum"))
+                    logits, torch.tensor(targets, dtype=torch.long), reduction="sum"))
             n_queries = sum(len(d.gold) for d in docs)
             l_str = torch.stack(str_terms).mean() if str_terms else torch.zeros(())
             l_ret = torch.stack(ret_terms).sum() / max(n_queries, 1)
