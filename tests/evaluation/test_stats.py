@@ -67,3 +67,13 @@ def test_format_p() -> None:
     assert format_p(0.004) == "p = 0.004"
     assert format_p(0.2345) == "p = 0.23"
     assert format_p(0.0005, resamples=100) == "p ≤ 0.0099"
+
+
+def test_a_single_pair_has_no_p_value() -> None:
+    import math
+
+    from suture.evaluation.stats import paired_bootstrap
+
+    result = paired_bootstrap([1.0], [0.0], resamples=200)
+    assert result.n == 1 and result.mean_diff == 1.0
+    assert math.isnan(result.p_value)

@@ -150,7 +150,8 @@ def paired_bootstrap(
         mean_diff=observed,
         ci_low=ci_low,
         ci_high=ci_high,
-        p_value=min(1.0, p_value),
+        # one pair says nothing about the spread: no p-value rather than a tiny one
+        p_value=min(1.0, p_value) if n >= 2 else math.nan,
         cohens_d=cohens_d_paired(x, y),
         relative_change=relative,
         resamples=resamples,
