@@ -221,3 +221,12 @@ def test_cuad_spans_survive_loading(shared_data: Path) -> None:
             start, end = snippet["span"]
             raw = path.read_bytes().decode("utf-8")
             assert load_document(path).text[start:end] == raw[start:end]
+
+
+def test_html_table_cells_stay_separate_words(tmp_path: Path) -> None:
+    page = tmp_path / "t.html"
+    page.write_text("<table><tr><th>Item</th><th>Amount</th></tr>"
+                    "<tr><td>Revenue</td><td> 100 </td></tr></table>")
+    text = load_document(page).text
+    assert "Revenue100" not in text
+    assert text.splitlines() == ["Item\tAmount", "Revenue\t100 "]

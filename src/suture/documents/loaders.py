@@ -36,6 +36,8 @@ _BLOCK_TAGS = {
     "section", "table", "tr", "ul", "caption", "tbody", "thead", "tfoot", *_HEADING_TAGS,
 }
 
+_CELL_TAGS = {"td", "th"}
+
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
@@ -142,6 +144,13 @@ def _html_text(soup: Any) -> tuple[str, list[Heading]]:
             parts.append("\n")
             length += 1
 
+    def cell_break() -> None:
+        # Table cells are separated by a tab so "Revenue" and "100" stay two words.
+        nonlocal length
+        if parts and not parts[-1].endswith(("\n", "\t")):
+            parts.append("\t")
+            length += 1
+
     def walk(node: Any) -> None:
         nonlocal length
         for child in node.children:
@@ -149,7 +158,7 @@ def _html_text(soup: Any) -> tuple[str, list[Heading]]:
                 continue  # comments, <!DOCTYPE>, <?...?>, CDATA: not visible text
             if isinstance(child, NavigableString):
                 piece = _WS.sub(" ", str(child))
-                if parts and parts[-1].endswith("\n"):
+                if parts and parts[-1].endswith(("\n", "\t")):
                     piece = piece.lstrip()
                 if piece:
                     parts.append(piece)
@@ -158,6 +167,8 @@ def _html_text(soup: Any) -> tuple[str, list[Heading]]:
                 block = child.name in _BLOCK_TAGS
                 if block:
                     newline()
+                elif child.name in _CELL_TAGS:
+                    cell_break()
                 if child.name in _HEADING_TAGS:
                     heading_title = _WS.sub(" ", child.get_text()).strip()
                     if heading_title:
