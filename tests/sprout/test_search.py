@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -166,14 +167,7 @@ def test_policy_returns_node_pieces_in_document_order_with_trace(tmp_path: Path)
     steps = [row["step"] for row in result.trace]
     assert steps == ["documents", "beam", "beam", "beam", "selected"]
     assert result.trace[-1]["nodes"][0]["node"] == 5
-    context = assemble_context(
-        query="q",
-        policy="sprout",
-        selections=result.selections,
-        hits=[],
-        store=store,
-        count_tokens=lambda ts: [len(t.split()) for t in ts],
-    )
+    context = _assemble(store, result.selections)
     assert context.text == "Beta three. Gamma four."
     assert context.chunks == 1
 
@@ -187,14 +181,7 @@ def test_non_contiguous_node_gives_one_selection_per_piece(tmp_path: Path) -> No
         by_doc.setdefault(sel.doc_id, []).append((sel.start, sel.end, sel.chunk_ids))
     # tree b: leaves 2 and 3 sit at [11, 22) and [34, 45): two pieces, one chunk id
     assert by_doc["b"] == [(11, 21, ("b@n5#2",)), (34, 45, ("b@n5#2",))]
-    context = assemble_context(
-        query="q",
-        policy="sprout",
-        selections=result.selections,
-        hits=[],
-        store=store,
-        count_tokens=lambda ts: [len(t.split()) for t in ts],
-    )
+    context = _assemble(store, result.selections)
     assert context.chunks == 2
     spans_b = [(s.start, s.end) for s in context.spans if s.doc_id == "b"]
     assert spans_b == [(11, 21), (34, 45)]
@@ -231,3 +218,9 @@ def test_stale_trees_are_not_used(tmp_path: Path) -> None:
 def test_policy_rejects_bad_settings(bad: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
         get_policy("sprout", **bad)
+
+
+def _assemble(store: Any, selections: Any) -> Any:
+    """The Context of sprout's selections, with tokens counted as words."""
+    return assemble_context(query="q", policy="sprout", selections=selections, hits=[],
+                            store=store, count_tokens=lambda ts: [len(t.split()) for t in ts])
