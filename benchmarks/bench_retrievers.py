@@ -133,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "hybrid (rrf)": ("hybrid", {}),
         "hybrid (blend)": ("hybrid", {"fusion": "blend"}),
         "hybrid (rrf, best document)": ("hybrid", {"documents": 1}),
+        "document-hybrid": ("document-hybrid", {}),
     }
     print(f"\n{args.chunks} chunks, {len(queries)} queries x {args.repeats}, k = {args.k}, "
           "query embedding excluded\n")

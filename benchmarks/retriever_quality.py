@@ -55,6 +55,22 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "hybrid rrf alpha=0.7, best document only": (
         "hybrid", {"fusion": "rrf", "alpha": 0.7, "documents": 1}),
     "dense, best document only": ("hybrid", {"fusion": "rrf", "alpha": 1.0, "documents": 1}),
+    **{
+        f"best document, {what}, alpha={alpha}": (
+            "hybrid", {"fusion": "rrf", "alpha": alpha, "documents": 1, **options})
+        for what, options in {
+            "local BM25": {"lexical_scope": "documents"},
+            "title terms dropped": {"head_chars": 0},
+            "head-500 terms dropped": {"head_chars": 500},
+            "head-1000 terms dropped": {"head_chars": 1000},
+            "head-2000 terms dropped": {"head_chars": 2000},
+            "local BM25, head-500 terms dropped": {"lexical_scope": "documents",
+                                                   "head_chars": 500},
+            "local BM25, head-1000 terms dropped": {"lexical_scope": "documents",
+                                                    "head_chars": 1000},
+        }.items()
+        for alpha in (0.5, 0.7)
+    },
 }
 
 Gold = dict[str, list[tuple[int, int]]]
@@ -121,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path("/tmp/suture-bench"))
     parser.add_argument("--configs", nargs="*", help="labels to run (default: all)")
+    parser.add_argument("--no-titles", action="store_true", help="index without the title "
+                        "and section path in the embedded and BM25 text (contextual=False; "
+                        "a separate index folder)")
     parser.add_argument("--stemmer", action="store_true", help="also run lexical/hybrid "
                         "with the Snowball English stemmer (needs PyStemmer)")
     args = parser.parse_args(argv)
@@ -129,9 +148,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     from suture.retrievers import get_retriever
 
     queries, golds, files = load_queries(args.benchmark)
-    folder = args.work / f"{args.benchmark}-{args.embedder}"
+    suffix = "-no-titles" if args.no_titles else ""
+    folder = args.work / f"{args.benchmark}-{args.embedder}{suffix}"
     started = time.perf_counter()
-    index = Index.build(files, folder, embedder=args.embedder)
+    index = Index.build(files, folder, embedder=args.embedder, contextual=not args.no_titles)
     print(f"index {folder}: {index.store.chunk_count()} chunks from {len(files)} files "
           f"({time.perf_counter() - started:.1f}s)")
     vectors = index.embed_queries(queries)
@@ -141,6 +161,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         configs["lexical +stem"] = ("lexical", {"stemmer": "english"})
         configs["hybrid rrf k=60 +stem"] = ("hybrid", {"fusion": "rrf", "alpha": 0.5,
                                                             "stemmer": "english"})
+        configs["hybrid rrf alpha=0.7 +stem (default weights)"] = (
+            "hybrid", {"fusion": "rrf", "alpha": 0.7, "stemmer": "english"})
+        for label, (name, options) in CONFIGS.items():
+            if label.startswith("best document"):
+                configs[f"{label} +stem"] = (name, {**options, "stemmer": "english"})
     if args.configs:
         configs = {label: configs[label] for label in args.configs}
 
@@ -159,8 +184,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         results[label]["ms_per_query"] = 1000 * (time.perf_counter() - started) / len(queries)
 
     keys = [f"hit@{args.k}", f"char_recall@{args.k}", "doc@1", "ms_per_query"]
+    titles = "with" if index.manifest.contextual else "without"
     print(f"\n{args.benchmark}: {len(queries)} queries, {args.embedder}, "
-          f"{index.manifest.chunk_size}/{index.manifest.chunk_overlap} chunks, k = {args.k}\n")
+          f"{index.manifest.chunk_size}/{index.manifest.chunk_overlap} chunks {titles} titles, "
+          f"k = {args.k}\n")
     print("| retriever | " + " | ".join(keys) + " |")
     print("|---|" + "---:|" * len(keys))
     for label, row in results.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from suture import Index
+from suture.tokens import count_tokens
 
 pytestmark = pytest.mark.slow
 
@@ -27,3 +28,13 @@ def test_chunks_carry_section_paths(rfc_index: Index) -> None:
     inside = [c for c in chunks if "Establishing a Connection" in " ".join(c.section_path)]
     assert inside
     assert inside[0].section_path[0].startswith("3.")
+
+
+@pytest.mark.parametrize("policy", ["topk", "window", "parent", "scar"])
+def test_context_tokens_equal_tokenizing_the_context(rfc_index: Index, policy: str) -> None:
+    assert rfc_index.store.token_map("rfc9293.txt") is not None  # written by Index.add
+    for query, budget in [("What is the maximum segment lifetime?", None),
+                          ("How does TCP handle urgent data?", 300)]:
+        context = rfc_index.retrieve(query, policy=policy, k=5, max_tokens=budget)
+        assert context.tokens == sum(count_tokens(span.text) for span in context.spans)
+        assert budget is None or context.tokens <= budget  # parent: no section fits 300

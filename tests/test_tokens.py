@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
+from pathlib import Path
 
-from suture.tokens import count_tokens, count_tokens_batch
+import pytest
+
+from suture.tokens import TokenMap, count_tokens, count_tokens_batch
 
 
 def test_known_counts() -> None:
@@ -38,3 +42,44 @@ def test_import_does_not_load_torch() -> None:
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- TokenMap: exact counts of any slice from one tokenisation ---------------------------------
+
+MIXED = ("Héllo wörld, 日本語テキスト naïve café's  test\tx İstanbul ﬁnal e\u0301 \u0301mark "
+         "\x00\x07 ok U.S.A. 3.14159 --flag=value (see §4.2) supercalifragilistic" + "a" * 120)
+
+
+def _slices(text: str, n: int, seed: int) -> list[tuple[int, int]]:
+    rng = random.Random(seed)
+    spans = [(0, len(text)), (0, 0), (len(text), len(text))]
+    for _ in range(n):
+        start = rng.randrange(len(text) + 1)
+        spans.append((start, rng.randrange(start, min(len(text), start + 2500) + 1)))
+    return spans
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_token_map_counts_every_slice_exactly(shared_data: Path, seed: int) -> None:
+    rfc = (shared_data / "corpora" / "rfc9293" / "rfc9293.txt").read_text("utf-8")[:40_000]
+    contract = sorted((shared_data / "cuad_v1" / "full_contract_txt").glob("*.txt"))[seed]
+    for text in (rfc, contract.read_text("utf-8")[:30_000], MIXED * 20):
+        token_map = TokenMap.of(text)
+        for start, end in _slices(text, 150, seed):  # most edges cut a word in half
+            assert token_map.count(text, start, end) == count_tokens(text[start:end]), (
+                start, end, text[start:end][:60])
+
+
+def test_token_map_survives_bytes() -> None:
+    token_map = TokenMap.of(MIXED)
+    again = TokenMap.from_bytes(token_map.to_bytes())
+    assert list(again.word_starts) == list(token_map.word_starts)
+    assert list(again.cumulative) == list(token_map.cumulative)
+    assert again.count(MIXED, 3, 90) == count_tokens(MIXED[3:90])
+    empty = TokenMap.from_bytes(TokenMap.of("").to_bytes())
+    assert empty.count("", 0, 0) == 0 and len(empty.word_starts) == 0
+
+
+def test_token_map_rejects_bytes_of_another_kind() -> None:
+    with pytest.raises(ValueError, match="not a token map"):
+        TokenMap.from_bytes(b"\x00" * 8)

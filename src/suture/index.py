@@ -23,7 +23,7 @@ from suture.policies.base import PolicyRequest
 from suture.retrievers import Retriever, RetrieverName, get_retriever
 from suture.stores.base import Manifest
 from suture.stores.sqlite import MANIFEST_FILE, SQLiteStore
-from suture.tokens import count_tokens_batch
+from suture.tokens import TokenMap
 from suture.types import Chunk, Context, Document
 
 #: embedder options never written to the manifest (secrets)
@@ -198,7 +198,8 @@ class Index:
         vectors = self._embed_pending(pending, report, show_progress)
         for document, digest, chunks in pending:
             rows = np.stack([vectors[h] for h in self._text_hashes(document, chunks)])
-            self.store.write_document(document, digest, chunks, rows)
+            self.store.write_document(document, digest, chunks, rows,
+                                      TokenMap.of(document.text))
             (report.updated if document.doc_id in stored else report.added).append(document.doc_id)
             report.chunks_written += len(chunks)
         if prune:
@@ -343,7 +344,6 @@ class Index:
             selections=result.selections,
             hits=list(result.hits) if result.hits is not None else hits[:k],
             store=self.store,
-            count_tokens=count_tokens_batch,
             max_tokens=max_tokens,
             trace=[dict(row) for row in result.trace] if explain else None,
         )

@@ -9,6 +9,9 @@ padding and truncation (128) are switched off so long texts are counted in full.
 
 from __future__ import annotations
 
+import bisect
+import sys
+from array import array
 from collections.abc import Iterable
 from functools import cache
 from typing import TYPE_CHECKING
@@ -50,3 +53,86 @@ def count_tokens_batch(texts: Iterable[str]) -> list[int]:
     # encode_batch_fast skips character offsets, which counting does not need (~40% faster).
     encodings = _tokenizer().encode_batch_fast(items, add_special_tokens=False)
     return [len(encoding.ids) for encoding in encodings]
+
+
+class TokenMap:
+    """Where the tokenizer's words lie in one text, for exact token counts of any slice.
+
+    The WordPiece pipeline is local to words: the normaliser works character by
+    character, the pre-tokeniser splits at white space and punctuation, and each word
+    becomes its own pieces. So the tokens of `text[start:end]` are those of the whole
+    words inside the slice, plus the pieces of a word fragment where an edge cuts a
+    word. The map keeps each word's character span and a running token count, so a
+    count is two binary searches and a difference; only a word cut by an edge is
+    tokenised again. Built once per document when it is indexed and stored with it
+    (int32 arrays: a few bytes per word, read back without a Python loop).
+    """
+
+    __slots__ = ("cumulative", "word_ends", "word_starts")
+
+    def __init__(self, word_starts: array[int], word_ends: array[int],
+                 cumulative: array[int]) -> None:
+        if not len(word_starts) == len(word_ends) == len(cumulative) - 1:
+            raise ValueError("a token map needs n word starts, n word ends, n + 1 totals")
+        self.word_starts = word_starts
+        self.word_ends = word_ends
+        #: cumulative[i] = tokens in the words before word i
+        self.cumulative = cumulative
+
+    @classmethod
+    def of(cls, text: str) -> TokenMap:
+        """Tokenise `text` once and record its words."""
+        starts, ends, cumulative = array("i"), array("i"), array("i", [0])
+        if text:
+            encoding = _tokenizer().encode(text, add_special_tokens=False)
+            previous = None
+            for word, (start, end) in zip(encoding.word_ids, encoding.offsets, strict=True):
+                if word != previous or word is None:  # a word's tokens are consecutive
+                    starts.append(start)
+                    ends.append(end)
+                    cumulative.append(cumulative[-1])
+                    previous = word
+                ends[-1] = end
+                cumulative[-1] += 1
+        return cls(starts, ends, cumulative)
+
+    def count(self, text: str, start: int, end: int) -> int:
+        """Tokens in `text[start:end]`; `text` must be the text the map was built from."""
+        first = bisect.bisect_right(self.word_ends, start)  # first word ending after start
+        stop = bisect.bisect_left(self.word_starts, end)  # words starting before end
+        if first >= stop:
+            return 0
+        cut_left = self.word_starts[first] < start
+        cut_right = self.word_ends[stop - 1] > end
+        if cut_left and cut_right and stop - first == 1:
+            return count_tokens(text[start:end])  # one word, cut on both sides
+        total = self.cumulative[stop] - self.cumulative[first]
+        if cut_left:
+            total += count_tokens(text[start : self.word_ends[first]]) - self._tokens(first)
+        if cut_right:
+            last = stop - 1
+            total += count_tokens(text[self.word_starts[last] : end]) - self._tokens(last)
+        return total
+
+    def _tokens(self, word: int) -> int:
+        return self.cumulative[word + 1] - self.cumulative[word]
+
+    def to_bytes(self) -> bytes:
+        """Little-endian int32: word starts, word ends, running totals (n, n, n + 1)."""
+        columns = [array("i", column) for column in
+                   (self.word_starts, self.word_ends, self.cumulative)]
+        if sys.byteorder == "big":
+            for column in columns:
+                column.byteswap()
+        return b"".join(column.tobytes() for column in columns)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> TokenMap:
+        values = array("i")
+        values.frombytes(data)
+        if sys.byteorder == "big":
+            values.byteswap()
+        n, rest = divmod(len(values) - 1, 3)
+        if rest or n < 0:
+            raise ValueError(f"not a token map: {len(data)} bytes")
+        return cls(values[:n], values[n : 2 * n], values[2 * n :])

@@ -9,7 +9,7 @@ from suture.exceptions import ConfigurationError, UnknownPluginError
 from suture.policies import get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
-from tests.policies.conftest import StoreFactory, hits_for
+from tests.policies.conftest import StoreFactory, hits_for, word_counter
 
 UNIT = [1.0, 0.0]
 
@@ -20,7 +20,7 @@ def _context(store, policy, hit_ids, k=None, max_tokens=None, **params):  # type
     chosen = get_policy(policy, **params)
     result = chosen.select(PolicyRequest("q", query, hits, k or len(hits), store))
     return assemble_context(query="q", policy=policy, selections=result.selections, hits=hits,
-                            store=store, count_tokens=lambda ts: [len(t.split()) for t in ts],
+                            store=store, token_counter=word_counter(store),
                             max_tokens=max_tokens)
 
 
@@ -100,10 +100,10 @@ def test_pieces_separated_by_white_space_merge_into_one_span(make_store: StoreFa
     ]
     assert text[first.end - 1 : second.start].strip() == ""
     context = assemble_context(query="q", policy="topk", selections=pieces, hits=[],
-                               store=store, count_tokens=lambda ts: [len(t) for t in ts])
+                               store=store, token_counter=lambda d, a, b: b - a)
     assert len(context.spans) == 1
     assert (context.spans[0].start, context.spans[0].end) == (first.start, second.end)
     far = [pieces[0], Selection("d", second.end, second.end + 5, ("d#2",), "hit", 0.5, True, 0.5)]
     split = assemble_context(query="q", policy="topk", selections=far, hits=[],
-                             store=store, count_tokens=lambda ts: [len(t) for t in ts])
+                             store=store, token_counter=lambda d, a, b: b - a)
     assert len(split.spans) == 2  # a gap with text in it keeps the spans apart

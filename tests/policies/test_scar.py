@@ -20,7 +20,7 @@ from suture.policies.scar import DEFAULT_SETTING, MAIN_SETTING, ScarPolicy
 from suture.stores import Manifest
 from suture.stores.sqlite import SQLiteStore
 from suture.types import Chunk, Document, Hit
-from tests.policies.conftest import StoreFactory, hits_for
+from tests.policies.conftest import StoreFactory, hits_for, word_counter
 
 QUERY = np.array([1.0, 0.0], dtype=np.float32)  # e(0°)
 
@@ -356,7 +356,7 @@ def test_budget_keeps_hits_then_expansions_by_margin(make_store: StoreFactory) -
     words = len(store.chunks(["d#0"])[0].text.split())
     context = assemble_context(
         query="q", policy="scar", selections=result.selections, hits=hits, store=store,
-        count_tokens=lambda ts: [len(t.split()) for t in ts], max_tokens=2 * words,
+        token_counter=word_counter(store), max_tokens=2 * words,
     )
     assert context.chunk_ids == ("d#2", "d#3") and context.dropped == 1
 

@@ -9,7 +9,7 @@ from suture.exceptions import ConfigurationError, UnknownPluginError
 from suture.retrievers import get_retriever, retriever_names
 from suture.retrievers.dense import DenseRetriever
 from suture.retrievers.fusion import reciprocal_rank_fusion
-from suture.retrievers.hybrid import HybridRetriever
+from suture.retrievers.hybrid import DocumentHybridRetriever, HybridRetriever
 from suture.retrievers.lexical import LexicalRetriever
 from suture.stores.sqlite import SQLiteStore
 
@@ -22,10 +22,13 @@ QUERY = "consideration per share"
 
 
 def test_registry_lists_every_retriever(contract_store: SQLiteStore) -> None:
-    assert retriever_names() == ["dense", "lexical", "hybrid"]
+    assert retriever_names() == ["dense", "lexical", "hybrid", "document-hybrid"]
     assert isinstance(get_retriever("dense", contract_store), DenseRetriever)
     assert isinstance(get_retriever("hybrid", contract_store, fusion="blend"), HybridRetriever)
-    with pytest.raises(UnknownPluginError, match="dense, lexical, hybrid"):
+    preset = get_retriever("document-hybrid", contract_store, head_chars=0)
+    assert isinstance(preset, DocumentHybridRetriever)
+    assert (preset.documents, preset.lexical_scope, preset.head_chars) == (1, "documents", 0)
+    with pytest.raises(UnknownPluginError, match="dense, lexical, hybrid, document-hybrid"):
         get_retriever("sparse", contract_store)
 
 
@@ -156,3 +159,93 @@ def test_document_ranker_follows_store_changes(contract_store: SQLiteStore) -> N
     assert ranker.best("zebra", 1) == []
     write_doc(contract_store, "zoo", ["zebra"], title="Zoo")
     assert ranker.best("zebra", 1) == ["zoo"]
+
+
+# A contract that names its parties in the opening chunk, not in its title, and a query
+# that names the contract before asking about payment.
+SUPPLY = [
+    "This Supply Agreement is made between Acme Corp and Widget Ltd.",
+    "Acme Corp shall deliver the widgets to Widget Ltd every month.",
+    "Widget Ltd may terminate on ninety days notice to Acme Corp.",
+    "Payment is due within thirty days of each invoice.",
+]
+SUPPLY_QUERY = (
+    "Consider the Supply Agreement between Acme Corp and Widget Ltd; when is payment due?"
+)
+
+
+@pytest.fixture
+def supply_store(contract_store: SQLiteStore) -> SQLiteStore:
+    from .conftest import write_doc
+
+    write_doc(contract_store, "acme", SUPPLY, title="Supply Agreement")
+    return contract_store
+
+
+def lexical_only(store: SQLiteStore, **options: object) -> list[str]:
+    """Chunk ids ranked by the lexical stage alone (dense weight 0), best first."""
+    retriever = HybridRetriever(store, documents=1, alpha=0.0, **options)  # type: ignore[arg-type]
+    hits = retriever.retrieve(SUPPLY_QUERY, vector_for(CONTRACTS["cubic"][1][0]), 4)
+    return [h.chunk.chunk_id for h in hits if h.scores["lexical"] > 0]
+
+
+def test_head_terms_are_dropped_from_the_in_document_lexical_query(
+    supply_store: SQLiteStore,
+) -> None:
+    # The party names pull the opening chunk to the top of the lexical ranking ...
+    assert lexical_only(supply_store)[0] == "acme#0"
+    # ... unless the terms of the title and opening are dropped: then only the payment
+    # chunk matches ("payment", "due"); every naming term is gone.
+    assert lexical_only(supply_store, head_chars=len(SUPPLY[0])) == ["acme#3"]
+    assert lexical_only(supply_store, head_chars=len(SUPPLY[0]),
+                        lexical_scope="documents") == ["acme#3"]
+    # head_chars=0 drops the title's terms only: the parties still match.
+    assert lexical_only(supply_store, head_chars=0)[0] == "acme#0"
+
+
+def test_head_terms_come_from_title_and_opening(supply_store: SQLiteStore) -> None:
+    from suture.retrievers.documents import DocumentRanker
+
+    ranker = DocumentRanker(supply_store, head_chars=len(SUPPLY[0]))
+    assert ranker.best(SUPPLY_QUERY, 1) == ["acme"]
+    head = ranker.head_terms(["acme"])
+    assert {"supply", "agreement", "acme", "corp", "widget", "ltd"} <= head
+    assert not {"payment", "deliver", "terminate"} & head
+    assert DocumentRanker(supply_store, head_chars=0).head_terms(["acme"]) == {
+        "supply", "agreement"}
+    assert DocumentRanker(supply_store).head_terms(["acme"]) == frozenset()
+
+
+def test_documents_scope_reports_local_bm25(supply_store: SQLiteStore) -> None:
+    retriever = HybridRetriever(supply_store, documents=1, lexical_scope="documents")
+    hits = retriever.retrieve(SUPPLY_QUERY, vector_for(SUPPLY[2]), 4)
+    index = retriever.lexical.index()
+    rows = index.document_rows(["acme"])
+    local = dict(zip([index.chunk_ids[r] for r in rows],
+                     index.local_scores(index.term_ids(SUPPLY_QUERY), rows).tolist(),
+                     strict=True))
+    assert {h.chunk.doc_id for h in hits} == {"acme"}
+    for hit in hits:
+        assert hit.scores["lexical"] == pytest.approx(local[hit.chunk.chunk_id])
+    # "supply" and "agreement" are in every chunk's indexed text (the title): no weight,
+    # unlike in the corpus-wide BM25.
+    assert not index.local_scores(index.term_ids("supply agreement"), rows).any()
+    corpus = index.scores("supply agreement")
+    assert corpus is not None and corpus[rows].all()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"documents": 1, "lexical_scope": "chunks"}, "lexical_scope 'chunks'"),
+        ({"lexical_scope": "documents"}, "documents=m"),
+        ({"head_chars": 500}, "head_chars acts on the chosen documents"),
+        ({"documents": 1, "head_chars": -1}, "head_chars must be >= 0"),
+        ({"documents": 1, "lexical_scope": "documents", "method": "bm25+"}, "Lucene"),
+    ],
+)
+def test_document_options_are_validated(
+    contract_store: SQLiteStore, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        HybridRetriever(contract_store, **options)  # type: ignore[arg-type]

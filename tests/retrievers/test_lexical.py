@@ -100,6 +100,95 @@ def test_bm25_matches_reference_on_random_corpora(docs: list[list[str]], query: 
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+def reference_local_bm25(
+    corpus: Sequence[Sequence[str]],
+    rows: Sequence[int],
+    query: Sequence[str],
+    k1: float = 1.5,
+    b: float = 0.75,
+) -> list[float]:
+    """Document-local BM25 of `rows`, written out: idf over the chosen rows only
+    (0 for a term in every chosen row), tf part with the whole corpus' average length."""
+    avgdl = sum(len(d) for d in corpus) / len(corpus)
+    chosen = [corpus[r] for r in rows]
+    n = len(chosen)
+    df = Counter(t for d in chosen for t in set(d))
+    scores = []
+    for doc in chosen:
+        tf = Counter(doc)
+        total = 0.0
+        for term in query:
+            if tf[term] == 0 or df[term] == n:
+                continue
+            idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+            total += idf * tf[term] / (tf[term] + k1 * (1 - b + b * len(doc) / avgdl))
+        scores.append(total)
+    return scores
+
+
+@pytest.mark.parametrize("rows", [[4, 1, 3], [0, 2], [0, 1, 2, 3, 4], [3]])
+@pytest.mark.parametrize("query", ["royalties payable", "governing law California",
+                                   "law law terminate notice agreement"])
+@pytest.mark.parametrize(("k1", "b"), [(1.5, 0.75), (1.2, 0.0), (0.9, 1.0)])
+def test_local_bm25_matches_reference_on_chosen_rows(
+    rows: list[int], query: str, k1: float, b: float
+) -> None:
+    index = LexicalIndex.from_texts([f"d#{i}" for i in range(len(CORPUS))], CORPUS,
+                                    settings=LexicalSettings(k1=k1, b=b))
+    tokenize = Tokenizer()
+    expected = reference_local_bm25([tokenize(t) for t in CORPUS], rows, tokenize(query), k1, b)
+    got = index.local_scores(index.term_ids(query), np.asarray(rows, dtype=np.int64))
+    assert got.shape == (len(rows),)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(["ab", "cd", "ef", "gh", "ij", "kl"]), max_size=12),
+                  min_size=1, max_size=8),
+    query=st.lists(st.sampled_from(["ab", "cd", "ef", "gh", "zz"]), min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_local_bm25_matches_reference_on_random_corpora(
+    docs: list[list[str]], query: list[str], data: st.DataObject
+) -> None:
+    rows = data.draw(st.lists(st.integers(0, len(docs) - 1), min_size=1, unique=True))
+    index = LexicalIndex.from_texts([f"d#{i}" for i in range(len(docs))],
+                                    [" ".join(d) for d in docs])
+    expected = reference_local_bm25(docs, rows, query) if any(docs) else [0.0] * len(rows)
+    got = index.local_scores(index.term_ids(" ".join(query)), np.asarray(rows, dtype=np.int64))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_local_bm25_gives_a_term_in_every_chosen_row_no_weight() -> None:
+    texts = [
+        "Acme Widget supply: delivery within ten days.",
+        "Acme Widget supply: payment within thirty days.",
+        "Acme Widget supply: termination on notice.",
+        "Other contract: payment on delivery.",
+    ]
+    index = LexicalIndex.from_texts([f"acme#{i}" for i in range(3)] + ["other#0"], texts)
+    rows = np.arange(3, dtype=np.int64)
+    # "acme" is in every chosen row: no weight there, though the corpus BM25 weighs it.
+    assert not index.local_scores(index.term_ids("acme widget supply"), rows).any()
+    corpus = index.scores("acme")
+    assert corpus is not None and (corpus[:3] > 0).all()
+    # So adding it to a query changes nothing in the chosen rows.
+    np.testing.assert_array_equal(
+        index.local_scores(index.term_ids("acme payment"), rows),
+        index.local_scores(index.term_ids("payment"), rows),
+    )
+    # "payment" is in one chosen row of three: that row alone scores, by the local idf.
+    assert np.flatnonzero(index.local_scores(index.term_ids("payment"), rows)).tolist() == [1]
+
+
+def test_local_bm25_is_lucene_only() -> None:
+    index = LexicalIndex.from_texts(["d#0", "d#1"], ["royalties due", "law"],
+                                    settings=LexicalSettings(method="bm25+"))
+    with pytest.raises(ConfigurationError, match="Lucene"):
+        index.local_scores(index.term_ids("royalties"), np.arange(2, dtype=np.int64))
+
+
 def test_tokenizer_lowercases_drops_stopwords_and_single_characters() -> None:
     assert Tokenizer()("The Licensee, a party, shall PAY 10% of X") == [
         "licensee", "party", "shall", "pay", "10"

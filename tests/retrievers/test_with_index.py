@@ -12,7 +12,7 @@ from suture.retrievers import retriever_names
 DOCS = {
     "fox_glu_license.txt": (
         "Wireless Content License Agreement between Fox Mobile Entertainment and Glu Mobile.\n\n"
-        + "The licensee shall pay royalties on net revenue every quarter. " * 12
+        + "The licensee shall pay royalties on net revenue every quarter. " * 20
         + "\n\nThis agreement expires on December 31, 2009 unless renewed by both parties.\n\n"
         + "Notices shall be sent by registered mail to the addresses above. " * 12
     ),
@@ -45,11 +45,20 @@ def test_every_policy_runs_on_every_retriever(index: Index, retriever: str, poli
     assert context.hits, (policy, retriever)
     assert all(h.retriever == retriever for h in context.hits)
     for hit in context.hits:
-        assert retriever in hit.scores or (retriever == "hybrid" and "fused" in hit.scores)
+        assert retriever in hit.scores or ("hybrid" in retriever and "fused" in hit.scores)
     document_texts = {d: index.store.document(d).text for d in DOCS}
     for span in context.spans:
         assert document_texts[span.doc_id][span.start:span.end] == span.text
     assert context.to_dict()["hits"][0]["retriever"] == retriever
+
+
+def test_document_hybrid_answers_inside_the_named_document(index: Index) -> None:
+    question = "When does the Glu Mobile agreement expire?"
+    context = index.retrieve(question, "topk", 2, retriever="document-hybrid")
+    assert {h.chunk.doc_id for h in context.hits} == {"fox_glu_license.txt"}
+    assert "expires on December 31, 2009" in context.text
+    retriever = index.retriever("document-hybrid")
+    assert (retriever.documents, retriever.head_chars, retriever.alpha) == (1, 1000, 0.5)
 
 
 def test_lexical_finds_the_exact_words(index: Index) -> None:

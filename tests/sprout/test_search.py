@@ -20,6 +20,7 @@ from suture.sprout.tree import SproutTree
 from suture.stores.base import Manifest
 from suture.stores.sqlite import SQLiteStore
 from suture.types import Chunk, Document
+from tests.policies.conftest import word_counter
 
 #  leaves 0 1 2 3; node 4 = (0, 1), node 5 = (2, 3), root 6 = (4, 5)
 CHILDREN = np.array([[0, 1], [2, 3], [4, 5]], dtype=np.int64)
@@ -223,4 +224,4 @@ def test_policy_rejects_bad_settings(bad: dict[str, object]) -> None:
 def _assemble(store: Any, selections: Any) -> Any:
     """The Context of sprout's selections, with tokens counted as words."""
     return assemble_context(query="q", policy="sprout", selections=selections, hits=[],
-                            store=store, count_tokens=lambda ts: [len(t.split()) for t in ts])
+                            store=store, token_counter=word_counter(store))

@@ -10,7 +10,8 @@ import pytest
 
 from suture.exceptions import IndexError_
 from suture.stores import Manifest
-from suture.stores.sqlite import MATRIX_FILE, SQLiteStore
+from suture.stores.sqlite import DATABASE_FILE, MATRIX_FILE, SQLiteStore
+from suture.tokens import TokenMap, count_tokens
 from suture.types import Chunk, Document, Section
 
 DIM = 8
@@ -135,3 +136,45 @@ def test_open_missing_and_create_twice(tmp_path: Path, store: SQLiteStore) -> No
         SQLiteStore.open(tmp_path / "nowhere")
     with pytest.raises(IndexError_, match="already exists"):
         SQLiteStore.create(store.path, _manifest())
+
+
+def test_chunks_from_memory_equal_the_stored_rows(store: SQLiteStore) -> None:
+    stored = {c.chunk_id: c for c in store.iter_chunks()}  # straight from SQLite
+    for opened in (store, SQLiteStore.open(store.path)):  # built, then loaded from matrix.npz
+        assert opened.chunks(list(stored)) == list(stored.values())
+        found, _ = opened.neighbours([("a.txt", 0, 4), ("b.txt", 0, 2)])
+        assert found == [stored[c.chunk_id] for c in found] and len(found) == 8
+
+
+def test_matrix_cache_of_an_older_layout_is_rebuilt(store: SQLiteStore) -> None:
+    query = _vectors(1, 4)[0]
+    expected = store.search(query, 3)
+    # an older matrix.npz: same generation, but without the chunk table
+    np.savez(store.path / MATRIX_FILE, generation=np.int64(store.generation),
+             matrix=_vectors(8, 0))
+    assert SQLiteStore.open(store.path).search(query, 3) == expected
+
+
+def test_token_map_is_kept_with_its_document(store: SQLiteStore) -> None:
+    assert store.token_map("a.txt") is None  # written without one
+    doc, chunks = _doc("a.txt", 3)
+    store.write_document(doc, "hash-mapped", chunks, _vectors(3, 2), TokenMap.of(doc.text))
+    reopened = SQLiteStore.open(store.path)
+    token_map = reopened.token_map("a.txt")
+    assert token_map is not None
+    assert token_map.count(doc.text, 0, len(doc.text)) == count_tokens(doc.text)
+    store.write_document(doc, "hash-again", chunks, _vectors(3, 2))  # replaced without a map
+    assert SQLiteStore.open(store.path).token_map("a.txt") is None
+
+
+def test_index_of_an_older_schema_opens_and_is_upgraded(store: SQLiteStore) -> None:
+    path = store.path
+    store.close()
+    with sqlite3.connect(path / DATABASE_FILE) as conn:  # the documents table before 0.2
+        conn.execute("ALTER TABLE documents DROP COLUMN token_map")
+    old = SQLiteStore.open(path)
+    assert old.document("b.txt").text.startswith("piece 0 of b.txt")
+    assert old.token_map("b.txt") is None
+    doc, chunks = _doc("c.txt", 2)
+    old.write_document(doc, "hash-c", chunks, _vectors(2, 9), TokenMap.of(doc.text))
+    assert old.token_map("c.txt") is not None

@@ -78,7 +78,8 @@ def index_command(
         bool, typer.Option(help="Delete stored documents not found under PATHS.")
     ] = False,
     retriever: Annotated[
-        str | None, typer.Option(help="Default first stage of this index: dense, lexical, hybrid.")
+        str | None, typer.Option(
+            help="Default first stage of this index: dense, lexical, hybrid, document-hybrid.")
     ] = None,
     sprout: Annotated[bool, typer.Option(help="Also build SproutRAG sentence trees.")] = False,
     sprout_weights: Annotated[
@@ -135,7 +136,8 @@ def query_command(
     param: ParamOption = None,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget for the context.")] = None,
     retriever: Annotated[
-        str | None, typer.Option(help="dense (default of the index), lexical, hybrid.")
+        str | None,
+        typer.Option(help="dense (default of the index), lexical, hybrid, document-hybrid."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     explain: Annotated[bool, typer.Option(help="Show every expansion decision.")] = False,

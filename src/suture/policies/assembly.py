@@ -5,17 +5,34 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 
 from suture.stores.base import Store
+from suture.tokens import count_tokens
 from suture.types import Context, Hit, Selection, Span
 
-#: counts tokens of many texts in one call (e.g. suture.tokens.count_tokens_batch)
-TokenCounter = Callable[[Sequence[str]], list[int]]
+#: tokens in document[doc_id].text[start:end], called as count(doc_id, start, end)
+TokenCounter = Callable[[str, int, int], int]
+
+
+def stored_token_counter(store: Store) -> TokenCounter:
+    """Exact WordPiece counts from the documents' stored token maps (`TokenMap`).
+
+    A document written without a map (an index from before suture 0.2) is counted by
+    tokenizing the slice, which gives the same number, only slower.
+    """
+
+    def count(doc_id: str, start: int, end: int) -> int:
+        text = store.document(doc_id).text
+        token_map = store.token_map(doc_id)
+        if token_map is None:
+            return count_tokens(text[start:end])
+        return token_map.count(text, start, end)
+
+    return count
 
 
 def apply_budget(
     selections: Sequence[Selection],
     max_tokens: int | None,
-    count_tokens: TokenCounter,
-    store: Store,
+    token_counter: TokenCounter,
 ) -> tuple[list[Selection], int]:
     """Keep whole pieces under `max_tokens`: hits by score first, then expansions by margin.
 
@@ -29,9 +46,8 @@ def apply_budget(
     )
     kept: list[Selection] = []
     used = 0
-    texts = {doc_id: store.document(doc_id).text for doc_id in {s.doc_id for s in ordered}}
-    costs = count_tokens([texts[s.doc_id][s.start : s.end] for s in ordered])
-    for sel, cost in zip(ordered, costs, strict=True):
+    for sel in ordered:
+        cost = token_counter(sel.doc_id, sel.start, sel.end)
         if used + cost <= max_tokens:
             kept.append(sel)
             used += cost
@@ -100,12 +116,16 @@ def assemble_context(
     selections: Sequence[Selection],
     hits: Sequence[Hit],
     store: Store,
-    count_tokens: TokenCounter,
+    token_counter: TokenCounter | None = None,
     max_tokens: int | None = None,
     trace: Sequence[dict[str, object]] | None = None,
 ) -> Context:
-    """Budget, merge and measure the selections of one query."""
-    kept, dropped = apply_budget(selections, max_tokens, count_tokens, store)
+    """Budget, merge and measure the selections of one query.
+
+    Tokens are counted with `stored_token_counter(store)` unless `token_counter` is given.
+    """
+    token_counter = token_counter or stored_token_counter(store)
+    kept, dropped = apply_budget(selections, max_tokens, token_counter)
     spans = merge_selections(kept, store, {h.chunk.chunk_id for h in hits})
     chunk_ids = {c for span in spans for c in span.chunk_ids}
     return Context(
@@ -114,7 +134,7 @@ def assemble_context(
         spans=tuple(spans),
         chunks=len(chunk_ids),
         characters=sum(len(s.text) for s in spans),
-        tokens=sum(count_tokens([s.text for s in spans])),
+        tokens=sum(token_counter(s.doc_id, s.start, s.end) for s in spans),
         hits=tuple(hits),
         trace=tuple(trace or ()),
         dropped=dropped,

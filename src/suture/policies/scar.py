@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 
+from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
 from suture.types import Chunk, Hit, Selection
@@ -134,14 +134,7 @@ class ScarPolicy(Policy):
         row_of = {(c.doc_id, c.position): i for i, c in enumerate(chunks)}
         hit_ids = {h.chunk.chunk_id for h in hits}
 
-        # Stored vectors are L2-normalised, but cosines are computed robustly anyway
-        # (zero rows give 0). Python lists: the walk below reads single values, and
-        # list indexing is much cheaper than numpy scalar indexing at this size.
-        unit = _unit_rows(np.asarray(vectors, dtype=np.float64))
-        query = _unit_rows(np.asarray(request.query_vector, dtype=np.float64).reshape(1, -1))[0]
-        cos_q: list[float] = (unit @ query).tolist()  # cos(e_q, e_x) for every fetched chunk
-        # cos(e_x, e_y) between fetched chunks: at most k·(2r+1) rows, so a tiny matrix
-        gram: list[list[float]] = (unit @ unit.T).tolist()
+        cos_q, gram = _cosines(vectors, request.query_vector)
 
         steps: list[_Step] = []
         for hit in hits:
@@ -274,12 +267,24 @@ def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
     return list(seen.values())
 
 
-def _unit_rows(matrix: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Rows scaled to unit length; zero rows stay zero, so their cosines are 0."""
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+def _cosines(vectors: Vectors, query_vector: Vectors) -> tuple[list[float], list[list[float]]]:
+    """cos(e_q, e_x) for every fetched chunk x, and cos(e_x, e_y) between fetched chunks.
+
+    Stored vectors are L2-normalised, but cosines are computed robustly anyway (a zero
+    vector has cosine 0 with everything). The block is tiny (at most k·(2r+1) rows), so
+    one Gram matrix holds every pair. Python lists come back: the walk reads single
+    values, and list indexing is much cheaper than numpy scalar indexing at this size.
+    """
+    block = np.asarray(vectors, dtype=np.float64)
+    query = np.asarray(query_vector, dtype=np.float64).ravel()
+    gram = block @ block.T
+    dots = block @ query
+    norms = np.sqrt(np.diagonal(gram))
     norms[norms == 0] = 1.0
-    unit: npt.NDArray[np.float64] = matrix / norms[:, None]
-    return unit
+    query_norm = float(np.sqrt(query @ query)) or 1.0
+    cos_q = dots / (norms * query_norm)
+    gram /= np.multiply.outer(norms, norms)
+    return cos_q.tolist(), gram.tolist()
 
 
 def _real(value: Any, name: str) -> float:

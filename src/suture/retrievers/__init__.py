@@ -14,12 +14,14 @@ class RetrieverName(StrEnum):
     DENSE = "dense"
     LEXICAL = "lexical"
     HYBRID = "hybrid"
+    DOCUMENT_HYBRID = "document-hybrid"
 
 
 _REGISTRY: dict[RetrieverName, tuple[str, str]] = {
     RetrieverName.DENSE: ("suture.retrievers.dense", "DenseRetriever"),
     RetrieverName.LEXICAL: ("suture.retrievers.lexical", "LexicalRetriever"),
     RetrieverName.HYBRID: ("suture.retrievers.hybrid", "HybridRetriever"),
+    RetrieverName.DOCUMENT_HYBRID: ("suture.retrievers.hybrid", "DocumentHybridRetriever"),
 }
 
 DEFAULT_RETRIEVER = RetrieverName.DENSE

@@ -12,6 +12,20 @@ rank-based, so it needs no calibration between cosine and BM25 scales, whose ran
 with the corpus and the query length; the dense weighting was the best hybrid setting on
 CUAD-mini and privacy-QA (docs/retrievers.md). The index's default *retriever* stays
 dense: with title-contextual embeddings, dense alone was at least as good on both sets.
+
+Document-first options (all need ``documents=m``): both stages are restricted to the
+chunks of the best m documents by document-level BM25; then
+
+- ``lexical_scope="documents"`` scores those chunks by BM25 whose idf is computed over
+  them alone (`LexicalIndex.local_scores`), so terms spread through the chosen document
+  weigh little and a term in every one of its chunks weighs nothing;
+- ``head_chars=n`` drops from the lexical query every term found in the chosen
+  documents' titles or first n characters: the words a query uses to *name* its
+  document (title, parties), which match the preamble rather than the answer.
+
+Together (``documents=1, lexical_scope="documents", head_chars=1000, alpha=0.5``, with
+stemming) they were the best setting on both CUAD-mini and privacy-QA
+(docs/retrievers.md); ``head_chars`` carries most of the gain.
 """
 
 from __future__ import annotations
@@ -31,6 +45,8 @@ from suture.stores.base import Store
 from suture.types import Chunk, Hit
 
 FUSIONS = ("rrf", "blend")
+#: where BM25's idf comes from: the whole corpus, or only the chosen documents' chunks
+LEXICAL_SCOPES = ("corpus", "documents")
 #: weight of the dense stage; 0.7 was the best hybrid setting on both CUAD-mini and
 #: privacy-QA (docs/retrievers.md): the lexical stage helps less than dense there
 DEFAULT_ALPHA = 0.7
@@ -50,6 +66,8 @@ class HybridRetriever(Retriever):
         alpha: float = DEFAULT_ALPHA,
         depth: int | None = None,
         documents: int | None = None,
+        lexical_scope: str = "corpus",
+        head_chars: int | None = None,
         **lexical_options: Any,
     ) -> None:
         super().__init__(store)
@@ -72,7 +90,29 @@ class HybridRetriever(Retriever):
         #: restrict both stages to the chunks of the best `documents` documents
         #: (document-level BM25, see `suture.retrievers.documents`); None: no restriction
         self.documents = documents
+        if lexical_scope not in LEXICAL_SCOPES:
+            raise ConfigurationError(
+                f"unknown lexical_scope {lexical_scope!r}; choose 'corpus' or 'documents'"
+            )
+        if head_chars is not None and head_chars < 0:
+            raise ConfigurationError(f"head_chars must be >= 0 or None, got {head_chars}")
+        if documents is None and (lexical_scope != "corpus" or head_chars is not None):
+            option = "head_chars" if head_chars is not None else "lexical_scope='documents'"
+            raise ConfigurationError(
+                f"{option} acts on the chosen documents; also pass documents=m "
+                "(e.g. documents=1)"
+            )
+        #: "documents": BM25 idf over the chosen documents' chunks only (needs `documents`)
+        self.lexical_scope = lexical_scope
+        #: drop query terms found in the chosen documents' title and first `head_chars`
+        #: characters from the lexical query (needs `documents`); None: keep every term
+        self.head_chars = head_chars
         self.lexical = LexicalRetriever(store, **lexical_options)
+        if lexical_scope == "documents" and self.lexical.settings.method != "lucene":
+            raise ConfigurationError(
+                "lexical_scope='documents' is implemented for the Lucene BM25 variant only; "
+                f"got method={self.lexical.settings.method!r}"
+            )
         self._ranker: DocumentRanker | None = None
 
     def prepare(self) -> None:
@@ -87,7 +127,8 @@ class HybridRetriever(Retriever):
             return []
         depth = max(self.candidate_depth(k), k)
         index = self.lexical.index()
-        rows = self._document_rows(query, index)
+        chosen = self._chosen_documents(query)
+        rows = index.document_rows(chosen) if chosen else None
         known: dict[str, Chunk] = {}
         if rows is None:
             dense = self.store.search(query_vector, depth)
@@ -102,7 +143,7 @@ class HybridRetriever(Retriever):
             mask = np.zeros(len(index), dtype=bool)
             mask[rows] = True
 
-        bm25 = index.scores(query)
+        bm25 = self._lexical_scores(query, index, chosen, rows)
         lexical_ids: list[str] = []
         if bm25 is not None:
             lexical_ids = [index.chunk_ids[r] for r in top_rows(bm25, depth, mask)]
@@ -144,13 +185,63 @@ class HybridRetriever(Retriever):
             for chunk_id, score in best
         ]
 
-    def _document_rows(self, query: str, index: LexicalIndex) -> npt.NDArray[np.int64] | None:
-        """Lexical-index rows of the best documents' chunks; None when not restricting."""
+    def _chosen_documents(self, query: str) -> list[str]:
+        """Ids of the best `documents` documents; empty when not restricting."""
         if self.documents is None:
-            return None
+            return []
+        return self._document_ranker().best(query, self.documents)
+
+    def _document_ranker(self) -> DocumentRanker:
         if self._ranker is None:
-            self._ranker = DocumentRanker(self.store, self.lexical.settings)
-        best = self._ranker.best(query, self.documents)
-        if not best:
+            self._ranker = DocumentRanker(self.store, self.lexical.settings, self.head_chars)
+        return self._ranker
+
+    def _lexical_scores(
+        self,
+        query: str,
+        index: LexicalIndex,
+        chosen: list[str],
+        rows: npt.NDArray[np.int64] | None,
+    ) -> npt.NDArray[np.float32] | None:
+        """BM25 of every row (zero outside `rows` when scoring locally); None: no terms."""
+        if rows is None:  # no restriction: the plain corpus BM25
+            return index.scores(query)
+        terms = index.tokenizer(query)
+        if self.head_chars is not None:
+            naming = self._document_ranker().head_terms(chosen)
+            terms = [t for t in terms if t not in naming]
+        ids = [index.vocab[t] for t in terms if t in index.vocab]
+        if not ids:
             return None
-        return index.document_rows(best)
+        if self.lexical_scope == "corpus":
+            return index.scores_from_ids(ids)
+        scores = np.zeros(len(index), dtype=np.float32)
+        scores[rows] = index.local_scores(ids, rows)
+        return scores
+
+
+#: the document-first setting measured best on both CUAD-mini and privacy-QA
+#: (docs/retrievers.md): the best document by BM25, then dense + BM25 within it with
+#: idf over its chunks and its naming terms dropped, fused by plain RRF, stemmed
+DOCUMENT_HYBRID_SETTING: dict[str, Any] = {
+    "documents": 1,
+    "lexical_scope": "documents",
+    "head_chars": 1000,
+    "alpha": 0.5,
+    "stemmer": "english",
+}
+
+
+class DocumentHybridRetriever(HybridRetriever):
+    """`hybrid` inside the one document the query names (`DOCUMENT_HYBRID_SETTING`).
+
+    For collections queried one document at a time ("In the lease between A and B,
+    when does the term end?"): every hit comes from the best document, so a query
+    whose evidence spans several documents should use `hybrid` or `dense`. Options
+    given here override the preset; stemming needs PyStemmer (`suture[stemming]`).
+    """
+
+    name = "document-hybrid"
+
+    def __init__(self, store: Store, **options: Any) -> None:
+        super().__init__(store, **{**DOCUMENT_HYBRID_SETTING, **options})

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -276,11 +277,57 @@ class LexicalIndex:
 
     def scores(self, query: str) -> Scores | None:
         """BM25 score of every row for `query`; None when no query term is in the index."""
-        ids = self.term_ids(query)
+        return self.scores_from_ids(self.term_ids(query))
+
+    def scores_from_ids(self, ids: Sequence[int]) -> Scores | None:
+        """BM25 score of every row for these term ids (repeats count); None when empty."""
         if not ids:
             return None
-        scores: Scores = self.bm25.get_scores_from_ids(ids)
+        scores: Scores = self.bm25.get_scores_from_ids(list(ids))
         return scores
+
+    def local_scores(self, ids: Sequence[int], rows: npt.NDArray[np.int64]) -> Scores:
+        """BM25 of `rows` (one score each, row-aligned) with idf computed over `rows` only.
+
+        The chosen rows are treated as a corpus of their own: a term's idf is the Lucene
+        ``ln(1 + (n - df + 0.5) / (df + 0.5))`` with n = len(rows) and df the number of
+        those rows that contain it, and a term found in *every* row gets weight 0 (it
+        cannot tell them apart: the document's title, its parties, its own name). The
+        term-frequency part (saturation and length normalisation) is read from the
+        corpus index unchanged, i.e. with the corpus' average length rather than the
+        rows' (chunks are size-bounded, so the two are close); that keeps this a slice of
+        the stored postings, with no re-tokenising at query time.
+        """
+        if self.settings.method != "lucene":
+            raise ConfigurationError(
+                f"document-local BM25 is implemented for the Lucene variant only; this "
+                f"index uses method={self.settings.method!r}"
+            )
+        n = len(rows)
+        out: Scores = np.zeros(n, dtype=np.float32)
+        if not ids or n == 0:
+            return out
+        matrix = self.bm25.scores
+        data, indices, indptr = matrix["data"], matrix["indices"], matrix["indptr"]
+        total = int(matrix["num_docs"])
+        order = np.argsort(rows, kind="stable")
+        ordered = rows[order]
+        for term in ids:
+            start, end = int(indptr[term]), int(indptr[term + 1])
+            df_corpus = end - start
+            if df_corpus == 0:
+                continue
+            postings = indices[start:end]
+            slot = np.minimum(np.searchsorted(ordered, postings), n - 1)
+            found = ordered[slot] == postings
+            df = int(found.sum())
+            if df == 0 or df == n:
+                continue
+            idf_corpus = math.log(1 + (total - df_corpus + 0.5) / (df_corpus + 0.5))
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            # stored value = idf_corpus * tf part; swap in the local idf
+            out[order[slot[found]]] += data[start:end][found] * np.float32(idf / idf_corpus)
+        return out
 
     def top(
         self, query: str, n: int, mask: npt.NDArray[np.bool_] | None = None

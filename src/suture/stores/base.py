@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from suture.embedders.base import Vectors
+from suture.tokens import TokenMap
 from suture.types import Chunk, Document
 
 
@@ -51,9 +52,18 @@ class Store(ABC):
     # -- writing ---------------------------------------------------------------
     @abstractmethod
     def write_document(
-        self, document: Document, content_hash: str, chunks: Sequence[Chunk], vectors: Vectors
+        self,
+        document: Document,
+        content_hash: str,
+        chunks: Sequence[Chunk],
+        vectors: Vectors,
+        token_map: TokenMap | None = None,
     ) -> None:
-        """Atomically replace everything stored for `document.doc_id`."""
+        """Atomically replace everything stored for `document.doc_id`.
+
+        `token_map` (`TokenMap.of(document.text)`) is kept with the document so that
+        context token counts need no tokenizer at query time.
+        """
 
     @abstractmethod
     def delete_document(self, doc_id: str) -> bool:
@@ -76,6 +86,10 @@ class Store(ABC):
     @abstractmethod
     def document(self, doc_id: str) -> Document:
         """The stored document (text and sections)."""
+
+    def token_map(self, doc_id: str) -> TokenMap | None:
+        """The document's stored token map; None when it was written without one."""
+        return None
 
     @abstractmethod
     def chunk_count(self) -> int: ...

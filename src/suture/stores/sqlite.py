@@ -17,6 +17,7 @@ Layout of an index folder::
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import os
@@ -35,6 +36,7 @@ import numpy.typing as npt
 from suture.embedders.base import Vectors
 from suture.exceptions import IndexError_
 from suture.stores.base import Manifest, ScoredChunk, Store
+from suture.tokens import TokenMap
 from suture.types import Chunk, Document, Section
 
 MANIFEST_FILE = "manifest.json"
@@ -50,7 +52,8 @@ CREATE TABLE IF NOT EXISTS documents (
     source TEXT NOT NULL,
     metadata TEXT NOT NULL,
     sections TEXT NOT NULL,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    token_map BLOB
 );
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY,
@@ -77,13 +80,23 @@ _CHUNK_COLUMNS = 'id, chunk_id, doc_id, position, start, "end", section_path, te
 
 @dataclass(slots=True)
 class _SearchState:
-    """In-memory view of every chunk: row ids, vectors and per-document position maps."""
+    """In-memory view of every chunk: vectors, the chunk table and per-document maps.
+
+    Everything a `Chunk` holds except its text is kept here (text is a slice of the
+    cached document), so hydrating hits and neighbours needs no SQL query per call.
+    """
 
     generation: int
-    row_ids: npt.NDArray[np.int64]
     matrix: Vectors
+    chunk_ids: list[str]
+    doc_ids: list[str]
+    positions: list[int]
+    starts: list[int]
+    ends: list[int]
+    section_paths: list[tuple[str, ...]]
     chunk_rows: dict[str, int]
-    doc_rows: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]
+    #: doc_id -> (positions in order, their rows)
+    doc_rows: dict[str, tuple[list[int], list[int]]]
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -111,8 +124,9 @@ class SQLiteStore(Store):
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
+        _add_missing_columns(self._conn)
         self._state: _SearchState | None = None
-        self._documents: OrderedDict[str, Document] = OrderedDict()
+        self._documents: OrderedDict[str, tuple[Document, TokenMap | None]] = OrderedDict()
 
     # -- lifecycle ---------------------------------------------------------------
     @classmethod
@@ -157,7 +171,12 @@ class SQLiteStore(Store):
 
     # -- writing -------------------------------------------------------------------
     def write_document(
-        self, document: Document, content_hash: str, chunks: Sequence[Chunk], vectors: Vectors
+        self,
+        document: Document,
+        content_hash: str,
+        chunks: Sequence[Chunk],
+        vectors: Vectors,
+        token_map: TokenMap | None = None,
     ) -> None:
         if len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
@@ -170,7 +189,8 @@ class SQLiteStore(Store):
         with self._lock, self._conn:  # one transaction: all of the document or none of it
             self._conn.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
             self._conn.execute(
-                "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO documents (doc_id, content_hash, title, source, "
+                "metadata, sections, text, token_map) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     document.doc_id,
                     content_hash,
@@ -179,6 +199,7 @@ class SQLiteStore(Store):
                     json.dumps(dict(document.metadata), sort_keys=True, default=str),
                     json.dumps([_section_to_json(s) for s in document.sections]),
                     document.text,
+                    token_map.to_bytes() if token_map is not None else None,
                 ),
             )
             self._conn.executemany(
@@ -252,14 +273,21 @@ class SQLiteStore(Store):
             return dict(self._conn.execute("SELECT doc_id, content_hash FROM documents"))
 
     def document(self, doc_id: str) -> Document:
+        return self._document_entry(doc_id)[0]
+
+    def token_map(self, doc_id: str) -> TokenMap | None:
+        return self._document_entry(doc_id)[1]
+
+    def _document_entry(self, doc_id: str) -> tuple[Document, TokenMap | None]:
+        """The document and its token map, from a small LRU cache or SQLite."""
         with self._lock:
             cached = self._documents.get(doc_id)
             if cached is not None:
                 self._documents.move_to_end(doc_id)
                 return cached
             row = self._conn.execute(
-                "SELECT doc_id, title, source, metadata, sections, text FROM documents "
-                "WHERE doc_id = ?",
+                "SELECT doc_id, title, source, metadata, sections, text, token_map "
+                "FROM documents WHERE doc_id = ?",
                 (doc_id,),
             ).fetchone()
             if row is None:
@@ -272,10 +300,11 @@ class SQLiteStore(Store):
                 sections=tuple(_section_from_json(s) for s in json.loads(row[4])),
                 text=row[5],
             )
-            self._documents[doc_id] = document
+            entry = (document, TokenMap.from_bytes(row[6]) if row[6] is not None else None)
+            self._documents[doc_id] = entry
             if len(self._documents) > 64:
                 self._documents.popitem(last=False)
-            return document
+            return entry
 
     def documents_summary(self) -> list[tuple[str, str, int]]:
         """(doc_id, title, characters) of every stored document, sorted by id."""
@@ -309,16 +338,15 @@ class SQLiteStore(Store):
             if entry is None:
                 continue
             positions, doc_rows = entry
-            lo = int(np.searchsorted(positions, low, side="left"))
-            hi = int(np.searchsorted(positions, high, side="right"))
-            for row in doc_rows[lo:hi]:
-                rows.setdefault(int(row), None)
+            lo = bisect.bisect_left(positions, low)
+            hi = bisect.bisect_right(positions, high)
+            rows.update(dict.fromkeys(doc_rows[lo:hi]))
         order = list(rows)
         return self._chunks_at(order, state), state.matrix[order]
 
     def search(self, query: Vectors, k: int) -> list[ScoredChunk]:
         state = self._search_state()
-        n = len(state.row_ids)
+        n = len(state.chunk_ids)
         if n == 0 or k <= 0:
             return []
         if query.shape != (state.matrix.shape[1],):
@@ -347,21 +375,23 @@ class SQLiteStore(Store):
 
     # -- internals ---------------------------------------------------------------------
     def _chunks_at(self, rows: Sequence[int], state: _SearchState) -> list[Chunk]:
-        """Chunks for matrix rows of `state` (in the order given), fetched in one query."""
-        if not rows:
-            return []
-        ids = [int(state.row_ids[r]) for r in rows]
-        by_id: dict[int, Chunk] = {}
-        with self._lock:
-            for i in range(0, len(ids), 900):
-                part = ids[i : i + 900]
-                for row in self._conn.execute(
-                    f"SELECT {_CHUNK_COLUMNS} FROM chunks "
-                    f"WHERE id IN ({','.join('?' * len(part))})",
-                    part,
-                ):
-                    by_id[row[0]] = _chunk_from_row(row)
-        return [by_id[i] for i in ids]
+        """Chunks for matrix rows of `state` (in the order given), built from memory.
+
+        The text is a slice of the document (`Chunk` guarantees text == document.text
+        [start:end]); the documents of hits are read by context assembly anyway, so the
+        document cache serves both.
+        """
+        chunks = []
+        texts: dict[str, str] = {}
+        for row in rows:
+            doc_id = state.doc_ids[row]
+            text = texts.get(doc_id)
+            if text is None:
+                text = texts[doc_id] = self.document(doc_id).text
+            start, end = state.starts[row], state.ends[row]
+            chunks.append(Chunk(state.chunk_ids[row], doc_id, state.positions[row], start, end,
+                                text[start:end], state.section_paths[row]))
+        return chunks
 
     def _search_state(self) -> _SearchState:
         with self._lock:
@@ -379,59 +409,75 @@ class SQLiteStore(Store):
             with np.load(path, allow_pickle=False) as data:
                 if int(data["generation"]) != generation:
                     return None
-                return _make_state(
-                    generation, data["row_ids"], data["matrix"], data["chunk_ids"].tolist(),
-                    data["doc_ids"].tolist(), data["positions"],
-                )
+                return _make_state(generation, {key: data[key] for key in _STATE_ARRAYS})
         except (OSError, ValueError, KeyError):
-            return None  # a damaged cache is rebuilt from SQLite
+            return None  # a damaged or older cache is rebuilt from SQLite
 
     def _build_matrix(self, generation: int) -> _SearchState:
         rows = self._conn.execute(
-            "SELECT id, chunk_id, doc_id, position, vector FROM chunks ORDER BY id"
+            'SELECT NULL, chunk_id, doc_id, position, start, "end", section_path, vector '
+            "FROM chunks ORDER BY id"
         ).fetchall()
         dim = self.manifest.dimension
-        row_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         matrix = np.empty((len(rows), dim), dtype=np.float32)
         for i, r in enumerate(rows):
-            matrix[i] = np.frombuffer(r[4], dtype=np.float32)
-        chunk_ids = [r[1] for r in rows]
-        doc_ids = [r[2] for r in rows]
-        positions = np.fromiter((r[3] for r in rows), dtype=np.int64, count=len(rows))
+            matrix[i] = np.frombuffer(r[7], dtype=np.float32)
+        path_texts = list(dict.fromkeys(r[6] for r in rows))
+        path_number = {raw: i for i, raw in enumerate(path_texts)}
+        arrays: dict[str, Any] = {  # Any: numpy.savez types its keywords loosely
+            "matrix": matrix,
+            "chunk_ids": np.array([r[1] for r in rows], dtype=str),
+            "doc_ids": np.array([r[2] for r in rows], dtype=str),
+            "positions": np.array([r[3] for r in rows], dtype=np.int64),
+            "starts": np.array([r[4] for r in rows], dtype=np.int64),
+            "ends": np.array([r[5] for r in rows], dtype=np.int64),
+            "section_path_numbers": np.array([path_number[r[6]] for r in rows], dtype=np.int64),
+            "section_path_texts": np.array(path_texts, dtype=str),
+        }
         try:
             fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".matrix.", suffix=".npz")
             with os.fdopen(fd, "wb") as handle:
-                np.savez(
-                    handle, generation=np.int64(generation), row_ids=row_ids, matrix=matrix,
-                    chunk_ids=np.array(chunk_ids, dtype=str), doc_ids=np.array(doc_ids, dtype=str),
-                    positions=positions,
-                )
+                np.savez(handle, generation=np.int64(generation), **arrays)
             os.replace(tmp, self.path / MATRIX_FILE)
         except OSError:
             pass  # the cache is an optimisation; a read-only folder still works
-        return _make_state(generation, row_ids, matrix, chunk_ids, doc_ids, positions)
+        return _make_state(generation, arrays)
 
 
-def _make_state(
-    generation: int,
-    row_ids: npt.NDArray[np.int64],
-    matrix: Vectors,
-    chunk_ids: list[str],
-    doc_ids: list[str],
-    positions: npt.NDArray[np.int64],
-) -> _SearchState:
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Bring an index written by an older suture up to the current schema (in place)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
+    if "token_map" not in columns:  # before 0.2: token counts fall back to the tokenizer
+        with conn:
+            conn.execute("ALTER TABLE documents ADD COLUMN token_map BLOB")
+
+
+#: the arrays of a search state, as saved in matrix.npz
+_STATE_ARRAYS = ("matrix", "chunk_ids", "doc_ids", "positions", "starts", "ends",
+                 "section_path_numbers", "section_path_texts")
+
+
+def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> _SearchState:
+    doc_ids: list[str] = arrays["doc_ids"].tolist()
+    positions: list[int] = arrays["positions"].tolist()
     by_doc: dict[str, list[int]] = {}
     for row, doc_id in enumerate(doc_ids):
         by_doc.setdefault(doc_id, []).append(row)
-    doc_rows: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
-    for doc_id, doc_row_list in by_doc.items():
-        rows_arr = np.asarray(doc_row_list, dtype=np.int64)
-        order = np.argsort(positions[rows_arr], kind="stable")
-        doc_rows[doc_id] = (positions[rows_arr][order], rows_arr[order])
+    doc_rows: dict[str, tuple[list[int], list[int]]] = {}
+    for doc_id, rows in by_doc.items():
+        rows.sort(key=positions.__getitem__)
+        doc_rows[doc_id] = ([positions[r] for r in rows], rows)
+    paths = [_section_path(raw) for raw in arrays["section_path_texts"].tolist()]
+    chunk_ids: list[str] = arrays["chunk_ids"].tolist()
     return _SearchState(
         generation=generation,
-        row_ids=np.asarray(row_ids, dtype=np.int64),
-        matrix=np.ascontiguousarray(matrix, dtype=np.float32),
+        matrix=np.ascontiguousarray(arrays["matrix"], dtype=np.float32),
+        chunk_ids=chunk_ids,
+        doc_ids=doc_ids,
+        positions=positions,
+        starts=arrays["starts"].tolist(),
+        ends=arrays["ends"].tolist(),
+        section_paths=[paths[i] for i in arrays["section_path_numbers"].tolist()],
         chunk_rows={c: i for i, c in enumerate(chunk_ids)},
         doc_rows=doc_rows,
     )
