@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,8 @@ import pytest
 from suture import Index
 from suture.embedders.hashing import HashingEmbedder
 from suture.exceptions import ConfigurationError, EmbedderMismatchError, IndexError_
+from suture.stores.sqlite import DATABASE_FILE
+from suture.tokens import count_tokens
 
 PARA = (
     "The receiver acknowledges every segment it accepts. Acknowledgments carry the next "
@@ -58,6 +61,25 @@ def test_reindex_is_noop_then_replaces_changed_and_prunes(tmp_path: Path) -> Non
     assert changed.last_report.deleted == ["a.md"]
     texts = [c.text for c in changed.store.iter_chunks()]
     assert texts and all("congestion" in t for t in texts)
+
+
+def test_reindexing_gives_older_documents_their_token_maps(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path)
+    index = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    assert index.store.documents_without_token_map() == set()
+    with sqlite3.connect(index.store.path / DATABASE_FILE) as conn:  # as an older suture wrote
+        conn.execute("UPDATE documents SET token_map = NULL WHERE doc_id = 'a.md'")
+    reopened = Index.open(tmp_path / "idx")
+    assert reopened.store.documents_without_token_map() == {"a.md"}
+    generation = reopened.store.generation
+    report = reopened.add([docs])
+    assert sorted(report.unchanged) == ["a.md", "sub/b.txt"] and report.chunks_written == 0
+    assert reopened.store.documents_without_token_map() == set()
+    assert reopened.store.generation == generation  # no chunk or vector was rewritten
+    text = reopened.store.document("a.md").text
+    token_map = reopened.store.token_map("a.md")
+    assert token_map is not None
+    assert token_map.count(text, 0, len(text)) == count_tokens(text)
 
 
 def test_interrupted_indexing_resumes_from_cache(

@@ -182,11 +182,15 @@ class Index:
         report = IndexReport()
         documents = self._load(paths, report)
         stored = self.store.document_hashes()
+        unmapped = self.store.documents_without_token_map()
         pending: list[tuple[Document, str, list[Chunk]]] = []
         for document in documents:
             digest = content_hash(document)
             if stored.get(document.doc_id) == digest:
                 report.unchanged.append(document.doc_id)
+                if document.doc_id in unmapped:  # written by an older suture: add its map
+                    text = self.store.document(document.doc_id).text
+                    self.store.set_token_map(document.doc_id, TokenMap.of(text))
                 continue
             chunks = chunk_document(document, self.manifest.chunk_size, self.manifest.chunk_overlap)
             if not chunks:

@@ -87,9 +87,17 @@ class Store(ABC):
     def document(self, doc_id: str) -> Document:
         """The stored document (text and sections)."""
 
+    @abstractmethod
     def token_map(self, doc_id: str) -> TokenMap | None:
         """The document's stored token map; None when it was written without one."""
-        return None
+
+    @abstractmethod
+    def documents_without_token_map(self) -> set[str]:
+        """Ids of stored documents written without a token map (older indexes)."""
+
+    @abstractmethod
+    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
+        """Attach `TokenMap.of(stored text)` to a stored document; nothing else changes."""
 
     @abstractmethod
     def chunk_count(self) -> int: ...

@@ -213,6 +213,14 @@ class SQLiteStore(Store):
             )
             self._bump_generation()
 
+    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
+        with self._lock, self._conn:
+            self._conn.execute(
+                "UPDATE documents SET token_map = ? WHERE doc_id = ?",
+                (token_map.to_bytes(), doc_id),
+            )
+            self._documents.pop(doc_id, None)
+
     def delete_document(self, doc_id: str) -> bool:
         with self._lock, self._conn:
             self._conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
@@ -277,6 +285,12 @@ class SQLiteStore(Store):
 
     def token_map(self, doc_id: str) -> TokenMap | None:
         return self._document_entry(doc_id)[1]
+
+    def documents_without_token_map(self) -> set[str]:
+        with self._lock:
+            return {row[0] for row in self._conn.execute(
+                "SELECT doc_id FROM documents WHERE token_map IS NULL"
+            )}
 
     def _document_entry(self, doc_id: str) -> tuple[Document, TokenMap | None]:
         """The document and its token map, from a small LRU cache or SQLite."""
