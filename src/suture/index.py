@@ -331,26 +331,29 @@ class Index:
         chosen = get_policy(policy, **params)
         if query_vector is None:
             query_vector = self.embedder.embed_query(query)
-        hits = self.retriever(retriever).retrieve(query, query_vector, chosen.candidate_count(k))
-        result = chosen.select(
-            PolicyRequest(
-                query=query,
-                query_vector=query_vector,
-                hits=hits,
-                k=k,
-                store=self.store,
-                explain=explain,
+        with self.store.reading():  # one generation for the search, the policy and assembly
+            hits = self.retriever(retriever).retrieve(
+                query, query_vector, chosen.candidate_count(k)
             )
-        )
-        return assemble_context(
-            query=query,
-            policy=policy if isinstance(policy, str) else chosen.name,
-            selections=result.selections,
-            hits=list(result.hits) if result.hits is not None else hits[:k],
-            store=self.store,
-            max_tokens=max_tokens,
-            trace=[dict(row) for row in result.trace] if explain else None,
-        )
+            result = chosen.select(
+                PolicyRequest(
+                    query=query,
+                    query_vector=query_vector,
+                    hits=hits,
+                    k=k,
+                    store=self.store,
+                    explain=explain,
+                )
+            )
+            return assemble_context(
+                query=query,
+                policy=policy if isinstance(policy, str) else chosen.name,
+                selections=result.selections,
+                hits=list(result.hits) if result.hits is not None else hits[:k],
+                store=self.store,
+                max_tokens=max_tokens,
+                trace=[dict(row) for row in result.trace] if explain else None,
+            )
 
     def info(self) -> dict[str, Any]:
         """Documents, chunks, embedder, settings and size on disk."""

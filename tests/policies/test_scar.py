@@ -307,7 +307,9 @@ def test_one_batched_store_call_per_query(make_store: StoreFactory) -> None:
     hits = hits_for(store, ["d#1", "d#5", "f#2", "d#8"], QUERY)
     spy = CountingStore(store)
     ScarPolicy(radius=2).select(PolicyRequest("q", QUERY, hits, 4, spy))  # type: ignore[arg-type]
-    assert spy.calls == ["neighbours"]
+    # The in-memory table, then one batched product of every chunk within r of a seed with
+    # the query: no SQL, no chunk objects per neighbour.
+    assert spy.calls == ["chunk_table", "query_cosines"]
 
 
 def test_only_the_first_k_hits_are_seeds(make_store: StoreFactory) -> None:

@@ -7,8 +7,10 @@ For each top-k hit c and each adjacent chunk n within radius r (both directions)
     include n  ⇔  S(c, n) > τ · cos(e_q, e_c)       SCAR rule
 
 Everything is computed from the stored chunk vectors (nothing is re-embedded at query
-time) and every candidate neighbour of every hit is fetched with one batched
-`Store.neighbours` call, so the policy costs a few small matrix products per query.
+time), read from the store's in-memory `ChunkTable` (one call per query): cos(e_q, e_x)
+for every chunk within r of a seed comes from one batched gather of their vectors, and
+cos(e_c, e_n) of adjacent chunks is precomputed per store generation, so a query costs
+one small matrix-vector product and a walk over Python lists.
 
 Decisions that the paper leaves open, and what this module does (see docs/scar.md):
 
@@ -31,17 +33,16 @@ Decisions that the paper leaves open, and what this module does (see docs/scar.m
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-import numpy as np
-
-from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
-from suture.types import Chunk, Hit, Selection
+from suture.stores.table import ChunkTable
+from suture.types import Hit, Selection
 
 PenaltyAgainst = Literal["seed", "previous"]
 PENALTY_CHOICES: tuple[str, ...] = ("seed", "previous")
@@ -63,11 +64,20 @@ NOT_REACHED = "not reached"
 DUPLICATE = "duplicate (kept better)"
 
 
+class _Seed(NamedTuple):
+    """A hit to expand: its table row, its document's positions and rows, its place there."""
+
+    row: int
+    ordered: list[int]
+    doc_rows: list[int]
+    at: int
+
+
 @dataclass(slots=True)
 class _Step:
     """One evaluated (seed, neighbour) pair of a walk."""
 
-    seed: int  # row in the fetched block
+    seed: int  # row in the store's chunk table
     neighbour: int
     offset: int
     anchor: int  # the row the boundary penalty was taken against
@@ -127,131 +137,135 @@ class ScarPolicy(Policy):
         if not hits or self.radius == 0:
             return PolicyResult(selections=selections, trace=[])
 
+        table = request.store.chunk_table()
         r = self.radius
-        chunks, vectors = request.store.neighbours(
-            [(h.chunk.doc_id, h.chunk.position - r, h.chunk.position + r) for h in hits]
-        )
-        row_of = {(c.doc_id, c.position): i for i, c in enumerate(chunks)}
-        hit_ids = {h.chunk.chunk_id for h in hits}
-
-        cos_q, gram = _cosines(vectors, request.query_vector)
+        seeds: list[_Seed] = []
+        for hit in hits:
+            row = table.rows.get(hit.chunk.chunk_id)
+            if row is None:  # the store no longer holds this hit; nothing to expand
+                continue
+            ordered, doc_rows = table.doc_rows[hit.chunk.doc_id]
+            seeds.append(_Seed(row, ordered, doc_rows,
+                               bisect.bisect_left(ordered, table.positions[row])))
+        hit_rows = {seed.row for seed in seeds}
+        # Every chunk within r of a seed, gathered once: cos(e_q, e_x) for all of them.
+        reach = list(dict.fromkeys(
+            row for seed in seeds
+            for row in seed.doc_rows[max(0, seed.at - r) : seed.at + r + 1]
+        ))
+        cos_q = dict(zip(reach, request.store.query_cosines(request.query_vector, reach),
+                         strict=True))
 
         steps: list[_Step] = []
-        for hit in hits:
-            seed = row_of.get((hit.chunk.doc_id, hit.chunk.position))
-            if seed is None:  # the store no longer holds this hit; nothing to expand
-                continue
-            threshold = self.tau * cos_q[seed]  # SCAR rule, right-hand side
-            for direction in (-1, 1):
-                steps.extend(
-                    self._walk(seed, direction, threshold, chunks, row_of, hit_ids, cos_q, gram)
-                )
+        for seed in seeds:
+            threshold = self.tau * cos_q[seed.row]  # SCAR rule, right-hand side
+            steps.extend(self._walk(table, seed, threshold, hit_rows, cos_q))
 
         best = _best_steps(steps)
         for step in steps:
             if step.decision == ADDED and best[step.neighbour] is step:
-                neighbour = chunks[step.neighbour]
+                n = step.neighbour
                 assert step.priority is not None
                 selections.append(
                     Selection(
-                        doc_id=neighbour.doc_id,
-                        start=neighbour.start,
-                        end=neighbour.end,
-                        chunk_ids=(neighbour.chunk_id,),
-                        reason=f"expanded from {chunks[step.seed].chunk_id}",
-                        score=cos_q[step.neighbour],
+                        doc_id=table.doc_ids[n],
+                        start=table.starts[n],
+                        end=table.ends[n],
+                        chunk_ids=(table.chunk_ids[n],),
+                        reason=f"expanded from {table.chunk_ids[step.seed]}",
+                        score=cos_q[n],
                         is_hit=False,
                         priority=step.priority,
                     )
                 )
-        trace = (
-            [_trace_row(s, best, chunks, cos_q, gram) for s in steps] if request.explain else []
-        )
+        trace = [_trace_row(s, best, table, cos_q) for s in steps] if request.explain else []
         return PolicyResult(selections=selections, trace=trace)
 
     def _walk(
         self,
-        seed: int,
-        direction: int,
+        table: ChunkTable,
+        around: _Seed,
         threshold: float,
-        chunks: Sequence[Chunk],
-        row_of: dict[tuple[str, int], int],
-        hit_ids: set[str],
-        cos_q: list[float],
-        gram: list[list[float]],
+        hit_rows: set[int],
+        cos_q: dict[int, float],
     ) -> list[_Step]:
-        """Evaluate the neighbours of one seed on one side, stopping at the first failure."""
-        origin = chunks[seed]
-        anchor = seed
-        priority = math.inf
-        stopped = False
+        """Evaluate the neighbours of one seed, outward on each side to the first failure."""
+        seed, ordered, doc_rows, index = around  # index: the seed's place in its document
+        next_cosine = table.next_cosine
         steps: list[_Step] = []
-        for distance in range(1, self.radius + 1):
-            row = row_of.get((origin.doc_id, origin.position + direction * distance))
-            if row is None:  # past the first or last chunk of the document
-                break
-            offset = direction * distance
-            if stopped:
-                steps.append(_Step(seed, row, offset, anchor, None, None, threshold,
-                                   None, None, NOT_REACHED))
-                continue
-            b = 1.0 - gram[anchor][row]  # SCAR eq. (b)
-            s = cos_q[row] - self.lam * b  # SCAR eq. (S)
-            margin = s - threshold
-            if chunks[row].chunk_id in hit_ids:
-                # Already in the context; that hit expands the chunks beyond it itself.
-                steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
-                                   margin, None, ALREADY_HIT))
-                stopped = True
-                continue
-            if s > threshold:  # SCAR rule
-                # Never rank an outer step above an inner one under a token budget.
-                priority = min(margin, math.nextafter(priority, -math.inf))
-                steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
-                                   margin, priority, ADDED))
-                if self.penalty_against == "previous":
-                    anchor = row
-            else:
-                steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
-                                   margin, None, REJECTED))
-                stopped = True
+        for direction in (-1, 1):
+            anchor = seed
+            priority = math.inf
+            stopped = False
+            for distance in range(1, self.radius + 1):
+                offset = direction * distance
+                at = index + offset
+                if not 0 <= at < len(ordered) or ordered[at] != ordered[index] + offset:
+                    break  # past the first or last chunk of the document
+                row = doc_rows[at]
+                if stopped:
+                    steps.append(_Step(seed, row, offset, anchor, None, None, threshold,
+                                       None, None, NOT_REACHED))
+                    continue
+                if anchor == doc_rows[at - direction]:  # adjacent: precomputed per generation
+                    cosine = next_cosine[anchor] if direction == 1 else next_cosine[row]
+                else:
+                    cosine = table.cosine(anchor, row)
+                b = 1.0 - cosine  # SCAR eq. (b)
+                s = cos_q[row] - self.lam * b  # SCAR eq. (S)
+                margin = s - threshold
+                if row in hit_rows:
+                    # Already in the context; that hit expands the chunks beyond it itself.
+                    steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
+                                       margin, None, ALREADY_HIT))
+                    stopped = True
+                elif s > threshold:  # SCAR rule
+                    # Never rank an outer step above an inner one under a token budget.
+                    priority = min(margin, math.nextafter(priority, -math.inf))
+                    steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
+                                       margin, priority, ADDED))
+                    if self.penalty_against == "previous":
+                        anchor = row
+                else:
+                    steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
+                                       margin, None, REJECTED))
+                    stopped = True
         return steps
+
+
+#: which decision wins when two hits reach the same neighbour
+_DECISION_RANK = {ADDED: 3, REJECTED: 2, NOT_REACHED: 1, ALREADY_HIT: 0}
 
 
 def _best_steps(steps: Sequence[_Step]) -> dict[int, _Step]:
     """For each neighbour reached more than once, the step whose decision counts."""
-    rank = {ADDED: 3, REJECTED: 2, NOT_REACHED: 1, ALREADY_HIT: 0}
     best: dict[int, _Step] = {}
     for step in steps:
         current = best.get(step.neighbour)
-        if current is None or _step_key(step, rank) > _step_key(current, rank):
+        if current is None or _step_key(step) > _step_key(current):
             best[step.neighbour] = step
     return best
 
 
-def _step_key(step: _Step, rank: dict[str, int]) -> tuple[int, float]:
+def _step_key(step: _Step) -> tuple[int, float]:
     value = step.priority if step.priority is not None else step.margin
-    return rank[step.decision], (value if value is not None else -math.inf)
+    return _DECISION_RANK[step.decision], (value if value is not None else -math.inf)
 
 
 def _trace_row(
-    step: _Step,
-    best: dict[int, _Step],
-    chunks: Sequence[Chunk],
-    cos_q: list[float],
-    gram: list[list[float]],
+    step: _Step, best: dict[int, _Step], table: ChunkTable, cos_q: dict[int, float]
 ) -> dict[str, Any]:
     decision = step.decision
     if best[step.neighbour] is not step and step.decision != ALREADY_HIT:
         decision = DUPLICATE
     return {
-        "seed": chunks[step.seed].chunk_id,
-        "neighbour": chunks[step.neighbour].chunk_id,
+        "seed": table.chunk_ids[step.seed],
+        "neighbour": table.chunk_ids[step.neighbour],
         "offset": step.offset,
-        "anchor": chunks[step.anchor].chunk_id,
+        "anchor": table.chunk_ids[step.anchor],
         "cos_q_seed": cos_q[step.seed],
         "cos_q_neighbour": cos_q[step.neighbour],
-        "cos_anchor_neighbour": gram[step.anchor][step.neighbour],
+        "cos_anchor_neighbour": table.cosine(step.anchor, step.neighbour),
         "b": step.b,
         "S": step.s,
         "threshold": step.threshold,
@@ -265,26 +279,6 @@ def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
     for hit in hits:
         seen.setdefault(hit.chunk.chunk_id, hit)
     return list(seen.values())
-
-
-def _cosines(vectors: Vectors, query_vector: Vectors) -> tuple[list[float], list[list[float]]]:
-    """cos(e_q, e_x) for every fetched chunk x, and cos(e_x, e_y) between fetched chunks.
-
-    Stored vectors are L2-normalised, but cosines are computed robustly anyway (a zero
-    vector has cosine 0 with everything). The block is tiny (at most k·(2r+1) rows), so
-    one Gram matrix holds every pair. Python lists come back: the walk reads single
-    values, and list indexing is much cheaper than numpy scalar indexing at this size.
-    """
-    block = np.asarray(vectors, dtype=np.float64)
-    query = np.asarray(query_vector, dtype=np.float64).ravel()
-    gram = block @ block.T
-    dots = block @ query
-    norms = np.sqrt(np.diagonal(gram))
-    norms[norms == 0] = 1.0
-    query_norm = float(np.sqrt(query @ query)) or 1.0
-    cos_q = dots / (norms * query_norm)
-    gram /= np.multiply.outer(norms, norms)
-    return cos_q.tolist(), gram.tolist()
 
 
 def _real(value: Any, name: str) -> float:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from suture.embedders.base import Vectors
+from suture.stores.table import ChunkTable
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document
 
@@ -119,6 +121,22 @@ class Store(ABC):
         Returns the chunks (ordered by doc_id as asked, then position; duplicates
         removed) and their vectors row-aligned.
         """
+
+    @abstractmethod
+    def chunk_table(self) -> ChunkTable:
+        """The in-memory columns of every chunk of the current generation (no texts)."""
+
+    def reading(self) -> AbstractContextManager[None]:
+        """A block whose reads all see one generation (one query: search, policy, assembly).
+
+        The default does nothing; a store that checks for changes on every read can
+        check once on entry instead.
+        """
+        return nullcontext()
+
+    def query_cosines(self, query: Vectors, rows: Sequence[int]) -> list[float]:
+        """cos(query, vector of each chunk-table row); may reuse the last search's scores."""
+        return self.chunk_table().cosines(query, rows)
 
     @abstractmethod
     def search(self, query: Vectors, k: int) -> list[ScoredChunk]:

@@ -17,7 +17,6 @@ Layout of an index folder::
 
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 import os
@@ -26,7 +25,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ import numpy.typing as npt
 from suture.embedders.base import Vectors
 from suture.exceptions import IndexError_
 from suture.stores.base import Manifest, ScoredChunk, Store
+from suture.stores.table import ChunkTable
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document, Section
 
@@ -78,27 +78,6 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 _CHUNK_COLUMNS = 'id, chunk_id, doc_id, position, start, "end", section_path, text'
 
 
-@dataclass(slots=True)
-class _SearchState:
-    """In-memory view of every chunk: vectors, the chunk table and per-document maps.
-
-    Everything a `Chunk` holds except its text is kept here (text is a slice of the
-    cached document), so hydrating hits and neighbours needs no SQL query per call.
-    """
-
-    generation: int
-    matrix: Vectors
-    chunk_ids: list[str]
-    doc_ids: list[str]
-    positions: list[int]
-    starts: list[int]
-    ends: list[int]
-    section_paths: list[tuple[str, ...]]
-    chunk_rows: dict[str, int]
-    #: doc_id -> (positions in order, their rows)
-    doc_rows: dict[str, tuple[list[int], list[int]]]
-
-
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON through a temporary file and a rename, so readers never see half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -125,7 +104,9 @@ class SQLiteStore(Store):
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
         _add_missing_columns(self._conn)
-        self._state: _SearchState | None = None
+        self._state: ChunkTable | None = None
+        #: per thread, inside `reading()`: the pinned table and the last search's scores
+        self._read = threading.local()
         self._documents: OrderedDict[str, tuple[Document, TokenMap | None]] = OrderedDict()
 
     # -- lifecycle ---------------------------------------------------------------
@@ -334,29 +315,56 @@ class SQLiteStore(Store):
     def chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         state = self._search_state()
         try:
-            rows = [state.chunk_rows[c] for c in chunk_ids]
+            rows = [state.rows[c] for c in chunk_ids]
         except KeyError as exc:
             raise KeyError(f"no chunk {exc.args[0]!r} in index {self.path}") from None
         return self._chunks_at(rows, state)
 
     def vectors(self, chunk_ids: Sequence[str]) -> Vectors:
         state = self._search_state()
-        rows = [state.chunk_rows[c] for c in chunk_ids]
+        rows = [state.rows[c] for c in chunk_ids]
         return state.matrix[rows]
 
     def neighbours(self, ranges: Sequence[tuple[str, int, int]]) -> tuple[list[Chunk], Vectors]:
         state = self._search_state()
         rows: dict[int, None] = {}
         for doc_id, low, high in ranges:
-            entry = state.doc_rows.get(doc_id)
-            if entry is None:
-                continue
-            positions, doc_rows = entry
-            lo = bisect.bisect_left(positions, low)
-            hi = bisect.bisect_right(positions, high)
-            rows.update(dict.fromkeys(doc_rows[lo:hi]))
+            rows.update(dict.fromkeys(state.rows_between(doc_id, low, high)))
         order = list(rows)
         return self._chunks_at(order, state), state.matrix[order]
+
+    def chunk_table(self) -> ChunkTable:
+        return self._search_state()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Check the generation once; inside, every read of this thread uses that table.
+
+        Writes made inside the block (this store's or another process's) are seen by
+        the next block, not by this one. Nested blocks share the outer one.
+        """
+        if getattr(self._read, "table", None) is not None:
+            yield
+            return
+        self._read.table = self._search_state()
+        self._read.scores = None
+        try:
+            yield
+        finally:
+            self._read.table = None
+            self._read.scores = None
+
+    def query_cosines(self, query: Vectors, rows: Sequence[int]) -> list[float]:
+        table = self._search_state()
+        last = getattr(self._read, "scores", None)
+        if last is None or not (last[0] is query or np.array_equal(last[0], query)):
+            return table.cosines(query, rows)
+        # The dense search of this read already took every chunk's product with the query.
+        query_norm = float(np.sqrt(np.dot(query, query)))
+        dots: list[float] = last[1][list(rows)].tolist()
+        norms = table.norms
+        return [d / (norms[r] * query_norm) if norms[r] * query_norm else 0.0
+                for d, r in zip(dots, rows, strict=True)]
 
     def search(self, query: Vectors, k: int) -> list[ScoredChunk]:
         state = self._search_state()
@@ -369,6 +377,8 @@ class SQLiteStore(Store):
                 f"{self.manifest.embedder} vectors of dimension {state.matrix.shape[1]}"
             )
         scores = state.matrix @ query.astype(np.float32, copy=False)
+        if getattr(self._read, "table", None) is state:
+            self._read.scores = (query, scores)
         top = min(k, n)
         best = np.argpartition(-scores, top - 1)[:top] if top < n else np.arange(n)
         # Ties are broken by row order so results are deterministic.
@@ -388,7 +398,7 @@ class SQLiteStore(Store):
         return sum(p.stat().st_size for p in self.path.iterdir() if p.is_file())
 
     # -- internals ---------------------------------------------------------------------
-    def _chunks_at(self, rows: Sequence[int], state: _SearchState) -> list[Chunk]:
+    def _chunks_at(self, rows: Sequence[int], state: ChunkTable) -> list[Chunk]:
         """Chunks for matrix rows of `state` (in the order given), built from memory.
 
         The text is a slice of the document (`Chunk` guarantees text == document.text
@@ -407,7 +417,10 @@ class SQLiteStore(Store):
                                 text[start:end], state.section_paths[row]))
         return chunks
 
-    def _search_state(self) -> _SearchState:
+    def _search_state(self) -> ChunkTable:
+        pinned: ChunkTable | None = getattr(self._read, "table", None)
+        if pinned is not None:
+            return pinned
         with self._lock:
             generation = self.generation
             if self._state is not None and self._state.generation == generation:
@@ -415,7 +428,7 @@ class SQLiteStore(Store):
             self._state = self._load_matrix(generation) or self._build_matrix(generation)
             return self._state
 
-    def _load_matrix(self, generation: int) -> _SearchState | None:
+    def _load_matrix(self, generation: int) -> ChunkTable | None:
         path = self.path / MATRIX_FILE
         if not path.is_file():
             return None
@@ -427,7 +440,7 @@ class SQLiteStore(Store):
         except (OSError, ValueError, KeyError):
             return None  # a damaged or older cache is rebuilt from SQLite
 
-    def _build_matrix(self, generation: int) -> _SearchState:
+    def _build_matrix(self, generation: int) -> ChunkTable:
         rows = self._conn.execute(
             'SELECT NULL, chunk_id, doc_id, position, start, "end", section_path, vector '
             "FROM chunks ORDER BY id"
@@ -471,29 +484,17 @@ _STATE_ARRAYS = ("matrix", "chunk_ids", "doc_ids", "positions", "starts", "ends"
                  "section_path_numbers", "section_path_texts")
 
 
-def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> _SearchState:
-    doc_ids: list[str] = arrays["doc_ids"].tolist()
-    positions: list[int] = arrays["positions"].tolist()
-    by_doc: dict[str, list[int]] = {}
-    for row, doc_id in enumerate(doc_ids):
-        by_doc.setdefault(doc_id, []).append(row)
-    doc_rows: dict[str, tuple[list[int], list[int]]] = {}
-    for doc_id, rows in by_doc.items():
-        rows.sort(key=positions.__getitem__)
-        doc_rows[doc_id] = ([positions[r] for r in rows], rows)
+def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> ChunkTable:
     paths = [_section_path(raw) for raw in arrays["section_path_texts"].tolist()]
-    chunk_ids: list[str] = arrays["chunk_ids"].tolist()
-    return _SearchState(
+    return ChunkTable.build(
         generation=generation,
-        matrix=np.ascontiguousarray(arrays["matrix"], dtype=np.float32),
-        chunk_ids=chunk_ids,
-        doc_ids=doc_ids,
-        positions=positions,
+        matrix=arrays["matrix"],
+        chunk_ids=arrays["chunk_ids"].tolist(),
+        doc_ids=arrays["doc_ids"].tolist(),
+        positions=arrays["positions"].tolist(),
         starts=arrays["starts"].tolist(),
         ends=arrays["ends"].tolist(),
         section_paths=[paths[i] for i in arrays["section_path_numbers"].tolist()],
-        chunk_rows={c: i for i, c in enumerate(chunk_ids)},
-        doc_rows=doc_rows,
     )
 
 

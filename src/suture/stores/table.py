@@ -1,0 +1,142 @@
+"""`ChunkTable`: every chunk of one store generation in memory, row-aligned with its vectors.
+
+Everything a `Chunk` holds except its text (the text is a slice of the document), plus
+what neighbour-expanding policies ask of every query: where a document's chunks are,
+and the cosine between each chunk and the next one of its document. Built once per
+store generation (a few hundred milliseconds at 100,000 chunks), so a query reads
+plain Python lists instead of running SQL or building objects per neighbour.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from suture.embedders.base import Vectors
+
+#: rows per block when computing adjacent cosines (bounds the float64 temporaries)
+_BLOCK = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkTable:
+    """Read-only columns of every chunk; `matrix[row]` is the vector of row `row`."""
+
+    generation: int
+    matrix: Vectors
+    chunk_ids: list[str]
+    doc_ids: list[str]
+    positions: list[int]
+    starts: list[int]
+    ends: list[int]
+    section_paths: list[tuple[str, ...]]
+    #: chunk_id -> row
+    rows: dict[str, int]
+    #: doc_id -> (its chunks' positions in order, their rows)
+    doc_rows: dict[str, tuple[list[int], list[int]]]
+    #: cos(row, the chunk at the next position of the same document); 0.0 when there is
+    #: none, or when either vector is zero
+    next_cosine: list[float]
+    #: |matrix[row]| (1.0 for an embedder's normalised vectors)
+    norms: list[float]
+
+    @classmethod
+    def build(
+        cls,
+        generation: int,
+        matrix: Vectors,
+        chunk_ids: list[str],
+        doc_ids: list[str],
+        positions: list[int],
+        starts: list[int],
+        ends: list[int],
+        section_paths: list[tuple[str, ...]],
+    ) -> ChunkTable:
+        by_doc: dict[str, list[int]] = {}
+        for row, doc_id in enumerate(doc_ids):
+            by_doc.setdefault(doc_id, []).append(row)
+        doc_rows: dict[str, tuple[list[int], list[int]]] = {}
+        following = np.full(len(doc_ids), -1, dtype=np.int64)
+        for doc_id, rows in by_doc.items():
+            rows.sort(key=positions.__getitem__)
+            ordered = [positions[r] for r in rows]
+            doc_rows[doc_id] = (ordered, rows)
+            for i in range(len(rows) - 1):
+                if ordered[i + 1] == ordered[i] + 1:
+                    following[rows[i]] = rows[i + 1]
+        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        return cls(
+            generation=generation,
+            matrix=matrix,
+            chunk_ids=chunk_ids,
+            doc_ids=doc_ids,
+            positions=positions,
+            starts=starts,
+            ends=ends,
+            section_paths=section_paths,
+            rows={c: i for i, c in enumerate(chunk_ids)},
+            doc_rows=doc_rows,
+            next_cosine=_next_cosines(matrix, following),
+            norms=np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)).tolist(),
+        )
+
+    def __len__(self) -> int:
+        return len(self.chunk_ids)
+
+    def row_at(self, doc_id: str, position: int) -> int | None:
+        """The row of the chunk at `position` of `doc_id`, or None."""
+        entry = self.doc_rows.get(doc_id)
+        if entry is None:
+            return None
+        ordered, rows = entry
+        i = bisect.bisect_left(ordered, position)
+        return rows[i] if i < len(ordered) and ordered[i] == position else None
+
+    def rows_between(self, doc_id: str, low: int, high: int) -> list[int]:
+        """Rows of `doc_id`'s chunks with low <= position <= high, in position order."""
+        entry = self.doc_rows.get(doc_id)
+        if entry is None:
+            return []
+        ordered, rows = entry
+        return rows[bisect.bisect_left(ordered, low) : bisect.bisect_right(ordered, high)]
+
+    def cosines(self, query: Vectors, rows: Sequence[int]) -> list[float]:
+        """cos(query, matrix[row]) for each row (zero vectors give 0).
+
+        One gather and one float32 matrix-vector product, divided by the stored norms:
+        the products are those of the dense search itself.
+        """
+        vector = np.asarray(query, dtype=np.float32).ravel()
+        query_norm = float(np.sqrt(vector @ vector))
+        dots: list[float] = (self.matrix[list(rows)] @ vector).tolist()
+        norms = self.norms
+        return [d / (norms[r] * query_norm) if norms[r] * query_norm else 0.0
+                for d, r in zip(dots, rows, strict=True)]
+
+    def cosine(self, a: int, b: int) -> float:
+        """cos(matrix[a], matrix[b]); adjacent chunks come from `next_cosine`."""
+        if self.doc_ids[a] == self.doc_ids[b]:
+            if self.positions[b] == self.positions[a] + 1:
+                return self.next_cosine[a]
+            if self.positions[a] == self.positions[b] + 1:
+                return self.next_cosine[b]
+        return self.cosines(self.matrix[a], [b])[0]
+
+
+def _next_cosines(matrix: Vectors, following: npt.NDArray[np.int64]) -> list[float]:
+    """cos(matrix[i], matrix[following[i]]) where following[i] >= 0, else 0.0."""
+    result = np.zeros(len(following), dtype=np.float64)
+    has = np.flatnonzero(following >= 0)
+    for start in range(0, len(has), _BLOCK):
+        rows = has[start : start + _BLOCK]
+        a = matrix[rows].astype(np.float64)
+        b = matrix[following[rows]].astype(np.float64)
+        norms = np.sqrt(np.einsum("ij,ij->i", a, a) * np.einsum("ij,ij->i", b, b))
+        dots = np.einsum("ij,ij->i", a, b)
+        result[rows] = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    values: list[float] = result.tolist()
+    return values

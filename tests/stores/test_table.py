@@ -1,0 +1,73 @@
+"""ChunkTable: in-memory chunk columns, adjacent cosines; SQLiteStore.reading()."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suture.stores.sqlite import SQLiteStore
+from suture.stores.table import ChunkTable
+from tests.stores.test_sqlite import _doc, _manifest, _vectors
+
+
+def _table(matrix: np.ndarray, doc_ids: list[str], positions: list[int]) -> ChunkTable:
+    n = len(doc_ids)
+    return ChunkTable.build(
+        generation=1, matrix=matrix, chunk_ids=[f"{d}#{p}" for d, p in zip(doc_ids, positions,
+                                                                          strict=True)],
+        doc_ids=doc_ids, positions=positions, starts=list(range(n)), ends=list(range(1, n + 1)),
+        section_paths=[()] * n,
+    )
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norms if norms else 0.0
+
+
+def test_next_cosine_matches_brute_force_with_gaps_and_zero_vectors() -> None:
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(size=(9, 6)).astype(np.float32) * 3  # not unit length
+    matrix[4] = 0.0
+    # rows out of order; "b" skips position 2; "c" has one chunk
+    doc_ids = ["a", "b", "a", "b", "a", "b", "a", "c", "b"]
+    positions = [2, 0, 0, 3, 1, 1, 3, 0, 4]
+    table = _table(matrix, doc_ids, positions)
+    for row in range(9):
+        following = table.row_at(doc_ids[row], positions[row] + 1)
+        expected = _cos(matrix[row].astype(np.float64), matrix[following].astype(np.float64)) \
+            if following is not None else 0.0
+        assert table.next_cosine[row] == pytest.approx(expected, abs=1e-12), row
+    assert table.row_at("b", 2) is None and table.row_at("zzz", 0) is None
+    assert table.rows_between("b", 0, 3) == [1, 5, 3]  # positions 0, 1, 3
+    assert table.cosine(3, 8) == table.next_cosine[3]  # b#3 -> b#4, adjacent
+    assert table.cosine(5, 3) == pytest.approx(_cos(matrix[5], matrix[3]), abs=1e-6)  # b#1, b#3
+    assert table.cosine(4, 0) == 0.0  # zero vector
+    query = rng.normal(size=6).astype(np.float32)
+    expected_q = [_cos(matrix[r], query) for r in (0, 4, 7)]
+    assert table.cosines(query, [0, 4, 7]) == pytest.approx(expected_q, abs=1e-6)
+
+
+def test_reading_pins_one_generation_and_reuses_the_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore.create(tmp_path / "idx", _manifest())
+    doc, chunks = _doc("a.txt", 4)
+    store.write_document(doc, "h", chunks, _vectors(4, 0))
+    query = _vectors(1, 5)[0]
+    writer = SQLiteStore.open(store.path)  # another connection, as another process would
+    with store.reading():
+        before = store.chunk_table()
+        store.search(query, 2)
+        with monkeypatch.context() as patch:  # the search's own products are reused
+            patch.setattr(ChunkTable, "cosines", lambda *a: pytest.fail("recomputed"))
+            reused = store.query_cosines(query, [0, 1, 2, 3])
+        other, other_chunks = _doc("b.txt", 2)
+        writer.write_document(other, "h2", other_chunks, _vectors(2, 1))
+        assert store.chunk_table() is before and len(store.search(query, 10)) == 4
+    assert len(store.chunk_table()) == 6 and len(store.search(query, 10)) == 6  # seen after
+    computed = store.chunk_table().cosines(query, [0, 1, 2, 3])
+    assert reused == pytest.approx(computed, abs=1e-6)
+    assert reused == pytest.approx([_cos(v, query) for v in _vectors(4, 0)], abs=1e-6)
