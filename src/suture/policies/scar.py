@@ -140,20 +140,18 @@ class ScarPolicy(Policy):
         table = request.store.chunk_table()
         r = self.radius
         seeds: list[_Seed] = []
+        reach: dict[int, None] = {}  # every chunk within r of a seed, in a first-seen order
         for hit in hits:
-            row = table.rows.get(hit.chunk.chunk_id)
-            if row is None:  # the store no longer holds this hit; nothing to expand
-                continue
-            ordered, doc_rows = table.doc_rows[hit.chunk.doc_id]
-            seeds.append(_Seed(row, ordered, doc_rows,
-                               bisect.bisect_left(ordered, table.positions[row])))
+            ordered, doc_rows = table.doc_rows.get(hit.chunk.doc_id, _NO_ROWS)
+            at = bisect.bisect_left(ordered, hit.chunk.position)
+            if at == len(ordered) or ordered[at] != hit.chunk.position:
+                continue  # the store no longer holds this hit; nothing to expand
+            seeds.append(_Seed(doc_rows[at], ordered, doc_rows, at))
+            reach.update(dict.fromkeys(doc_rows[max(0, at - r) : at + r + 1]))
         hit_rows = {seed.row for seed in seeds}
-        # Every chunk within r of a seed, gathered once: cos(e_q, e_x) for all of them.
-        reach = list(dict.fromkeys(
-            row for seed in seeds
-            for row in seed.doc_rows[max(0, seed.at - r) : seed.at + r + 1]
-        ))
-        cos_q = dict(zip(reach, request.store.query_cosines(request.query_vector, reach),
+        # cos(e_q, e_x) for all of them in one batched call
+        rows = list(reach)
+        cos_q = dict(zip(rows, request.store.query_cosines(request.query_vector, rows),
                          strict=True))
 
         steps: list[_Step] = []
@@ -233,6 +231,9 @@ class ScarPolicy(Policy):
         return steps
 
 
+#: the positions and rows of a document the store does not hold
+_NO_ROWS: tuple[list[int], list[int]] = ([], [])
+
 #: which decision wins when two hits reach the same neighbour
 _DECISION_RANK = {ADDED: 3, REJECTED: 2, NOT_REACHED: 1, ALREADY_HIT: 0}
 
@@ -275,6 +276,7 @@ def _trace_row(
 
 
 def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
+    """The hits without repeats of a chunk (the first, best one kept)."""
     seen: dict[str, Hit] = {}
     for hit in hits:
         seen.setdefault(hit.chunk.chunk_id, hit)
