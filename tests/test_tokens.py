@@ -83,3 +83,11 @@ def test_token_map_survives_bytes() -> None:
 def test_token_map_rejects_bytes_of_another_kind() -> None:
     with pytest.raises(ValueError, match="not a token map"):
         TokenMap.from_bytes(b"\x00" * 8)
+    stored = TokenMap.of(MIXED).to_bytes()
+    with pytest.raises(ValueError, match="damaged token map"):
+        TokenMap.from_bytes(stored[:-5])
+
+
+def test_stored_token_map_is_small(shared_data: Path) -> None:
+    text = (shared_data / "corpora" / "rfc9293" / "rfc9293.txt").read_text("utf-8")
+    assert len(TokenMap.of(text).to_bytes()) < len(text) / 3

@@ -165,6 +165,10 @@ def test_token_map_is_kept_with_its_document(store: SQLiteStore) -> None:
     assert token_map.count(doc.text, 0, len(doc.text)) == count_tokens(doc.text)
     store.write_document(doc, "hash-again", chunks, _vectors(3, 2))  # replaced without a map
     assert SQLiteStore.open(store.path).token_map("a.txt") is None
+    with sqlite3.connect(store.path / DATABASE_FILE) as conn:  # a damaged map is no map
+        conn.execute("UPDATE documents SET token_map = ? WHERE doc_id = 'a.txt'", (b"junk",))
+    damaged = SQLiteStore.open(store.path)
+    assert damaged.token_map("a.txt") is None and damaged.document("a.txt").text == doc.text
 
 
 def test_index_of_an_older_schema_opens_and_is_upgraded(store: SQLiteStore) -> None:

@@ -295,7 +295,7 @@ class SQLiteStore(Store):
                 sections=tuple(_section_from_json(s) for s in json.loads(row[4])),
                 text=row[5],
             )
-            entry = (document, TokenMap.from_bytes(row[6]) if row[6] is not None else None)
+            entry = (document, _token_map(row[6]))
             self._documents[doc_id] = entry
             if len(self._documents) > 64:
                 self._documents.popitem(last=False)
@@ -469,6 +469,17 @@ class SQLiteStore(Store):
         except OSError:
             pass  # the cache is an optimisation; a read-only folder still works
         return _make_state(generation, arrays)
+
+
+def _token_map(data: bytes | None) -> TokenMap | None:
+    """The stored map, or None when there is none or it cannot be read (counts then
+    fall back to the tokenizer, with the same result)."""
+    if data is None:
+        return None
+    try:
+        return TokenMap.from_bytes(data)
+    except ValueError:
+        return None
 
 
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
