@@ -10,7 +10,7 @@ import pytest
 
 from suture.exceptions import IndexError_
 from suture.stores import Manifest
-from suture.stores.sqlite import DATABASE_FILE, MATRIX_FILE, SQLiteStore
+from suture.stores.sqlite import DATABASE_FILE, MATRIX_FILE, DocumentCache, SQLiteStore
 from suture.tokens import TokenMap, count_tokens
 from suture.types import Chunk, Document, Section
 
@@ -182,3 +182,21 @@ def test_index_of_an_older_schema_opens_and_is_upgraded(store: SQLiteStore) -> N
     doc, chunks = _doc("c.txt", 2)
     old.write_document(doc, "hash-c", chunks, _vectors(2, 9), TokenMap.of(doc.text))
     assert old.token_map("c.txt") is not None
+
+
+def test_document_cache_is_bounded_by_characters() -> None:
+    cache = DocumentCache(max_chars=10, max_documents=3)
+    entries = {d: (Document(d, "x" * n), None) for d, n in [("a", 4), ("b", 4), ("c", 4),
+                                                             ("big", 50)]}
+    cache.put("a", entries["a"])
+    cache.put("b", entries["b"])
+    assert cache.get("a") is entries["a"]  # a is now the most recent
+    cache.put("c", entries["c"])  # 12 characters > 10: b, the least recent, goes
+    assert cache.get("b") is None and cache.get("a") is not None and len(cache) == 2
+    cache.put("big", entries["big"])  # alone over the budget, but the last read stays
+    assert len(cache) == 1 and cache.get("big") is entries["big"]
+    cache.discard("big")
+    for d in "abc":
+        cache.put(d, (Document(d, "x"), None))
+    cache.put("d", (Document("d", "x"), None))  # a fourth document: over max_documents
+    assert cache.get("a") is None and len(cache) == 3

@@ -107,7 +107,7 @@ class SQLiteStore(Store):
         self._state: ChunkTable | None = None
         #: per thread, inside `reading()`: the pinned table and the last search's scores
         self._read = threading.local()
-        self._documents: OrderedDict[str, tuple[Document, TokenMap | None]] = OrderedDict()
+        self._documents = DocumentCache()
 
     # -- lifecycle ---------------------------------------------------------------
     @classmethod
@@ -200,7 +200,7 @@ class SQLiteStore(Store):
                 "UPDATE documents SET token_map = ? WHERE doc_id = ?",
                 (token_map.to_bytes(), doc_id),
             )
-            self._documents.pop(doc_id, None)
+            self._documents.discard(doc_id)
 
     def delete_document(self, doc_id: str) -> bool:
         with self._lock, self._conn:
@@ -274,11 +274,10 @@ class SQLiteStore(Store):
             )}
 
     def _document_entry(self, doc_id: str) -> tuple[Document, TokenMap | None]:
-        """The document and its token map, from a small LRU cache or SQLite."""
+        """The document and its token map, from the cache of recent reads or SQLite."""
         with self._lock:
             cached = self._documents.get(doc_id)
             if cached is not None:
-                self._documents.move_to_end(doc_id)
                 return cached
             row = self._conn.execute(
                 "SELECT doc_id, title, source, metadata, sections, text, token_map "
@@ -296,9 +295,7 @@ class SQLiteStore(Store):
                 text=row[5],
             )
             entry = (document, _token_map(row[6]))
-            self._documents[doc_id] = entry
-            if len(self._documents) > 64:
-                self._documents.popitem(last=False)
+            self._documents.put(doc_id, entry)
             return entry
 
     def documents_summary(self) -> list[tuple[str, str, int]]:
@@ -469,6 +466,49 @@ class SQLiteStore(Store):
         except OSError:
             pass  # the cache is an optimisation; a read-only folder still works
         return _make_state(generation, arrays)
+
+
+class DocumentCache:
+    """Recently read documents with their token maps, least recently used out first.
+
+    Bounded by characters of text rather than by count, so a corpus of many short
+    documents stays cached while a few long filings do not crowd out memory; the
+    entry just read is always kept.
+    """
+
+    def __init__(self, max_chars: int = 32_000_000, max_documents: int = 10_000) -> None:
+        self.max_chars = max_chars
+        self.max_documents = max_documents
+        self._entries: OrderedDict[str, tuple[Document, TokenMap | None]] = OrderedDict()
+        self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, doc_id: str) -> tuple[Document, TokenMap | None] | None:
+        entry = self._entries.get(doc_id)
+        if entry is not None:
+            self._entries.move_to_end(doc_id)
+        return entry
+
+    def put(self, doc_id: str, entry: tuple[Document, TokenMap | None]) -> None:
+        self.discard(doc_id)
+        self._entries[doc_id] = entry
+        self._chars += len(entry[0].text)
+        while len(self._entries) > 1 and (
+            self._chars > self.max_chars or len(self._entries) > self.max_documents
+        ):
+            _, (evicted, _) = self._entries.popitem(last=False)
+            self._chars -= len(evicted.text)
+
+    def discard(self, doc_id: str) -> None:
+        entry = self._entries.pop(doc_id, None)
+        if entry is not None:
+            self._chars -= len(entry[0].text)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._chars = 0
 
 
 def _token_map(data: bytes | None) -> TokenMap | None:
