@@ -36,11 +36,12 @@ def test_next_cosine_matches_brute_force_with_gaps_and_zero_vectors() -> None:
     positions = [2, 0, 0, 3, 1, 1, 3, 0, 4]
     table = _table(matrix, doc_ids, positions)
     for row in range(9):
-        following = table.row_at(doc_ids[row], positions[row] + 1)
+        nxt = table.rows_between(doc_ids[row], positions[row] + 1, positions[row] + 1)
+        following = nxt[0] if nxt else None
         expected = _cos(matrix[row].astype(np.float64), matrix[following].astype(np.float64)) \
             if following is not None else 0.0
         assert table.next_cosine[row] == pytest.approx(expected, abs=1e-12), row
-    assert table.row_at("b", 2) is None and table.row_at("zzz", 0) is None
+    assert table.rows_between("b", 2, 2) == [] and table.rows_between("zzz", 0, 9) == []
     assert table.rows_between("b", 0, 3) == [1, 5, 3]  # positions 0, 1, 3
     assert table.cosine(3, 8) == table.next_cosine[3]  # b#3 -> b#4, adjacent
     assert table.cosine(5, 3) == pytest.approx(_cos(matrix[5], matrix[3]), abs=1e-6)  # b#1, b#3
@@ -61,8 +62,15 @@ def test_reading_pins_one_generation_and_reuses_the_search(
     with store.reading():
         before = store.chunk_table()
         store.search(query, 2)
+        original = ChunkTable.cosines
+
+        def no_second_product(table, q, rows, products=None):  # type: ignore[no-untyped-def]
+            if products is None:
+                pytest.fail("recomputed")
+            return original(table, q, rows, products)
+
         with monkeypatch.context() as patch:  # the search's own products are reused
-            patch.setattr(ChunkTable, "cosines", lambda *a: pytest.fail("recomputed"))
+            patch.setattr(ChunkTable, "cosines", no_second_product)
             reused = store.query_cosines(query, [0, 1, 2, 3])
         other, other_chunks = _doc("b.txt", 2)
         writer.write_document(other, "h2", other_chunks, _vectors(2, 1))

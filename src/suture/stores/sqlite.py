@@ -352,16 +352,12 @@ class SQLiteStore(Store):
             self._read.scores = None
 
     def query_cosines(self, query: Vectors, rows: Sequence[int]) -> list[float]:
-        table = self._search_state()
+        # Inside a read, the dense search may already have every chunk's product with it.
+        products = None
         last = getattr(self._read, "scores", None)
-        if last is None or not (last[0] is query or np.array_equal(last[0], query)):
-            return table.cosines(query, rows)
-        # The dense search of this read already took every chunk's product with the query.
-        query_norm = float(np.sqrt(np.dot(query, query)))
-        dots: list[float] = last[1][list(rows)].tolist()
-        norms = table.norms
-        return [d / (norms[r] * query_norm) if norms[r] * query_norm else 0.0
-                for d, r in zip(dots, rows, strict=True)]
+        if last is not None and (last[0] is query or np.array_equal(last[0], query)):
+            products = last[1]
+        return self._search_state().cosines(query, rows, products)
 
     def search(self, query: Vectors, k: int) -> list[ScoredChunk]:
         state = self._search_state()

@@ -87,15 +87,6 @@ class ChunkTable:
     def __len__(self) -> int:
         return len(self.chunk_ids)
 
-    def row_at(self, doc_id: str, position: int) -> int | None:
-        """The row of the chunk at `position` of `doc_id`, or None."""
-        entry = self.doc_rows.get(doc_id)
-        if entry is None:
-            return None
-        ordered, rows = entry
-        i = bisect.bisect_left(ordered, position)
-        return rows[i] if i < len(ordered) and ordered[i] == position else None
-
     def rows_between(self, doc_id: str, low: int, high: int) -> list[int]:
         """Rows of `doc_id`'s chunks with low <= position <= high, in position order."""
         entry = self.doc_rows.get(doc_id)
@@ -104,15 +95,19 @@ class ChunkTable:
         ordered, rows = entry
         return rows[bisect.bisect_left(ordered, low) : bisect.bisect_right(ordered, high)]
 
-    def cosines(self, query: Vectors, rows: Sequence[int]) -> list[float]:
+    def cosines(
+        self, query: Vectors, rows: Sequence[int], products: Vectors | None = None
+    ) -> list[float]:
         """cos(query, matrix[row]) for each row (zero vectors give 0).
 
-        One gather and one float32 matrix-vector product, divided by the stored norms:
-        the products are those of the dense search itself.
+        `products` is `matrix @ query` when the caller already has it (the dense
+        search's scores); otherwise the rows are gathered and multiplied here, in float32
+        as the search does. Either way the products are divided by the stored norms.
         """
         vector = np.asarray(query, dtype=np.float32).ravel()
         query_norm = float(np.sqrt(vector @ vector))
-        dots: list[float] = (self.matrix[list(rows)] @ vector).tolist()
+        picked = products[list(rows)] if products is not None else self.matrix[list(rows)] @ vector
+        dots: list[float] = picked.tolist()
         norms = self.norms
         return [d / (norms[r] * query_norm) if norms[r] * query_norm else 0.0
                 for d, r in zip(dots, rows, strict=True)]
