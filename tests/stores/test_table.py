@@ -47,7 +47,7 @@ def test_next_cosine_matches_brute_force_with_gaps_and_zero_vectors() -> None:
     assert table.cosine(5, 3) == pytest.approx(_cos(matrix[5], matrix[3]), abs=1e-6)  # b#1, b#3
     assert table.cosine(4, 0) == 0.0  # zero vector
     query = rng.normal(size=6).astype(np.float32)
-    expected_q = [_cos(matrix[r], query) for r in (0, 4, 7)]
+    expected_q = {r: _cos(matrix[r], query) for r in (0, 4, 7)}
     assert table.cosines(query, [0, 4, 7]) == pytest.approx(expected_q, abs=1e-6)
 
 
@@ -78,4 +78,23 @@ def test_reading_pins_one_generation_and_reuses_the_search(
     assert len(store.chunk_table()) == 6 and len(store.search(query, 10)) == 6  # seen after
     computed = store.chunk_table().cosines(query, [0, 1, 2, 3])
     assert reused == pytest.approx(computed, abs=1e-6)
-    assert reused == pytest.approx([_cos(v, query) for v in _vectors(4, 0)], abs=1e-6)
+    assert list(reused) == [0, 1, 2, 3]
+    assert list(reused.values()) == pytest.approx([_cos(v, query) for v in _vectors(4, 0)],
+                                                  abs=1e-6)
+
+
+def test_chain_follows_positions_and_stops_at_document_edges_and_gaps() -> None:
+    # a: positions 0-3 at rows 2, 4, 0, 6; b: 0, 1, 3, 4 at rows 1, 5, 3, 8 (no b#2); c#0 row 7
+    doc_ids = ["a", "b", "a", "b", "a", "b", "a", "c", "b"]
+    positions = [2, 0, 0, 3, 1, 1, 3, 0, 4]
+    table = _table(np.eye(9, dtype=np.float32), doc_ids, positions)
+    assert table.chain(2, 1, 5) == [4, 0, 6]  # to the end of "a"
+    assert table.chain(6, -1, 2) == [0, 4]
+    assert table.chain(1, 1, 9) == [5]  # b#2 is missing: the chain stops at the gap
+    assert table.chain(3, -1, 1) == [] and table.chain(3, 1, 3) == [8]
+    assert table.chain(7, 1, 1) == [] and table.chain(7, -1, 1) == []  # one-chunk document
+    assert table.chain(4, 1, 0) == []
+    for row in range(9):
+        if table.next_row[row] >= 0:
+            assert table.previous_row[table.next_row[row]] == row
+            assert positions[table.next_row[row]] == positions[row] + 1

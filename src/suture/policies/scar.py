@@ -33,11 +33,10 @@ Decisions that the paper leaves open, and what this module does (see docs/scar.m
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from suture.exceptions import ConfigurationError
 from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
@@ -62,15 +61,6 @@ REJECTED = "rejected"
 ALREADY_HIT = "already a hit"
 NOT_REACHED = "not reached"
 DUPLICATE = "duplicate (kept better)"
-
-
-class _Seed(NamedTuple):
-    """A hit to expand: its table row, its document's positions and rows, its place there."""
-
-    row: int
-    ordered: list[int]
-    doc_rows: list[int]
-    at: int
 
 
 @dataclass(slots=True)
@@ -138,101 +128,94 @@ class ScarPolicy(Policy):
             return PolicyResult(selections=selections, trace=[])
 
         table = request.store.chunk_table()
-        r = self.radius
-        seeds: list[_Seed] = []
-        reach: dict[int, None] = {}  # every chunk within r of a seed, in a first-seen order
+        # The hits as rows of the table, and the chunks within r on each side of each,
+        # nearest first. (Plain loops: this runs on every query.)
+        hit_rows: dict[int, None] = {}
+        chains: list[tuple[int, int, list[int]]] = []  # (seed, direction, rows)
+        reach: dict[int, None] = {}
         for hit in hits:
-            ordered, doc_rows = table.doc_rows.get(hit.chunk.doc_id, _NO_ROWS)
-            at = bisect.bisect_left(ordered, hit.chunk.position)
-            if at == len(ordered) or ordered[at] != hit.chunk.position:
+            seed = table.rows.get(hit.chunk.chunk_id)
+            if seed is None:
                 continue  # the store no longer holds this hit; nothing to expand
-            seeds.append(_Seed(doc_rows[at], ordered, doc_rows, at))
-            reach.update(dict.fromkeys(doc_rows[max(0, at - r) : at + r + 1]))
-        hit_rows = {seed.row for seed in seeds}
+            hit_rows[seed] = reach[seed] = None
+            for direction in (-1, 1):
+                chain = table.chain(seed, direction, self.radius)
+                chains.append((seed, direction, chain))
+                reach.update(dict.fromkeys(chain))
         # cos(e_q, e_x) for all of them in one batched call
-        rows = list(reach)
-        cos_q = dict(zip(rows, request.store.query_cosines(request.query_vector, rows),
-                         strict=True))
+        cos_q = request.store.query_cosines(request.query_vector, list(reach))
 
         steps: list[_Step] = []
-        for seed in seeds:
-            threshold = self.tau * cos_q[seed.row]  # SCAR rule, right-hand side
-            steps.extend(self._walk(table, seed, threshold, hit_rows, cos_q))
+        added: dict[int, _Step] = {}  # neighbour -> its best addition
+        for seed, direction, chain in chains:
+            threshold = self.tau * cos_q[seed]  # SCAR rule, right-hand side
+            for step in self._walk(table, seed, direction, chain, threshold, hit_rows, cos_q):
+                steps.append(step)
+                if step.decision == ADDED:
+                    current = added.get(step.neighbour)
+                    if current is None or _step_key(step) > _step_key(current):
+                        added[step.neighbour] = step
 
-        best = _best_steps(steps)
-        for step in steps:
-            if step.decision == ADDED and best[step.neighbour] is step:
-                n = step.neighbour
-                assert step.priority is not None
-                selections.append(
-                    Selection(
-                        doc_id=table.doc_ids[n],
-                        start=table.starts[n],
-                        end=table.ends[n],
-                        chunk_ids=(table.chunk_ids[n],),
-                        reason=f"expanded from {table.chunk_ids[step.seed]}",
-                        score=cos_q[n],
-                        is_hit=False,
-                        priority=step.priority,
-                    )
+        for step in added.values():
+            n = step.neighbour
+            assert step.priority is not None  # every addition has one
+            selections.append(
+                Selection(
+                    doc_id=table.doc_ids[n],
+                    start=table.starts[n],
+                    end=table.ends[n],
+                    chunk_ids=(table.chunk_ids[n],),
+                    reason=f"expanded from {table.chunk_ids[step.seed]}",
+                    score=cos_q[n],
+                    is_hit=False,
+                    priority=step.priority,
                 )
-        trace = [_trace_row(s, best, table, cos_q) for s in steps] if request.explain else []
+            )
+        trace = _trace(steps, table, cos_q) if request.explain else []
         return PolicyResult(selections=selections, trace=trace)
 
     def _walk(
         self,
         table: ChunkTable,
-        around: _Seed,
+        seed: int,
+        direction: int,
+        chain: list[int],
         threshold: float,
-        hit_rows: set[int],
+        hit_rows: dict[int, None],
         cos_q: dict[int, float],
     ) -> list[_Step]:
-        """Evaluate the neighbours of one seed, outward on each side to the first failure."""
-        seed, ordered, doc_rows, index = around  # index: the seed's place in its document
-        next_cosine = table.next_cosine
+        """Evaluate the chunks of `chain` outward from `seed`, up to the first failure."""
         steps: list[_Step] = []
-        for direction in (-1, 1):
-            anchor = seed
-            priority = math.inf
-            stopped = False
-            for distance in range(1, self.radius + 1):
-                offset = direction * distance
-                at = index + offset
-                if not 0 <= at < len(ordered) or ordered[at] != ordered[index] + offset:
-                    break  # past the first or last chunk of the document
-                row = doc_rows[at]
-                if stopped:
-                    steps.append(_Step(seed, row, offset, anchor, None, None, threshold,
-                                       None, None, NOT_REACHED))
-                    continue
-                if anchor == doc_rows[at - direction]:  # adjacent: precomputed per generation
-                    cosine = next_cosine[anchor] if direction == 1 else next_cosine[row]
-                else:
-                    cosine = table.cosine(anchor, row)
-                b = 1.0 - cosine  # SCAR eq. (b)
-                s = cos_q[row] - self.lam * b  # SCAR eq. (S)
-                margin = s - threshold
-                if row in hit_rows:
-                    # Already in the context; that hit expands the chunks beyond it itself.
-                    steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
-                                       margin, None, ALREADY_HIT))
-                    stopped = True
-                elif s > threshold:  # SCAR rule
-                    # Never rank an outer step above an inner one under a token budget.
-                    priority = min(margin, math.nextafter(priority, -math.inf))
-                    steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
-                                       margin, priority, ADDED))
-                    if self.penalty_against == "previous":
-                        anchor = row
-                else:
-                    steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
-                                       margin, None, REJECTED))
-                    stopped = True
+        anchor = seed
+        priority = math.inf
+        stopped = False
+        for distance, row in enumerate(chain, 1):
+            offset = direction * distance
+            if stopped:
+                steps.append(_Step(seed, row, offset, anchor, None, None, threshold,
+                                   None, None, NOT_REACHED))
+                continue
+            b = 1.0 - table.cosine(anchor, row)  # SCAR eq. (b)
+            s = cos_q[row] - self.lam * b  # SCAR eq. (S)
+            margin = s - threshold
+            if row in hit_rows:
+                # Already in the context; that hit expands the chunks beyond it itself.
+                steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
+                                   margin, None, ALREADY_HIT))
+                stopped = True
+            elif s > threshold:  # SCAR rule
+                # Never rank an outer step above an inner one under a token budget.
+                priority = margin if margin < priority else math.nextafter(priority, -math.inf)
+                steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
+                                   margin, priority, ADDED))
+                if self.penalty_against == "previous":
+                    anchor = row
+            else:
+                steps.append(_Step(seed, row, offset, anchor, b, s, threshold,
+                                   margin, None, REJECTED))
+                stopped = True
         return steps
 
-
-#: the positions and rows of a document the store does not hold
-_NO_ROWS: tuple[list[int], list[int]] = ([], [])
 
 #: which decision wins when two hits reach the same neighbour
 _DECISION_RANK = {ADDED: 3, REJECTED: 2, NOT_REACHED: 1, ALREADY_HIT: 0}
@@ -251,6 +234,13 @@ def _best_steps(steps: Sequence[_Step]) -> dict[int, _Step]:
 def _step_key(step: _Step) -> tuple[int, float]:
     value = step.priority if step.priority is not None else step.margin
     return _DECISION_RANK[step.decision], (value if value is not None else -math.inf)
+
+
+def _trace(steps: Sequence[_Step], table: ChunkTable, cos_q: dict[int, float],
+           ) -> list[dict[str, Any]]:
+    """One row per evaluated step; a neighbour reached twice shows which step counted."""
+    best = _best_steps(steps)
+    return [_trace_row(step, best, table, cos_q) for step in steps]
 
 
 def _trace_row(

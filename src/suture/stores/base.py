@@ -134,8 +134,8 @@ class Store(ABC):
         """
         return nullcontext()
 
-    def query_cosines(self, query: Vectors, rows: Sequence[int]) -> list[float]:
-        """cos(query, vector of each chunk-table row); may reuse the last search's scores."""
+    def query_cosines(self, query: Vectors, rows: Sequence[int]) -> dict[int, float]:
+        """cos(query, vector) by chunk-table row; may reuse the last search's scores."""
         return self.chunk_table().cosines(query, rows)
 
     @abstractmethod

@@ -105,7 +105,8 @@ class SQLiteStore(Store):
         self._conn.executescript(_SCHEMA)
         _add_missing_columns(self._conn)
         self._state: ChunkTable | None = None
-        #: per thread, inside `reading()`: the pinned table and the last search's scores
+        #: per thread, inside `reading()`: the pinned table, and the last search's query,
+        #: scores and table
         self._read = threading.local()
         self._documents = DocumentCache()
 
@@ -351,13 +352,13 @@ class SQLiteStore(Store):
             self._read.table = None
             self._read.scores = None
 
-    def query_cosines(self, query: Vectors, rows: Sequence[int]) -> list[float]:
+    def query_cosines(self, query: Vectors, rows: Sequence[int]) -> dict[int, float]:
         # Inside a read, the dense search may already have every chunk's product with it.
-        products = None
-        last = getattr(self._read, "scores", None)
+        last: tuple[Vectors, Vectors, ChunkTable] | None = getattr(self._read, "scores", None)
         if last is not None and (last[0] is query or np.array_equal(last[0], query)):
-            products = last[1]
-        return self._search_state().cosines(query, rows, products)
+            _, products, table = last
+            return table.cosines(query, rows, products)
+        return self._search_state().cosines(query, rows)
 
     def search(self, query: Vectors, k: int) -> list[ScoredChunk]:
         state = self._search_state()
@@ -371,7 +372,7 @@ class SQLiteStore(Store):
             )
         scores = state.matrix @ query.astype(np.float32, copy=False)
         if getattr(self._read, "table", None) is state:
-            self._read.scores = (query, scores)
+            self._read.scores = (query, scores, state)
         top = min(k, n)
         best = np.argpartition(-scores, top - 1)[:top] if top < n else np.arange(n)
         # Ties are broken by row order so results are deterministic.

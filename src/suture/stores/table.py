@@ -10,7 +10,8 @@ plain Python lists instead of running SQL or building objects per neighbour.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +39,11 @@ class ChunkTable:
     rows: dict[str, int]
     #: doc_id -> (its chunks' positions in order, their rows)
     doc_rows: dict[str, tuple[list[int], list[int]]]
-    #: cos(row, the chunk at the next position of the same document); 0.0 when there is
-    #: none, or when either vector is zero
+    #: the row of the chunk at the previous / next position of the same document, -1 when
+    #: there is none (first or last chunk, or a gap in the positions)
+    previous_row: list[int]
+    next_row: list[int]
+    #: cos(row, next_row[row]); 0.0 when there is no next chunk, or either vector is zero
     next_cosine: list[float]
     #: |matrix[row]| (1.0 for an embedder's normalised vectors)
     norms: list[float]
@@ -60,14 +64,16 @@ class ChunkTable:
         for row, doc_id in enumerate(doc_ids):
             by_doc.setdefault(doc_id, []).append(row)
         doc_rows: dict[str, tuple[list[int], list[int]]] = {}
-        following = np.full(len(doc_ids), -1, dtype=np.int64)
+        previous_row = [-1] * len(doc_ids)
+        next_row = [-1] * len(doc_ids)
         for doc_id, rows in by_doc.items():
             rows.sort(key=positions.__getitem__)
             ordered = [positions[r] for r in rows]
             doc_rows[doc_id] = (ordered, rows)
             for i in range(len(rows) - 1):
                 if ordered[i + 1] == ordered[i] + 1:
-                    following[rows[i]] = rows[i + 1]
+                    next_row[rows[i]] = rows[i + 1]
+                    previous_row[rows[i + 1]] = rows[i]
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         return cls(
             generation=generation,
@@ -80,7 +86,9 @@ class ChunkTable:
             section_paths=section_paths,
             rows={c: i for i, c in enumerate(chunk_ids)},
             doc_rows=doc_rows,
-            next_cosine=_next_cosines(matrix, following),
+            previous_row=previous_row,
+            next_row=next_row,
+            next_cosine=_next_cosines(matrix, np.asarray(next_row, dtype=np.int64)),
             norms=np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)).tolist(),
         )
 
@@ -95,31 +103,46 @@ class ChunkTable:
         ordered, rows = entry
         return rows[bisect.bisect_left(ordered, low) : bisect.bisect_right(ordered, high)]
 
+    def chain(self, row: int, direction: int, length: int) -> list[int]:
+        """The rows of up to `length` chunks after (direction 1) or before (-1) `row`,
+        nearest first, stopping at the edge of its document or a gap in the positions."""
+        links = self.next_row if direction == 1 else self.previous_row
+        rows: list[int] = []
+        for _ in range(length):
+            row = links[row]
+            if row < 0:
+                break
+            rows.append(row)
+        return rows
+
     def cosines(
         self, query: Vectors, rows: Sequence[int], products: Vectors | None = None
-    ) -> list[float]:
-        """cos(query, matrix[row]) for each row (zero vectors give 0).
+    ) -> dict[int, float]:
+        """cos(query, matrix[row]) by row (a zero vector gives 0).
 
         `products` is `matrix @ query` when the caller already has it (the dense
         search's scores); otherwise the rows are gathered and multiplied here, in float32
         as the search does. Either way the products are divided by the stored norms.
         """
-        vector = np.asarray(query, dtype=np.float32).ravel()
-        query_norm = float(np.sqrt(vector @ vector))
-        picked = products[list(rows)] if products is not None else self.matrix[list(rows)] @ vector
-        dots: list[float] = picked.tolist()
+        query_norm = math.sqrt(np.vdot(query, query))
+        dot: Callable[[int], float]
+        if products is not None:
+            dot = products.item
+        else:
+            vector = np.asarray(query, dtype=np.float32).ravel()
+            gathered = (self.matrix[list(rows)] @ vector).tolist()
+            dot = dict(zip(rows, gathered, strict=True)).__getitem__
         norms = self.norms
-        return [d / (norms[r] * query_norm) if norms[r] * query_norm else 0.0
-                for d, r in zip(dots, rows, strict=True)]
+        return {row: dot(row) / (norms[row] * query_norm) if norms[row] * query_norm else 0.0
+                for row in rows}
 
     def cosine(self, a: int, b: int) -> float:
         """cos(matrix[a], matrix[b]); adjacent chunks come from `next_cosine`."""
-        if self.doc_ids[a] == self.doc_ids[b]:
-            if self.positions[b] == self.positions[a] + 1:
-                return self.next_cosine[a]
-            if self.positions[a] == self.positions[b] + 1:
-                return self.next_cosine[b]
-        return self.cosines(self.matrix[a], [b])[0]
+        if self.next_row[a] == b:
+            return self.next_cosine[a]
+        if self.next_row[b] == a:
+            return self.next_cosine[b]
+        return self.cosines(self.matrix[a], [b])[b]
 
 
 def _next_cosines(matrix: Vectors, following: npt.NDArray[np.int64]) -> list[float]:
