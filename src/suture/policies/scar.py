@@ -7,10 +7,11 @@ For each top-k hit c and each adjacent chunk n within radius r (both directions)
     include n  ⇔  S(c, n) > τ · cos(e_q, e_c)       SCAR rule
 
 Everything is computed from the stored chunk vectors (nothing is re-embedded at query
-time), read from the store's in-memory `ChunkTable` (one call per query): cos(e_q, e_x)
-for every chunk within r of a seed comes from one batched gather of their vectors, and
-cos(e_c, e_n) of adjacent chunks is precomputed per store generation, so a query costs
-one small matrix-vector product and a walk over Python lists.
+time), read from the store's in-memory `ChunkTable` (one call per query): the table
+links each chunk to its neighbours, cos(e_c, e_n) of adjacent chunks is precomputed per
+store generation, and cos(e_q, e_x) for the seeds and every chunk within r of them comes
+from one batched `Store.query_cosines` call (inside `Index.retrieve`, the dense search's
+own products), so a query costs a walk over Python lists.
 
 Decisions that the paper leaves open, and what this module does (see docs/scar.md):
 
