@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from suture.evaluation.benchmarks import load_benchmark
-from suture.evaluation.runner import Evaluator, PolicySpec, _clean
+from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.policy_specs import PolicySpec
+from suture.evaluation.records import clean_json
 from suture.evaluation.stats import paired_bootstrap
 from suture.index import Index
 
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"- {line}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(_clean(out), indent=1) + "\n", encoding="utf-8")
+        args.out.write_text(json.dumps(clean_json(out), indent=1) + "\n", encoding="utf-8")
     return 0
 
 

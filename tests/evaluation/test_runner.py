@@ -9,14 +9,9 @@ from typing import Any
 import pytest
 
 from suture.evaluation.benchmarks import Benchmark, load_benchmark
-from suture.evaluation.runner import (
-    Evaluator,
-    PolicySpec,
-    evaluate,
-    open_or_build_index,
-    parse_ks,
-    parse_policy_specs,
-)
+from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.policy_specs import PolicySpec, parse_ks, parse_policy_specs
+from suture.evaluation.runner import evaluate, open_or_build_index
 from suture.exceptions import ConfigurationError
 
 POLICIES = ["topk", "window", "scar"]
@@ -190,7 +185,7 @@ def test_parse_policy_specs_with_labelled_entries() -> None:
 
 
 def test_parse_policy_specs_with_retrievers() -> None:
-    from suture.evaluation.runner import expand_baselines, parse_policy_specs
+    from suture.evaluation.policy_specs import expand_baselines, parse_policy_specs
 
     one = parse_policy_specs("topk,scar", retrievers="hybrid")
     assert [(s.label, s.retriever) for s in one] == [("topk", "hybrid"), ("scar", "hybrid")]
@@ -220,7 +215,7 @@ def test_chunk_layout_covered_counts_whole_chunks_only() -> None:
 
 def test_queries_without_a_gold_chunk_are_not_atomic() -> None:
     from suture.evaluation.metrics import QueryOutcome, query_metrics
-    from suture.evaluation.runner import PolicyRun, QueryRecord
+    from suture.evaluation.records import PolicyRun, QueryRecord
 
     outcome = QueryOutcome(spans=(("d", 0, 10),), chunk_ids=("d#0",), chunks=1,
                            characters=10, tokens=2)

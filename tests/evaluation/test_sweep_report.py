@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from suture.evaluation.benchmarks import Benchmark
+from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.records import clean_json
 from suture.evaluation.report import render_report
-from suture.evaluation.runner import Evaluator, _clean
 from suture.evaluation.sweep import pareto_front, parse_grid, run_sweep
 from suture.exceptions import ConfigurationError
 
@@ -47,7 +48,7 @@ def _summary(value: float) -> dict[str, float]:
 
 
 def test_report_renders_empty_groups_and_paper_table() -> None:
-    results = _clean({
+    results = clean_json({
         "primary_metric": "chunk_recall",
         "benchmark": {"name": "toy", "level": "span", "queries": 2, "fragmented": 2,
                       "atomic": 0, "unscorable": 0, "documents": 1, "gold_spans": 2},

@@ -118,14 +118,13 @@ def eval_command(
     progress: ProgressOpt = True,
 ) -> None:
     """Run policies over a labelled benchmark; write runs, results.json, report.md, plots."""
-    from suture.evaluation.runner import (
+    from suture.evaluation.policy_specs import (
         available_policies,
-        evaluate,
         expand_baselines,
-        open_or_build_index,
         parse_ks,
         parse_policy_specs,
     )
+    from suture.evaluation.runner import evaluate, open_or_build_index
     from suture.policies import policy_names
 
     started = time.perf_counter()
@@ -222,7 +221,9 @@ def sweep_command(
     progress: ProgressOpt = True,
 ) -> None:
     """Grid over scar's λ, τ and r → Pareto plot of recall against context tokens."""
-    from suture.evaluation.runner import Evaluator, open_or_build_index, parse_param_value
+    from suture.evaluation.evaluator import Evaluator
+    from suture.evaluation.policy_specs import parse_param_value
+    from suture.evaluation.runner import open_or_build_index
     from suture.evaluation.sweep import parse_grid, run_sweep, run_transfer
 
     try:

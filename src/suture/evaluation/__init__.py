@@ -12,6 +12,7 @@ from suture.evaluation.benchmarks import (
     load_legalbench,
     write_beir_corpus,
 )
+from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.metrics import (
     ChunkLayout,
     aggregate,
@@ -19,15 +20,9 @@ from suture.evaluation.metrics import (
     query_metrics,
     span_recall_precision,
 )
-from suture.evaluation.runner import (
-    EvaluationResult,
-    Evaluator,
-    PolicyRun,
-    PolicySpec,
-    evaluate,
-    open_or_build_index,
-    parse_policy_specs,
-)
+from suture.evaluation.policy_specs import PolicySpec, parse_policy_specs
+from suture.evaluation.records import EvaluationResult, PolicyRun
+from suture.evaluation.runner import evaluate, open_or_build_index
 from suture.evaluation.stats import PairedComparison, cohens_d_paired, paired_bootstrap
 
 __all__ = [

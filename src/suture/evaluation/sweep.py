@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from suture.evaluation.benchmarks import Benchmark
-from suture.evaluation.runner import Evaluator, PolicySpec, _clean, open_or_build_index
+from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.policy_specs import PolicySpec
+from suture.evaluation.records import clean_json
+from suture.evaluation.runner import open_or_build_index
 from suture.evaluation.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_bootstrap
 from suture.exceptions import ConfigurationError, SutureError
 
@@ -71,7 +74,7 @@ class SweepResult:
     recall_key: str = "chunk_recall"
 
     def to_json(self) -> dict[str, Any]:
-        cleaned: dict[str, Any] = _clean({
+        cleaned: dict[str, Any] = clean_json({
             **self.description,
             "k": self.k,
             "grid": self.grid,
@@ -211,7 +214,7 @@ class TransferResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        cleaned: dict[str, Any] = _clean(
+        cleaned: dict[str, Any] = clean_json(
             {"k": self.k, "scar_params": self.scar_params, "rows": self.rows}
         )
         return cleaned

@@ -1,0 +1,224 @@
+"""`Evaluator`: any policy at any k over every query of a benchmark, with its metrics.
+
+    >>> evaluator = Evaluator(index, benchmark)                     # doctest: +SKIP
+    >>> evaluator("scar", k=5, lam=0.5)["chunk_recall"]             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from suture.evaluation.benchmarks import Benchmark, BenchmarkQuery
+from suture.evaluation.metrics import (
+    ChunkLayout,
+    DocRange,
+    QueryOutcome,
+    is_fragmented,
+    query_metrics,
+)
+from suture.evaluation.policy_specs import PolicySpec
+from suture.evaluation.records import PolicyRun, QueryRecord
+from suture.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from suture.index import Index
+
+
+class Evaluator:
+    """One benchmark against one index: gold chunks and query vectors computed once.
+
+    Calling it runs one policy and returns the averages over all queries
+    (`primary_metric` names the headline number).
+    """
+
+    primary_metric = "chunk_recall"
+
+    def __init__(
+        self,
+        index: Index,
+        benchmark: Benchmark,
+        *,
+        show_progress: bool = True,
+        max_tokens: int | None = None,
+        query_vectors: npt.NDArray[np.float32] | None = None,
+    ) -> None:
+        self.index = index
+        self.benchmark = benchmark
+        self.show_progress = show_progress
+        self.max_tokens = max_tokens
+        if benchmark.level == "document":
+            self.primary_metric = "doc_recall"
+        self.layout = ChunkLayout(index.store.iter_chunks())
+        self.doc_map = self._map_documents()
+        self._file_paths = {index_doc: benchmark.file_path_of(bench_doc)
+                            for bench_doc, index_doc in self.doc_map.items()}
+        self.gold: dict[str, tuple[DocRange, ...]] = {
+            q.query_id: tuple((self.doc_map[g.doc_id], g.start, g.end) for g in q.gold)
+            for q in benchmark.queries
+        }
+        self._check_spans()
+        self.gold_chunks = {qid: self.layout.gold_chunks(g) for qid, g in self.gold.items()}
+        self.fragmented = {qid: is_fragmented(ids) for qid, ids in self.gold_chunks.items()}
+        if query_vectors is None:
+            query_vectors = index.embed_queries([q.text for q in benchmark.queries])
+        if len(query_vectors) != len(benchmark.queries):
+            raise ConfigurationError(
+                f"{len(query_vectors)} query vectors for {len(benchmark.queries)} queries"
+            )
+        self.query_vectors = query_vectors
+
+    # -- set-up checks -----------------------------------------------------------------
+    def _map_documents(self) -> dict[str, str]:
+        """Benchmark doc ids (corpus-relative paths) -> the ids the index stores them under."""
+        stored = self.layout.doc_ids
+        by_name: dict[str, list[str]] = {}
+        for doc in stored:
+            by_name.setdefault(doc.rsplit("/", 1)[-1], []).append(doc)
+        mapping: dict[str, str] = {}
+        missing: list[str] = []
+        for doc in self.benchmark.doc_ids:
+            if doc in stored:
+                mapping[doc] = doc
+            elif len(by_name.get(doc.rsplit("/", 1)[-1], [])) == 1:
+                mapping[doc] = by_name[doc.rsplit("/", 1)[-1]][0]
+            else:
+                missing.append(doc)
+        if missing:
+            raise ConfigurationError(
+                f"the index at {self.index.store.path} lacks {len(missing)} of the "
+                f"{len(self.benchmark.doc_ids)} documents the benchmark points into "
+                f"(e.g. {missing[0]!r}); add them with `suture index` or let `suture eval` "
+                "build the index from --corpus"
+            )
+        return mapping
+
+    def _check_spans(self) -> None:
+        """Gold offsets must index the text the index stored (no silent shift)."""
+        for doc in sorted({d for spans in self.gold.values() for d, _, _ in spans}):
+            stored = self.index.store.document(doc).text
+            source = self.benchmark.corpus / next(
+                b for b, i in self.doc_map.items() if i == doc
+            )
+            if source.is_file():
+                with source.open(encoding="utf-8", newline="") as handle:
+                    raw = handle.read()
+                if raw != stored:
+                    raise ConfigurationError(
+                        f"the index stores a different text for {doc!r} than {source} "
+                        f"({len(stored)} vs {len(raw)} characters), so the benchmark's "
+                        "character offsets would point at the wrong text; index the raw files"
+                    )
+            for qid, spans in self.gold.items():
+                for d, _, end in spans:
+                    if d == doc and end > len(stored):
+                        raise ConfigurationError(
+                            f"query {qid}: gold span ends at {end}, past the end of "
+                            f"{doc!r} ({len(stored)} characters)"
+                        )
+
+    # -- running -----------------------------------------------------------------------
+    def run(self, spec: PolicySpec | str, k: int, *, progress: Any = None) -> PolicyRun:
+        """Retrieve for every query with one policy at one k."""
+        if isinstance(spec, str):
+            spec = PolicySpec(spec)
+        records: list[QueryRecord] = []
+        started = time.perf_counter()
+        for query, vector in zip(self.benchmark.queries, self.query_vectors, strict=True):
+            context = self.index.retrieve(
+                query.text,
+                spec.name,
+                k,
+                query_vector=vector,
+                max_tokens=self.max_tokens,
+                retriever=spec.retriever,
+                **dict(spec.params),
+            )
+            records.append(self._record(query, spec, k, context))
+            if progress is not None:
+                progress.update(1)
+        records.sort(key=lambda r: r.query_id)
+        return PolicyRun(spec, k, records, time.perf_counter() - started)
+
+    def _record(self, query: BenchmarkQuery, spec: PolicySpec, k: int, context: Any) -> QueryRecord:
+        spans = tuple(
+            (self._file_path(s.doc_id), s.doc_id, s.start, s.end) for s in context.spans
+        )
+        doc_spans = tuple((d, s, e) for _, d, s, e in spans)
+        chunk_ids = tuple(context.chunk_ids)
+        if not all(self.layout.is_chunk(c) for c in chunk_ids):
+            # Tree nodes (sprout) are not chunks: a chunk counts as retrieved when the
+            # context contains it whole, which is what chunk_ids mean for every policy.
+            chunk_ids = tuple(self.layout.covered(doc_spans))
+        outcome = QueryOutcome(
+            spans=doc_spans,
+            chunk_ids=chunk_ids,
+            chunks=context.chunks,
+            characters=context.characters,
+            tokens=context.tokens,
+        )
+        return QueryRecord(
+            query_id=query.query_id,
+            policy=spec.label,
+            k=k,
+            spans=spans,
+            chunk_ids=outcome.chunk_ids,
+            chunks=context.chunks,
+            characters=context.characters,
+            tokens=context.tokens,
+            fragmented=self.fragmented[query.query_id],
+            metrics=query_metrics(
+                self.gold[query.query_id], self.gold_chunks[query.query_id], outcome
+            ),
+        )
+
+    def _file_path(self, doc_id: str) -> str:
+        return self._file_paths.get(doc_id) or self.benchmark.file_path_of(doc_id)
+
+    def __call__(
+        self, spec: PolicySpec | str = "topk", k: int = 5, **params: Any
+    ) -> dict[str, float]:
+        """Averages over all queries for one policy (`self.primary_metric` is the headline)."""
+        if isinstance(spec, str):
+            spec = PolicySpec(spec, params)
+        return self.run(spec, k).summary()["all"]
+
+    def progress(self, total: int, desc: str) -> Any:
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit="query", dynamic_ncols=True,
+                    disable=not self.show_progress)
+
+    def describe(self) -> dict[str, Any]:
+        """Benchmark and index facts for results.json."""
+        manifest = self.index.store.manifest
+        fragmented = sum(self.fragmented.values())
+        unscorable = sum(1 for ids in self.gold_chunks.values() if not ids)
+        return {
+            "benchmark": {
+                "name": self.benchmark.name,
+                "level": self.benchmark.level,
+                "queries": len(self.benchmark.queries),
+                "fragmented": fragmented,
+                "atomic": len(self.benchmark.queries) - fragmented - unscorable,
+                "unscorable": unscorable,
+                "documents": len(self.benchmark.doc_ids),
+                "gold_spans": sum(len(q.gold) for q in self.benchmark.queries),
+            },
+            "index": {
+                "embedder": manifest.embedder,
+                "dimension": manifest.dimension,
+                "chunk_size": manifest.chunk_size,
+                "chunk_overlap": manifest.chunk_overlap,
+                "contextual": manifest.contextual,
+                "retriever": manifest.retriever,
+                "documents": len(self.layout.doc_ids),
+                "chunks": sum(len(self.layout.document_chunks(d)) for d in self.layout.doc_ids),
+            },
+        }
+
+
+__all__ = ["Evaluator"]
