@@ -26,11 +26,6 @@ TEXT = (
 )
 
 
-@pytest.fixture(scope="session")
-def encoder() -> SproutEncoder:
-    return SproutEncoder()
-
-
 def test_pooled_attention_equals_a_direct_token_pair_mean(encoder: SproutEncoder) -> None:
     import torch
 

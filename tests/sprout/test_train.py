@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 
 from suture.exceptions import ConfigurationError
+from suture.sprout import SproutEncoder, SproutSettings
 from suture.sprout.train import (
     TrainConfig,
     TrainDocument,
+    TrainQuery,
     best_covering_node,
     gold_leaves,
     load_benchmarks,
+    prepare,
     split_documents,
     train_alpha,
 )
@@ -67,7 +70,7 @@ def test_losses_survive_a_document_whose_queries_found_no_gold_leaves() -> None:
 
     from suture.sprout.attention import PairAttention
     from suture.sprout.storage import DocumentSignal
-    from suture.sprout.train import Trainer, TrainQuery, _Prepared
+    from suture.sprout.train import Trainer, _Prepared
 
     spans = np.array([[0, 10], [10, 20], [20, 30]], dtype=np.int64)
     rows = np.array([0, 1, 1, 2], dtype=np.int64)
@@ -103,3 +106,24 @@ def test_training_reduces_validation_loss_on_small_cuad(tmp_path: Path,
     from suture.sprout.settings import load_weights
 
     np.testing.assert_allclose(load_weights(out), alpha)
+
+
+@pytest.mark.slow
+def test_a_cold_and_a_warm_signal_cache_train_on_the_same_values(
+        tmp_path: Path, encoder: SproutEncoder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache keeps attention in float16: a first run must train on those values too."""
+    import torch
+
+    import suture.sprout.build as sprout_build
+
+    monkeypatch.setattr(sprout_build, "SproutEncoder", lambda *args, **kwargs: encoder)
+    text = ("The Supplier shall deliver the goods within thirty days. Delivery is made to "
+            "the Buyer's warehouse in Austin. Risk passes to the Buyer on delivery.")
+    doc = TrainDocument("supply.txt", text,
+                        [TrainQuery("Where are goods delivered?", ((0, text.index(" Risk")),))])
+    settings = SproutSettings()
+    cold = prepare([doc], settings, tmp_path / "cache", log=lambda _: None)[0]
+    warm = prepare([doc], settings, tmp_path / "cache", log=lambda _: None)[0]
+    assert cold.values.shape[0] > 0  # the two gold sentences give L_str its pairs
+    np.testing.assert_array_equal(cold.signal.attention.values, warm.signal.attention.values)
+    assert torch.equal(cold.values, warm.values)

@@ -275,7 +275,7 @@ def build_sprout_trees(
             text = store.document(doc_id).text
             signal = encoder.signal(text, settings, splitter, timings, progress=progress)
             if settings.keep_signal:
-                trees.save_signal(doc_id, content_hash, signal_digest, signal)
+                signal = trees.save_signal(doc_id, content_hash, signal_digest, signal)
         if Composition(settings.composition) is Composition.REEMBED:
             if encoder is None:
                 encoder = SproutEncoder(settings.model_path, settings.batch_size)

@@ -21,7 +21,7 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +157,12 @@ class TreeStore:
         return self.folder / "signal" / f"{_key(doc_id)}.npz"
 
     def save_signal(self, doc_id: str, content_hash: str, digest: str,
-                    signal: DocumentSignal) -> None:
+                    signal: DocumentSignal) -> DocumentSignal:
+        """Cache `signal`; returns it as `load_signal` will (attention rounded to float16).
+
+        Callers go on with the returned signal, so a run that computed the signal and a
+        rerun that read it from the cache build the same trees and train the same α.
+        """
         att = signal.attention
         _write_npz_atomic(self.signal_path(doc_id), {
             "doc_id": np.asarray(doc_id),
@@ -172,6 +177,8 @@ class TreeStore:
             "windows": att.windows.astype(np.int32),
             "leaf_embeddings": signal.leaf_embeddings.astype(np.float32),
         })
+        stored = replace(att, values=att.values.astype(np.float16).astype(np.float32))
+        return DocumentSignal(signal.leaf_spans, stored, signal.leaf_embeddings)
 
     def load_signal(self, doc_id: str, content_hash: str, digest: str) -> DocumentSignal | None:
         """The cached signal if it matches this content and these settings, else None."""

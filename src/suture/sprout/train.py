@@ -262,7 +262,7 @@ def prepare(docs: Sequence[TrainDocument], settings: SproutSettings, cache: Path
             encoder = encoder or SproutEncoder(settings.model_path, settings.batch_size)
             clock = time.perf_counter()
             signal = encoder.signal(doc.text, settings)
-            store.save_signal(doc.doc_id, content, digest, signal)
+            signal = store.save_signal(doc.doc_id, content, digest, signal)
             log(f"  [{number}/{len(docs)}] {doc.doc_id[:60]}: {signal.leaf_spans.shape[0]} "
                 f"leaves in {time.perf_counter() - clock:.1f}s")
         encoder = encoder or SproutEncoder(settings.model_path, settings.batch_size)
