@@ -120,3 +120,27 @@ def test_unknown_document_source_names_the_choices() -> None:
     with pytest.raises(ConfigurationError, match=re.escape(message)):
         get_policy("sprout", document_source="chunks")
     assert get_policy("sprout", document_source="hits").params()["document_source"] == "hits"
+
+
+def test_hits_source_asks_the_retriever_for_enough_hits_to_name_its_documents() -> None:
+    hits_policy = get_policy("sprout", document_source="hits", documents=3)
+    assert hits_policy.candidate_count(1) == 3 * sprout_policy.HITS_PER_DOCUMENT
+    assert hits_policy.candidate_count(100) == 100
+    assert get_policy("sprout", documents=3).candidate_count(1) == 1  # leaves: k is enough
+
+
+def test_hits_source_through_the_index_reaches_more_documents_than_k(
+        store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from suture.index import Index
+
+    seen: list[list[str]] = []
+
+    def spy(trees: Any, query: npt.NDArray[np.float32], k: int, **kwargs: Any) -> Any:
+        seen.append([t.doc_id for t in trees])
+        return beam_search(trees, query, k, **kwargs)
+
+    monkeypatch.setattr(sprout_policy, "beam_search", spy)
+    context = Index(store).retrieve("q", "sprout", k=1, query_vector=QUERY,
+                                    document_source="hits", documents=2)
+    assert len(seen[0]) == 2  # one hit names one document; k = 1 alone would search one tree
+    assert len(context.hits) == 1  # the context still reports k hits

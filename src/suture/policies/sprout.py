@@ -32,6 +32,9 @@ DOCUMENT_SOURCES = ("leaves", "hits")
 #: whole-document root cannot become the context; about four 600-character chunks.
 #: Pass max_node_chars=None for the unbounded reference behaviour.
 DEFAULT_MAX_NODE_CHARS = 2400
+#: with document_source="hits", first-stage hits read per wanted document (the hits of
+#: one document often come in runs, so k hits alone may name fewer than `documents`)
+HITS_PER_DOCUMENT = 10
 
 
 def node_chunk_id(tree: SproutTree, node: int) -> str:
@@ -85,6 +88,12 @@ class SproutPolicy(Policy):
         self.max_node_chars = max_node_chars
         self.document_source = document_source
         self._query_embedder: Any = None
+
+    def candidate_count(self, k: int) -> int:
+        """k, or with document_source="hits" enough hits to name `documents` documents."""
+        if self.document_source == "hits":
+            return max(k, HITS_PER_DOCUMENT * self.documents)
+        return k
 
     def params(self) -> dict[str, Any]:
         return {"beam_width": self.beam_width, "threshold": self.threshold,
