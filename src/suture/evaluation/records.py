@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from suture.evaluation.metrics import aggregate
 
 if TYPE_CHECKING:
-    from suture.evaluation.evaluator import Evaluator
     from suture.evaluation.policy_specs import PolicySpec
 
 SUBSETS = ("all", "fragmented", "atomic")
@@ -76,7 +75,9 @@ class PolicyRun:
 class EvaluationResult:
     """Every run of an evaluation, with comparisons; `write` produces the output folder."""
 
-    evaluator: Evaluator
+    #: the benchmark and index facts (`Evaluator.describe()`) and the headline metric
+    description: dict[str, Any]
+    primary_metric: str
     specs: list[PolicySpec]
     ks: list[int]
     runs: dict[tuple[str, int], PolicyRun]
@@ -99,9 +100,9 @@ class EvaluationResult:
 
     def to_json(self) -> dict[str, Any]:
         """Everything reproducible about the evaluation (no timings, sorted keys)."""
-        data = self.evaluator.describe()
+        data = self.description
         cleaned: dict[str, Any] = clean_json({
-            "primary_metric": self.evaluator.primary_metric,
+            "primary_metric": self.primary_metric,
             **data,
             "settings": self.settings,
             "policies": {

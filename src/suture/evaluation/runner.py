@@ -118,7 +118,9 @@ def evaluate(
         "bootstrap_seed": seed,
         "baselines": [b for b in baselines if b in labels],
     }
-    return EvaluationResult(evaluator, specs, ks, runs, comparisons, settings)
+    return EvaluationResult(description=evaluator.describe(),
+                            primary_metric=evaluator.primary_metric, specs=specs, ks=ks,
+                            runs=runs, comparisons=comparisons, settings=settings)
 
 
 def open_or_build_index(
