@@ -131,14 +131,15 @@ class ScarPolicy(Policy):
         table = request.store.chunk_table()
         # The hits as rows of the table, and the chunks within r on each side of each,
         # nearest first. (Plain loops: this runs on every query.)
-        hit_rows: dict[int, None] = {}
+        hit_rows: set[int] = set()
         chains: list[tuple[int, int, list[int]]] = []  # (seed, direction, rows)
         reach: dict[int, None] = {}
         for hit in hits:
             seed = table.rows.get(hit.chunk.chunk_id)
             if seed is None:
                 continue  # the store no longer holds this hit; nothing to expand
-            hit_rows[seed] = reach[seed] = None
+            hit_rows.add(seed)
+            reach[seed] = None
             for direction in (-1, 1):
                 chain = table.chain(seed, direction, self.radius)
                 chains.append((seed, direction, chain))
@@ -182,7 +183,7 @@ class ScarPolicy(Policy):
         direction: int,
         chain: list[int],
         threshold: float,
-        hit_rows: dict[int, None],
+        hit_rows: set[int],
         cos_q: dict[int, float],
     ) -> list[_Step]:
         """Evaluate the chunks of `chain` outward from `seed`, up to the first failure."""
