@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends import BACKENDS, StoreTarget
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -38,3 +40,12 @@ def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minil
 
     rfc = shared_data / "corpora" / "rfc9293" / "rfc9293.txt"
     return Index.build([rfc], tmp_path_factory.mktemp("rfc") / "idx", embedder=minilm)
+
+
+@pytest.fixture(params=BACKENDS)
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> StoreTarget:
+    """One `StoreTarget` per store backend (the contract and parity tests use it)."""
+    backend = request.param
+    if backend == "sqlite":
+        return StoreTarget("sqlite", None, tmp_path)
+    raise NotImplementedError(f"no test target for backend {backend!r}")

@@ -73,6 +73,8 @@ def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     (empty / "blank.txt").write_text("   \n")
     nothing = suture("index", empty, "--index", tmp_path / "idx", "--embedder", "hashing")
     assert nothing.returncode == 1 and "nothing could be indexed" in nothing.stderr
+    assert "blank.txt" in nothing.stderr  # the reason each file was skipped
+    assert not (tmp_path / "idx").exists()  # and no empty index left behind
 
 
 def test_bad_policy_param_names_the_problem(docs: Path, tmp_path: Path) -> None:

@@ -95,23 +95,34 @@ def test_interrupted_indexing_resumes_from_cache(
                 raise KeyboardInterrupt  # simulate Ctrl-C after the first step
             return super()._embed(texts, is_query=is_query)
 
-    monkeypatch.setattr("suture.index.EMBED_STEP", 4)
+    monkeypatch.setattr("suture.indexing.EMBED_STEP", 4)
     with pytest.raises(KeyboardInterrupt):
         Index.build([docs], tmp_path / "idx", embedder=Flaky(batch_size=4))
-    index = Index.open(tmp_path / "idx", embedder=HashingEmbedder())
-    assert index.store.chunk_count() == 0  # no half-written document
-    resumed = Index.build([docs], tmp_path / "idx", embedder=HashingEmbedder())
-    assert resumed.last_report is not None
-    assert resumed.last_report.cached == 4  # the first step's work was kept
     fresh = Index.build([docs], tmp_path / "fresh", embedder="hashing")
-    ids = [c.chunk_id for c in fresh.store.iter_chunks()]
+    expected: dict[str, list[str]] = {}
+    for chunk in fresh.store.iter_chunks():
+        expected.setdefault(chunk.doc_id, []).append(chunk.chunk_id)
+    index = Index.open(tmp_path / "idx", embedder=HashingEmbedder())
+    kept: dict[str, list[str]] = {}
+    for chunk in index.store.iter_chunks():
+        kept.setdefault(chunk.doc_id, []).append(chunk.chunk_id)
+    assert all(kept[d] == expected[d] for d in kept)  # no half-written document
+    resumed = Index.build([docs], tmp_path / "idx", embedder=HashingEmbedder())
+    report = resumed.last_report
+    assert report is not None
+    total = sum(len(ids) for ids in expected.values())
+    assert calls[0] == 4 and report.embedded <= total - 4  # the first step's work was kept
+    assert report.cached + sum(len(kept[d]) for d in kept) >= 4
+    ids = [c for d in sorted(expected) for c in expected[d]]
+    assert [c.chunk_id for c in resumed.store.iter_chunks()] == ids
     np.testing.assert_allclose(resumed.store.vectors(ids), fresh.store.vectors(ids), atol=1e-6)
 
 
 def test_mismatches_are_clear_errors(tmp_path: Path) -> None:
     docs = _corpus(tmp_path)
     Index.build([docs], tmp_path / "idx", embedder="hashing")
-    with pytest.raises(EmbedderMismatchError, match=r"built with embedder hashing \(64-d\)"):
+    with pytest.raises(EmbedderMismatchError,
+                       match=r"built with embedder hashing:64; this call used hashing:32"):
         Index.open(tmp_path / "idx", embedder=HashingEmbedder(dimension=32))
     with pytest.raises(ConfigurationError, match="chunk size 600, overlap 60"):
         Index.build([docs], tmp_path / "idx", embedder="hashing", chunk_size=300)
@@ -147,10 +158,10 @@ def test_sprout_trees_follow_the_index(tmp_path: Path) -> None:
     assert context.spans and all(
         index.store.document(s.doc_id).text[s.start : s.end] == s.text for s in context.spans
     )
-    before = TreeStore(index.store.path).tree_headers()
+    before = TreeStore.of(index.store).tree_headers()
     (docs / "b.txt").write_text("Congestion control limits the sending rate. " * 5)
     Index.build([docs], tmp_path / "idx", embedder="hashing")  # no flag: trees kept in step
-    after = TreeStore(index.store.path).tree_headers()
+    after = TreeStore.of(index.store).tree_headers()
     assert after["a.txt"] == before["a.txt"]  # unchanged document: same tree file and hash
     assert after["b.txt"][1] != before["b.txt"][1]  # changed document: rebuilt
     assert after["b.txt"][1] == index.store.document_hashes()["b.txt"]

@@ -291,25 +291,34 @@ def test_neighbour_added_twice_keeps_the_larger_margin(make_store: StoreFactory)
 
 
 class CountingStore:
-    """Wraps a store and counts the calls a policy makes."""
+    """Wraps a store and records the calls a policy makes, with their arguments."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
-        self.calls: list[str] = []
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
 
     def __getattr__(self, name: str) -> Any:
-        self.calls.append(name)
-        return getattr(self._store, name)
+        attribute = getattr(self._store, name)
+        if not callable(attribute):
+            return attribute
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append((name, args))
+            return attribute(*args, **kwargs)
+
+        return recorded
 
 
-def test_one_batched_store_call_per_query(make_store: StoreFactory) -> None:
+def test_one_batched_neighbourhood_fetch_per_query(make_store: StoreFactory) -> None:
     store = make_store({"d": [e(i) for i in range(10)], "f": [e(i) for i in range(5)]})
     hits = hits_for(store, ["d#1", "d#5", "f#2", "d#8"], QUERY)
     spy = CountingStore(store)
     ScarPolicy(radius=2).select(PolicyRequest("q", QUERY, hits, 4, spy))  # type: ignore[arg-type]
-    # The in-memory table, then one batched product of every chunk within r of a seed with
-    # the query: no SQL, no chunk objects per neighbour.
-    assert spy.calls == ["chunk_table", "query_cosines"]
+    # A server store answers each call with a round trip: SCAR asks for the hits' whole
+    # neighbourhood (every hit ±r) once, then the query cosines of those rows once.
+    assert [name for name, _ in spy.calls] == ["neighbourhood", "query_cosines"]
+    (ranges,) = spy.calls[0][1]
+    assert sorted(ranges) == [("d", -1, 3), ("d", 3, 7), ("d", 6, 10), ("f", 0, 4)]
 
 
 def test_only_the_first_k_hits_are_seeds(make_store: StoreFactory) -> None:

@@ -17,7 +17,26 @@ from suture.exceptions import SutureError
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
-IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
+IndexOption = Annotated[str, typer.Option(
+    "--index", "-i",
+    help="The index: a folder for the default store, or its name in a --store server.")]
+StoreOption = Annotated[str | None, typer.Option(
+    "--store", envvar="SUTURE_STORE",
+    help="Where the index lives: sqlite (default, a folder), postgresql://user@host/db, "
+         "qdrant://host:6333 or qdrant:PATH (local mode).")]
+RetrieverParamOption = Annotated[
+    list[str] | None,
+    typer.Option("--retriever-param",
+                 help="First-stage option NAME=VALUE, repeatable (e.g. --retriever-param "
+                      "documents=1)."),
+]
+EmbedderOption = Annotated[
+    list[str] | None,
+    typer.Option("--embedder-option",
+                 help="Embedder option NAME=VALUE, repeatable (e.g. --embedder-option "
+                      "model_path=/models/mine). Model folders and URLs are only ever taken "
+                      "from here or the environment, never from an index."),
+]
 PolicyOption = Annotated[
     str, typer.Option("--policy", "-p", help="topk, window, window2, parent, scar, rerank, sprout.")
 ]
@@ -64,9 +83,11 @@ def index_command(
         list[Path], typer.Argument(help="Files or folders (.txt .md .html .pdf .jsonl).")
     ],
     index: IndexOption,
+    store: StoreOption = None,
     embedder: Annotated[
         str, typer.Option(help="minilm, wordllama, onnx-minilm, openai, hashing.")
     ] = "minilm",
+    embedder_option: EmbedderOption = None,
     chunk_size: Annotated[int, typer.Option(help="Target characters per chunk.")] = 600,
     chunk_overlap: Annotated[
         int, typer.Option(help="Characters shared by neighbouring chunks.")
@@ -81,6 +102,7 @@ def index_command(
         str | None, typer.Option(
             help="Default first stage of this index: dense, lexical, hybrid, document-hybrid.")
     ] = None,
+    retriever_param: RetrieverParamOption = None,
     sprout: Annotated[bool, typer.Option(help="Also build SproutRAG sentence trees.")] = False,
     sprout_weights: Annotated[
         Path | None,
@@ -89,48 +111,58 @@ def index_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Index documents into an index folder (adds to it when it exists)."""
+    from suture.exceptions import NothingToIndexError
     from suture.index import Index
 
     try:
         built = Index.build(
             paths,
             index,
+            store=store,
             embedder=embedder,
+            embedder_options=parse_params(embedder_option),
             chunk_size=chunk_size,
             chunk_overlap=chunk_overlap,
             contextual=contextual,
             show_progress=not quiet,
             prune=prune,
             retriever=retriever,
+            retriever_options=parse_params(retriever_param) if retriever_param else None,
             sprout=sprout,
             sprout_weights=sprout_weights,
         )
+    except NothingToIndexError as exc:
+        if exc.report is not None:
+            _print_skips(exc.report.skipped)
+        err_console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(code=1) from None
     except SutureError as exc:
         raise fail(exc) from None
     report = built.last_report
     assert report is not None
-    for skipped in report.skipped:
-        reason = (
-            skipped.reason
-            if skipped.source in skipped.reason
-            else (f"{skipped.source}: {skipped.reason}")
-        )
-        err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
+    _print_skips(report.skipped)
     console.print(report.summary())
     if built.has_sprout_trees():
         from suture.sprout import TreeStore
 
-        trees = len(TreeStore(built.store.path).tree_headers())
+        trees = len(TreeStore.of(built.store).tree_headers())
         console.print(f"SproutRAG trees: {trees} documents up to date")
     if report.indexed == 0:
         err_console.print("[bold red]error:[/] nothing could be indexed")
         raise typer.Exit(code=1)
 
 
+def _print_skips(skipped: list[Any]) -> None:
+    for item in skipped:
+        reason = item.reason if item.source in item.reason else f"{item.source}: {item.reason}"
+        err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
+
+
 @app.command("query")
 def query_command(
     text: Annotated[str, typer.Argument(help="The question.")],
     index: IndexOption,
+    store: StoreOption = None,
     policy: PolicyOption = "topk",
     k: Annotated[int, typer.Option("--k", "-k", help="First-stage hits.")] = 5,
     param: ParamOption = None,
@@ -139,6 +171,8 @@ def query_command(
         str | None,
         typer.Option(help="dense (default of the index), lexical, hybrid, document-hybrid."),
     ] = None,
+    retriever_param: RetrieverParamOption = None,
+    embedder_option: EmbedderOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     explain: Annotated[bool, typer.Option(help="Show every expansion decision.")] = False,
 ) -> None:
@@ -146,12 +180,15 @@ def query_command(
     from suture.index import Index
 
     try:
-        context = Index.open(index).retrieve(
+        context = Index.open(
+            index, store=store, embedder_options=parse_params(embedder_option)
+        ).retrieve(
             text,
             policy=policy,
             k=k,
             max_tokens=max_tokens,
             retriever=retriever,
+            retriever_options=parse_params(retriever_param) if retriever_param else None,
             explain=explain,
             **parse_params(param),
         )
@@ -187,17 +224,19 @@ def query_command(
 def compare_command(
     text: Annotated[str, typer.Argument(help="The question.")],
     index: IndexOption,
+    store: StoreOption = None,
     policies: Annotated[
         str, typer.Option(help="Comma-separated policies.")
     ] = "topk,window,parent,scar",
     k: Annotated[int, typer.Option("--k", "-k")] = 5,
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
+    embedder_option: EmbedderOption = None,
 ) -> None:
     """Run several policies on one question and show their sizes side by side."""
     from suture.index import Index
 
     try:
-        opened = Index.open(index)
+        opened = Index.open(index, store=store, embedder_options=parse_params(embedder_option))
         vector = opened.embed_queries([text])[0]
         contexts = [
             opened.retrieve(text, policy=p.strip(), k=k, query_vector=vector)
@@ -245,13 +284,14 @@ def _section(index: Any, doc_id: str, offset: int) -> tuple[str, ...]:
 @app.command("info")
 def info_command(
     index: IndexOption,
+    store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show an index's documents, chunks, embedder, settings and size on disk."""
     from suture.index import Index
 
     try:
-        info = Index.open(index).info()
+        info = Index.open(index, store=store).info()
     except SutureError as exc:
         raise fail(exc) from None
     if as_json:
@@ -260,7 +300,7 @@ def info_command(
     table = Table(show_header=False)
     for key, value in info.items():
         if key == "size_on_disk_bytes":
-            key, value = "size on disk", f"{value / 1e6:.1f} MB"
+            key, value = "size on disk", "?" if value is None else f"{value / 1e6:.1f} MB"
         table.add_row(key, str(value))
     console.print(table)
 
@@ -269,12 +309,13 @@ def info_command(
 def delete_command(
     doc_ids: Annotated[list[str], typer.Argument(help="Document ids (see `suture info`).")],
     index: IndexOption,
+    store: StoreOption = None,
 ) -> None:
     """Delete documents from an index."""
     from suture.index import Index
 
     try:
-        deleted = Index.open(index).delete(doc_ids)
+        deleted = Index.open(index, store=store).delete(doc_ids)
     except SutureError as exc:
         raise fail(exc) from None
     missing = sorted(set(doc_ids) - set(deleted))

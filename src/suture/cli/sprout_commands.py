@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from suture.cli import app
+from suture.cli.index_commands import IndexOption, StoreOption
 from suture.exceptions import SutureError
 
 console = Console()
@@ -22,7 +23,8 @@ def _fail(exc: Exception) -> typer.Exit:
 
 @app.command("sprout-index")
 def sprout_index_command(
-    index: Annotated[Path, typer.Option("--index", "-i", help="Index folder.")],
+    index: IndexOption,
+    store: StoreOption = None,
     weights: Annotated[Path | None, typer.Option(
         "--weights", "--sprout-weights",
         help="α from `suture train-sprout` (default: keep the index's; uniform at first).")] = None,
@@ -37,15 +39,15 @@ def sprout_index_command(
 ) -> None:
     """Build or refresh SproutRAG trees for an existing index (only changed documents)."""
     from suture.sprout import SproutSettings, TreeStore, build_sprout_trees
-    from suture.stores.sqlite import SQLiteStore
+    from suture.stores import open_store
 
     try:
-        store = SQLiteStore.open(index)
-        config = TreeStore(index).read_config() or {}
+        opened = open_store(str(index), store)
+        config = TreeStore.of(opened).read_config() or {}
         settings = SproutSettings.from_dict(config.get("settings", {}))
         changes = {k: v for k, v in {"composition": composition,
                                       "group_size": group_size}.items() if v is not None}
-        report = build_sprout_trees(store, doc, weights=weights,
+        report = build_sprout_trees(opened, doc, weights=weights,
                                     settings=settings.with_(**changes), force=force,
                                     progress=not quiet)
     except SutureError as exc:
@@ -54,7 +56,7 @@ def sprout_index_command(
     seconds = sum(b.seconds for b in report.built)
     console.print(f"sprout trees: {len(report.built)} built ({leaves} leaves, {seconds:.1f}s), "
                   f"{report.unchanged} unchanged, {len(report.removed)} removed "
-                  f"-> {report.folder}")
+                  f"-> {report.location}")
 
 
 @app.command("train-sprout")

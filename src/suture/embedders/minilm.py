@@ -102,6 +102,7 @@ class MiniLMEmbedder(TokenizedEmbedder):
     """Mean-pooled all-MiniLM-L6-v2 (or another local BERT-style sentence model)."""
 
     name = "minilm"
+    location_options = frozenset({"model_path"})
 
     def __init__(
         self,
