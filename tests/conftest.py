@@ -42,10 +42,14 @@ def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minil
     return Index.build([rfc], tmp_path_factory.mktemp("rfc") / "idx", embedder=minilm)
 
 
+def target_for(request: pytest.FixtureRequest, backend: str, folder: Path) -> StoreTarget:
+    """Where a test creates indexes in `backend` (servers come from session fixtures)."""
+    if backend == "sqlite":
+        return StoreTarget("sqlite", None, folder)
+    raise NotImplementedError(f"no test target for backend {backend!r}")
+
+
 @pytest.fixture(params=BACKENDS)
 def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> StoreTarget:
-    """One `StoreTarget` per store backend (the contract and parity tests use it)."""
-    backend = request.param
-    if backend == "sqlite":
-        return StoreTarget("sqlite", None, tmp_path)
-    raise NotImplementedError(f"no test target for backend {backend!r}")
+    """One `StoreTarget` per store backend (the contract tests use it)."""
+    return target_for(request, request.param, tmp_path)

@@ -146,7 +146,7 @@ def test_chunks_and_vectors_by_id(filled: tuple[Store, dict[str, np.ndarray]]) -
     assert [c.chunk_id for c in store.chunks(ids)] == ids
     np.testing.assert_allclose(store.vectors(ids), np.stack(
         [vectors["b/c.txt"][2], vectors["a.txt"][0], vectors["b/c.txt"][0]]), atol=1e-6)
-    with pytest.raises(KeyError, match="a.txt#99"):
+    with pytest.raises(KeyError, match=r"a\.txt#99"):
         store.chunks(["a.txt#99"])
 
 

@@ -163,7 +163,10 @@ class SQLiteStore(Store):
         folder = Path(path)
         database = folder / DATABASE_FILE
         if folder.exists() and not folder.is_dir():
-            raise IndexError_(f"--index {folder} is a file, not an index folder")
+            raise IndexError_(
+                f"--index {folder} is a file, not a folder; pass a folder for the index "
+                "(it is created when missing)"
+            )
         if not database.is_file():
             hint = (
                 f"(the folder is there but holds no {DATABASE_FILE})" if folder.is_dir() else ""
@@ -622,16 +625,13 @@ def _connect(database: Path, read_only: bool) -> sqlite3.Connection:
     """
     try:
         if read_only:
-            connection = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True,
-                                         timeout=BUSY_TIMEOUT_S, check_same_thread=False,
-                                         isolation_level=None)
-        else:
-            connection = sqlite3.connect(database, timeout=BUSY_TIMEOUT_S,
-                                         check_same_thread=False, isolation_level=None)
-            mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()
-            if mode is None or str(mode[0]).lower() != "wal":
-                connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
+            return _connect_read_only(database)
+        connection = sqlite3.connect(database, timeout=BUSY_TIMEOUT_S,
+                                     check_same_thread=False, isolation_level=None)
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise IndexError_(
@@ -639,6 +639,35 @@ def _connect(database: Path, read_only: bool) -> sqlite3.Connection:
             "not an index: restore it from a backup, or rebuild the index in a new folder"
         ) from None
     return connection
+
+
+def _connect_read_only(database: Path) -> sqlite3.Connection:
+    """Read a database in a folder this process may not write.
+
+    A WAL database normally needs its shared-memory file next to it; when that cannot be
+    created, the file is opened as immutable, which is only safe when no un-checkpointed
+    writes wait in the WAL file, so that case is refused with the fix.
+    """
+    uri = database.resolve().as_uri()
+
+    def connect(query: str) -> sqlite3.Connection:
+        connection = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=BUSY_TIMEOUT_S,
+                                     check_same_thread=False, isolation_level=None)
+        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return connection
+
+    try:
+        return connect("mode=ro")
+    except sqlite3.OperationalError:
+        pass
+    wal = database.with_name(database.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise IndexError_(
+            f"the index at {database.parent} is read-only here and {wal.name} holds writes "
+            "not yet folded into the database; open it once with write access (any suture "
+            "command), or copy the folder somewhere writable"
+        )
+    return connect("mode=ro&immutable=1")
 
 
 def _prepare_schema(connection: sqlite3.Connection, database: Path) -> None:
