@@ -102,6 +102,9 @@ class Span:
     chunk_ids: tuple[str, ...]
     score: float
     reasons: tuple[str, ...]
+    #: row-aligned with `chunk_ids`: the score of the piece that brought each chunk in (a
+    #: hit's retrieval score; a SCAR expansion's cos(e_q, e_n)), so expansions keep theirs
+    scores: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +115,7 @@ class Span:
             "chunk_ids": list(self.chunk_ids),
             "score": self.score,
             "reasons": list(self.reasons),
+            "scores": list(self.scores),
         }
 
 

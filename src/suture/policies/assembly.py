@@ -86,10 +86,12 @@ def merge_selections(
             start = min(p.start for p in group)
             end = max(p.end for p in group)
             reasons: dict[str, str] = {}
+            scores: dict[str, float] = {}
             for piece in sorted(group, key=lambda p: (not p.is_hit, -p.priority)):
                 for chunk_id in piece.chunk_ids:
                     # A first-stage hit inside a larger piece (parent's section) is a hit.
                     reasons.setdefault(chunk_id, "hit" if chunk_id in hit_ids else piece.reason)
+                    scores.setdefault(chunk_id, piece.score)
             chunk_ids = sorted(reasons, key=_chunk_position)
             spans.append(
                 Span(
@@ -100,6 +102,7 @@ def merge_selections(
                     chunk_ids=tuple(chunk_ids),
                     score=max(p.score for p in group),
                     reasons=tuple(reasons[c] for c in chunk_ids),
+                    scores=tuple(scores[c] for c in chunk_ids),
                 )
             )
     return spans
