@@ -1,0 +1,219 @@
+"""suture in Haystack 2/3 pipelines: `SutureRetriever` and `ScarExpander` components.
+
+* `SutureRetriever` answers a query from a suture index (or a `suture serve` URL) with
+  any policy; each span is a `Document` whose `meta` says where it lies in its source
+  (`doc_id`, `start`, `end`) and why it is there (`chunk_ids`, `reasons`, `scores`).
+* `ScarExpander` goes after any Haystack retriever, like `SentenceWindowRetriever`, but
+  adds a neighbour only when SCAR accepts it. It reads the neighbours from the same
+  `DocumentStore` with one filter per query (`source_id` / `split_id` ranges, the
+  metadata `DocumentSplitter` writes) and takes their vectors from the store, so nothing
+  is re-embedded; SCAR itself is suture's (`suture.policies.scar`).
+
+Install with ``pip install 'suture[haystack]'``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from suture.exceptions import ConfigurationError, missing_dependency
+from suture.integrations.framework_store import FrameworkStore, StoredPiece, expand
+from suture.integrations.source import (
+    ContextSource,
+    RetrieveSettings,
+    context_source,
+    span_metadata,
+)
+from suture.policies.scar import ScarPolicy
+from suture.stores.base import PositionRange
+
+try:
+    from haystack import Document, component, default_from_dict, default_to_dict
+    from haystack.document_stores.types import DocumentStore
+    from haystack.utils import Secret, deserialize_secrets_inplace
+except ImportError:  # pragma: no cover - depends on the environment
+    raise missing_dependency("haystack-ai", "haystack") from None
+
+__all__ = ["ScarExpander", "SutureRetriever"]
+
+
+@component
+class SutureRetriever:
+    """Context from a suture index for a query, as Haystack `Document`s (one per span).
+
+    `index` is an index path or name (in the backend `store` names, e.g.
+    "postgresql://host/db"), or a `suture serve` URL (its key from `api_key`, by default
+    the SUTURE_API_KEY environment variable). Keyword arguments beyond these are the
+    policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
+    """
+
+    def __init__(
+        self,
+        index: str,
+        policy: str = "scar",
+        k: int = 5,
+        *,
+        store: str | None = None,
+        api_key: Secret | None = None,
+        max_tokens: int | None = None,
+        retriever: str | None = None,
+        **params: Any,
+    ) -> None:
+        if not isinstance(index, (str, Path)):
+            raise ConfigurationError(
+                "the Haystack SutureRetriever takes an index path or name, or a suture "
+                f"serve URL (so that pipelines can be saved), not {type(index).__name__}"
+            )
+        self.index = str(index)
+        self.store = store
+        self.api_key = api_key or Secret.from_env_var("SUTURE_API_KEY", strict=False)
+        self.settings = RetrieveSettings(policy, k, dict(params), max_tokens, retriever)
+        self._source: ContextSource | None = None
+
+    def warm_up(self) -> None:
+        """Open the index (or connect to the service) once, before the first query."""
+        if self._source is None:
+            self._source = context_source(self.index, store=self.store,
+                                          api_key=self.api_key.resolve_value())
+
+    @component.output_types(documents=list[Document])
+    def run(self, query: str, top_k: int | None = None) -> dict[str, list[Document]]:
+        """The spans of the policy's context for `query` (`top_k` overrides k)."""
+        self.warm_up()
+        assert self._source is not None
+        settings = self.settings if top_k is None else replace(self.settings, k=top_k)
+        context = settings.retrieve(self._source, query)
+        return {"documents": [
+            Document(content=span.text, meta=span_metadata(span, context), score=span.score)
+            for span in context.spans
+        ]}
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.settings
+        return default_to_dict(self, index=self.index, policy=s.policy, k=s.k, store=self.store,
+                               api_key=self.api_key.to_dict(), max_tokens=s.max_tokens,
+                               retriever=s.retriever, **s.params)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SutureRetriever:
+        deserialize_secrets_inplace(data["init_parameters"], keys=["api_key"])
+        retriever: SutureRetriever = default_from_dict(cls, data)
+        return retriever
+
+
+@component
+class ScarExpander:
+    """Add the neighbours of retrieved documents that pass SCAR (SCAR eq. b, S, rule).
+
+    Put it after a retriever, with the query's embedding from the same text embedder
+    the retriever used. Documents must carry what `DocumentSplitter` writes (`source_id`,
+    `split_id`; `split_idx_start` for character offsets) and their embeddings must be
+    in the document store; a neighbour stored without one is refused with a message
+    (SCAR's boundary penalty needs every vector, and suture never guesses one).
+    """
+
+    def __init__(
+        self,
+        document_store: DocumentStore,
+        lam: float = 1.0,
+        tau: float = 0.3,
+        radius: int = 1,
+        penalty_against: str = "seed",
+        *,
+        source_id_meta_field: str = "source_id",
+        split_id_meta_field: str = "split_id",
+    ) -> None:
+        self.document_store = document_store
+        self.policy = ScarPolicy(lam=lam, tau=tau, radius=radius,
+                                 penalty_against=penalty_against)
+        self.source_id_meta_field = source_id_meta_field
+        self.split_id_meta_field = split_id_meta_field
+
+    @component.output_types(documents=list[Document])
+    def run(
+        self, retrieved_documents: list[Document], query_embedding: list[float]
+    ) -> dict[str, list[Document]]:
+        """The retrieved documents plus the neighbours SCAR accepts, grouped by source
+        document (best first) in split order; added ones carry `score` = cos(e_q, e_n)
+        and `meta["reason"]` = "expanded from <document id>"."""
+        if not retrieved_documents:
+            return {"documents": []}
+        query = np.asarray(query_embedding, dtype=np.float32)
+        store = _DocumentStoreView(self, dimension=len(query))
+        hits = [(store.piece(doc, need_vector=False), doc.score or 0.0)
+                for doc in retrieved_documents]
+        documents = []
+        for piece in expand(store, hits, query, self.policy):
+            document: Document = piece.stored.item
+            meta = {**document.meta, "reason": piece.reason}
+            documents.append(replace(document, meta=meta, score=piece.score))
+        return {"documents": documents}
+
+    def to_dict(self) -> dict[str, Any]:
+        return default_to_dict(self, document_store=self.document_store,
+                               source_id_meta_field=self.source_id_meta_field,
+                               split_id_meta_field=self.split_id_meta_field,
+                               **self.policy.params())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScarExpander:
+        expander: ScarExpander = default_from_dict(cls, data)
+        return expander
+
+
+class _DocumentStoreView(FrameworkStore):
+    """A Haystack `DocumentStore` as SCAR reads it: position = `split_id` within
+    `source_id`, offsets from `split_idx_start`, vectors from `Document.embedding`."""
+
+    def __init__(self, expander: ScarExpander, dimension: int) -> None:
+        super().__init__("haystack", dimension)
+        self.expander = expander
+
+    def fetch(self, ranges: Sequence[PositionRange]) -> list[StoredPiece]:
+        source, split = self.expander.source_id_meta_field, self.expander.split_id_meta_field
+        # One filter for all ranges, as SentenceWindowRetriever does.
+        conditions = [
+            {"operator": "AND", "conditions": [
+                {"field": f"meta.{source}", "operator": "==", "value": doc_id},
+                {"field": f"meta.{split}", "operator": ">=", "value": low},
+                {"field": f"meta.{split}", "operator": "<=", "value": high},
+            ]}
+            for doc_id, low, high in dict.fromkeys(ranges)
+        ]
+        found = self.expander.document_store.filter_documents(
+            {"operator": "OR", "conditions": conditions})
+        return [self.piece(doc) for doc in found]
+
+    def piece(self, doc: Document, need_vector: bool = True) -> StoredPiece:
+        source, split = self.expander.source_id_meta_field, self.expander.split_id_meta_field
+        if source not in doc.meta or split not in doc.meta:
+            raise ConfigurationError(
+                f"document {doc.id} has no meta[{source!r}] / meta[{split!r}]; ScarExpander "
+                "needs the source and order of each chunk: split documents with "
+                "DocumentSplitter, or name your fields with source_id_meta_field= and "
+                "split_id_meta_field="
+            )
+        if doc.embedding is None and need_vector:
+            raise ConfigurationError(
+                f"document {doc.id} (split {doc.meta[split]} of {doc.meta[source]}) is stored "
+                "without an embedding; SCAR compares stored vectors, so write the documents "
+                "through a document embedder (e.g. SentenceTransformersDocumentEmbedder)"
+            )
+        start = int(doc.meta.get("split_idx_start", -1))
+        text = doc.content or ""
+        return StoredPiece(
+            key=doc.id,
+            doc_id=str(doc.meta[source]),
+            position=int(doc.meta[split]),
+            start=start,
+            end=start + len(text) if start >= 0 else -1,
+            text=text,
+            vector=np.asarray(doc.embedding if doc.embedding is not None else [],
+                              dtype=np.float32),
+            item=doc,
+        )

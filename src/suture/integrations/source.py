@@ -1,0 +1,117 @@
+"""Where a framework adapter's contexts come from, and how a span travels into a framework.
+
+One function, `context_source`, turns what a user hands an adapter (an index path or
+name, an `Index`, a store URL through `store=`, or a `suture serve` URL) into something
+with `Index.retrieve`'s signature; `RetrieveSettings` holds the policy, k and the
+policy's parameters; `span_metadata` is the metadata every framework piece carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from suture.exceptions import ConfigurationError
+from suture.types import Context, Span
+
+#: metadata keys every piece an adapter returns carries (LangChain `metadata`, Haystack
+#: `meta`, LlamaIndex node `metadata`); a framework should not embed or prompt with them
+SPAN_KEYS = ("doc_id", "start", "end", "chunk_ids", "reasons", "scores", "policy")
+
+
+class ContextSource(Protocol):
+    """What the adapters call: `Index.retrieve`, or the same call on `suture serve`."""
+
+    def retrieve(
+        self,
+        query: str,
+        policy: str = ...,
+        k: int = ...,
+        *,
+        retriever: str | None = ...,
+        max_tokens: int | None = ...,
+        explain: bool = ...,
+        **params: Any,
+    ) -> Context: ...
+
+
+def is_service_url(index: object) -> bool:
+    """Whether `index` names a `suture serve` service rather than an index."""
+    return isinstance(index, str) and index.startswith(("http://", "https://"))
+
+
+def context_source(
+    index: str | Path | ContextSource,
+    *,
+    store: str | None = None,
+    api_key: str | None = None,
+    embedder_options: Mapping[str, Any] | None = None,
+) -> ContextSource:
+    """An `Index` (path or name, in the backend `store` names) or a client of `suture serve`
+    (an http(s) URL); an object that already retrieves (an `Index`, a client) is used as is.
+
+    `api_key` is for a service; `embedder_options` (model folders, endpoint URLs) for a
+    local index, which never takes them from its manifest.
+    """
+    if not isinstance(index, (str, Path)):
+        if not callable(getattr(index, "retrieve", None)):
+            raise ConfigurationError(
+                f"index must be an index path or name, a suture serve URL, an Index or a "
+                f"suture.client.Client; got {type(index).__name__}"
+            )
+        return index
+    if is_service_url(index):
+        if store is not None:
+            raise ConfigurationError(
+                f"store={store!r} was given with the service URL {index}; the service picks "
+                "its own store, so drop store="
+            )
+        try:
+            from suture.client import Client
+        except ImportError:  # pragma: no cover - the client ships with `suture serve`
+            raise ConfigurationError(
+                f"{index} is a suture serve URL, but this suture has no suture.client; "
+                "upgrade suture, or open the index itself by path"
+            ) from None
+        client: ContextSource = Client(str(index), api_key=api_key)
+        return client
+    from suture.index import Index
+
+    return Index.open(index, store=store, embedder_options=embedder_options)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrieveSettings:
+    """What an adapter asks of its source for every query."""
+
+    policy: str = "scar"
+    k: int = 5
+    params: Mapping[str, Any] = field(default_factory=dict)
+    max_tokens: int | None = None
+    retriever: str | None = None
+
+    def __post_init__(self) -> None:
+        from suture.policies import get_policy
+
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ConfigurationError(f"k must be a whole number >= 1, got {self.k!r}")
+        get_policy(self.policy, **self.params)  # a bad name or parameter fails here, not later
+
+    def retrieve(self, source: ContextSource, query: str) -> Context:
+        return source.retrieve(query, self.policy, self.k, retriever=self.retriever,
+                               max_tokens=self.max_tokens, **self.params)
+
+
+def span_metadata(span: Span, context: Context) -> dict[str, Any]:
+    """Where a span comes from and why it is there (keys `SPAN_KEYS`, plus its score)."""
+    return {
+        "doc_id": span.doc_id,
+        "start": span.start,
+        "end": span.end,
+        "chunk_ids": list(span.chunk_ids),
+        "reasons": list(span.reasons),
+        "scores": list(span.scores),
+        "policy": context.policy,
+    }
