@@ -193,7 +193,10 @@ class ScarPostprocessor(BaseNodePostprocessor):
             if node.embedding is not None:
                 vectors[node.node_id] = node.embedding
             elif isinstance(vector_store, SimpleVectorStore):
-                vectors[node.node_id] = vector_store.get(node.node_id)
+                try:
+                    vectors[node.node_id] = vector_store.get(node.node_id)
+                except KeyError:
+                    pass  # embedded below
         missing = [n for n in nodes if n.node_id not in vectors]
         if missing:
             texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in missing]

@@ -1,0 +1,160 @@
+"""LlamaIndex: the retriever on a real index, and SCAR over a LlamaIndex index's own nodes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("llama_index.core")
+
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import NodeWithScore
+
+from suture.exceptions import ConfigurationError
+from suture.index import Index
+from suture.integrations.llamaindex import ScarPostprocessor, SutureEmbedding, SutureRetriever
+from tests.integrations.conftest import (
+    QUERIES,
+    Place,
+    check_against_index,
+    context_chunks,
+    expanded,
+    reference_index,
+)
+
+
+def pieces(nodes: list[NodeWithScore]) -> list[tuple[str, dict[str, Any], float | None]]:
+    result = []
+    for found in nodes:
+        node = found.node
+        # the node's own offsets and source are the span's (what LlamaIndex users read)
+        assert (node.ref_doc_id, node.start_char_idx, node.end_char_idx) == (
+            node.metadata["doc_id"], node.metadata["start"], node.metadata["end"])
+        result.append((node.get_content(), node.metadata, found.score))
+    return result
+
+
+@pytest.mark.slow
+def test_nodes_are_the_index_spans(excerpt_index: Index) -> None:
+    retriever = SutureRetriever(excerpt_index, policy="scar", k=3, lam=0.5, tau=0.1)
+    added = 0
+    for query in QUERIES:
+        found = pieces(retriever.retrieve(query))
+        check_against_index(excerpt_index, query, found, "scar", 3, lam=0.5, tau=0.1)
+        added += expanded(found)
+        # suture's metadata stays out of what LlamaIndex embeds and prompts with
+        assert "chunk_ids" not in retriever.retrieve(query)[0].node.get_content("llm")
+    assert added > 0
+    assert asyncio.run(retriever.aretrieve(QUERIES[0])) == retriever.retrieve(QUERIES[0])
+
+
+@pytest.fixture(scope="module")
+def llama_index(texts: dict[str, str], minilm: Any) -> VectorStoreIndex:
+    """The excerpts split by LlamaIndex's SentenceSplitter into its in-memory index."""
+    documents = [Document(text=text, id_=name) for name, text in texts.items()]
+    return VectorStoreIndex.from_documents(
+        documents, embed_model=SutureEmbedding(minilm),
+        transformations=[SentenceSplitter(chunk_size=128, chunk_overlap=16)])
+
+
+def reference(llama_index: VectorStoreIndex, texts: dict[str, str], folder: Path) -> Index:
+    """The LlamaIndex index's nodes and vectors as a suture index."""
+    store = llama_index.vector_store
+    nodes = llama_index.docstore.docs.values()
+    return reference_index(folder, texts, [
+        (n.ref_doc_id, n.start_char_idx, n.end_char_idx, store.get(n.node_id)) for n in nodes])
+
+
+def places(nodes: list[NodeWithScore]) -> dict[Place, float]:
+    return {(n.node.ref_doc_id, n.node.start_char_idx, n.node.end_char_idx): n.score
+            for n in nodes}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("params", [{"lam": 0.5, "tau": 0.1, "radius": 1},
+                                    {"lam": 1.0, "tau": 0.3, "radius": 2,
+                                     "penalty_against": "previous"}])
+def test_postprocessor_matches_sutures_scar_on_the_same_vectors(
+    llama_index: VectorStoreIndex, texts: dict[str, str], tmp_path: Path,
+    params: dict[str, Any],
+) -> None:
+    suture_index = reference(llama_index, texts, tmp_path / "reference")
+    retriever = llama_index.as_retriever(similarity_top_k=4)
+    postprocessor = ScarPostprocessor(llama_index, **params)
+    added = 0
+    for query in QUERIES:
+        query_vector = llama_index._embed_model.get_query_embedding(query)
+        nodes = postprocessor.postprocess_nodes(retriever.retrieve(query), query_str=query)
+        got = places(nodes)
+        want = context_chunks(suture_index, np.asarray(query_vector, np.float32), 4, **params)
+        assert got.keys() == want.keys()
+        for place, score in got.items():
+            assert score == pytest.approx(want[place], abs=1e-5)
+        for found in nodes:  # each node's text is its document's slice
+            node = found.node
+            text = texts[node.ref_doc_id]
+            assert node.get_content() == text[node.start_char_idx:node.end_char_idx]
+        added += sum(n.node.metadata.get("reason", "hit") != "hit" for n in nodes)
+    assert added > 0
+
+
+@pytest.mark.slow
+def test_neighbours_are_read_in_one_batched_call_per_step(
+    llama_index: VectorStoreIndex, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counts calls to the real docstore (a spy, not a mock: it passes every call on)."""
+    nodes = llama_index.as_retriever(similarity_top_k=4).retrieve(QUERIES[0])
+    calls: list[list[str]] = []
+    docstore = llama_index.docstore
+    read = docstore.get_nodes
+
+    def spy(node_ids: list[str], raise_error: bool = True) -> Any:
+        calls.append(list(node_ids))
+        return read(node_ids, raise_error=raise_error)
+
+    monkeypatch.setattr(docstore, "get_nodes", spy)
+    ScarPostprocessor(llama_index, radius=1).postprocess_nodes(nodes, query_str=QUERIES[0])
+    assert len(calls) == 1 and len(calls[0]) > 1
+    calls.clear()
+    ScarPostprocessor(llama_index, radius=3).postprocess_nodes(nodes, query_str=QUERIES[0])
+    assert 1 < len(calls) <= 3
+
+
+@pytest.mark.slow
+def test_nodes_without_stored_vectors_are_embedded_by_the_index_model(
+    llama_index: VectorStoreIndex, texts: dict[str, str], tmp_path: Path,
+) -> None:
+    """A vector store that lost the neighbours' vectors: the index's model embeds them
+    again, and SCAR decides as it does with the stored ones."""
+    query = QUERIES[1]
+    nodes = llama_index.as_retriever(similarity_top_k=4).retrieve(query)
+    with_stored = places(ScarPostprocessor(llama_index, lam=0.5, tau=0.1)
+                         .postprocess_nodes(nodes, query_str=query))
+    table = llama_index.vector_store.data.embedding_dict
+    hit_ids = {n.node.node_id for n in nodes}
+    kept = {node_id: v for node_id, v in table.items() if node_id in hit_ids}
+    saved = dict(table)
+    try:
+        table.clear()
+        table.update(kept)
+        re_embedded = places(ScarPostprocessor(llama_index, lam=0.5, tau=0.1)
+                             .postprocess_nodes(nodes, query_str=query))
+    finally:
+        table.clear()
+        table.update(saved)
+    assert re_embedded.keys() == with_stored.keys()
+    assert len(with_stored) > len(nodes)
+
+
+def test_postprocessor_needs_the_query(hashed_index: Index) -> None:
+    llama = VectorStoreIndex([], embed_model=SutureEmbedding("hashing"))
+    node = NodeWithScore(node=Document(text="x"), score=1.0)
+    with pytest.raises(ConfigurationError, match="needs the query"):
+        ScarPostprocessor(llama).postprocess_nodes([node])
+    with pytest.raises(ConfigurationError, match="tau"):
+        ScarPostprocessor(llama, tau=float("nan"))
