@@ -7,6 +7,7 @@ model in seconds rather than minutes.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from suture.embedders import Embedder
 from suture.index import Index
 from suture.stores import Manifest, create_store
 from suture.types import Chunk, Document
+
+# Haystack sends usage telemetry unless told not to; tests reach no network.
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 #: (file in the shared corpora, first character, last character) of each excerpt
 EXCERPTS = {
