@@ -24,14 +24,8 @@ from suture.embedders.minilm import default_model_path
 from suture.exceptions import ConfigurationError
 from suture.index import Index
 from suture.integrations.haystack import ScarExpander, SutureRetriever
-from tests.integrations.conftest import (
-    QUERIES,
-    Place,
-    check_against_index,
-    context_chunks,
-    expanded,
-    reference_index,
-)
+from tests.integrations import reference
+from tests.integrations.conftest import QUERIES
 
 #: Haystack refuses to load components of modules it was not told to trust
 TRUSTED = ["suture.integrations.haystack", "haystack_integrations"]
@@ -51,8 +45,9 @@ def test_documents_are_the_index_spans_and_survive_a_saved_pipeline(
     added = 0
     for query in QUERIES:
         found = pipeline.run({"suture": {"query": query}})["suture"]["documents"]
-        check_against_index(excerpt_index, query, pieces(found), "scar", 3, lam=0.5, tau=0.1)
-        added += expanded(pieces(found))
+        reference.check_against_index(excerpt_index, query, pieces(found), "scar", 3,
+                                      lam=0.5, tau=0.1)
+        added += reference.expanded(pieces(found))
     assert added > 0
 
     loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=TRUSTED)
@@ -110,7 +105,7 @@ def test_expander_matches_sutures_scar_on_the_same_vectors(
     params: dict[str, Any],
 ) -> None:
     text_of = sources(haystack_store, texts)
-    suture_index = reference_index(tmp_path / "reference", text_of, [
+    suture_index = reference.reference_index(tmp_path / "reference", text_of, [
         (d.meta["source_id"], d.meta["split_idx_start"],
          d.meta["split_idx_start"] + len(d.content or ""), d.embedding or [])
         for d in haystack_store.filter_documents()])
@@ -119,13 +114,13 @@ def test_expander_matches_sutures_scar_on_the_same_vectors(
     for query in QUERIES:
         result = pipeline.run({"embed": {"text": query}}, include_outputs_from={"embed"})
         documents = result["scar"]["documents"]
-        got: dict[Place, float] = {}
+        got: dict[reference.Place, float] = {}
         for d in documents:
             start = d.meta["split_idx_start"]
             assert d.content == text_of[d.meta["source_id"]][start:start + len(d.content or "")]
             got[(d.meta["source_id"], start, start + len(d.content or ""))] = d.score or 0.0
         query_vector = np.asarray(result["embed"]["embedding"], dtype=np.float32)
-        want = context_chunks(suture_index, query_vector, 4, **params)
+        want = reference.context_chunks(suture_index, query_vector, 4, **params)
         assert got.keys() == want.keys()
         for place, score in got.items():
             assert score == pytest.approx(want[place], abs=1e-5)

@@ -14,7 +14,8 @@ from langchain_core.runnables import RunnableLambda
 
 from suture.index import Index
 from suture.integrations.langchain import SutureEmbeddings, SutureRetriever
-from tests.integrations.conftest import QUERIES, check_against_index, expanded
+from tests.integrations import reference
+from tests.integrations.conftest import QUERIES
 
 
 def pieces(documents: list[Document]) -> list[tuple[str, dict[str, Any], float | None]]:
@@ -29,8 +30,8 @@ def test_documents_are_the_index_spans(excerpt_index: Index, policy: str,
     added = 0
     for query in QUERIES:
         found = pieces(retriever.invoke(query))
-        check_against_index(excerpt_index, query, found, policy, 3, **params)
-        added += expanded(found)
+        reference.check_against_index(excerpt_index, query, found, policy, 3, **params)
+        added += reference.expanded(found)
     assert added > 0  # the queries exercise expansions, not only hits
 
 

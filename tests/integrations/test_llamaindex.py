@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -13,19 +14,18 @@ pytest.importorskip("llama_index.core")
 
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo, TextNode
 
 from suture.exceptions import ConfigurationError
 from suture.index import Index
-from suture.integrations.llamaindex import ScarPostprocessor, SutureEmbedding, SutureRetriever
-from tests.integrations.conftest import (
-    QUERIES,
-    Place,
-    check_against_index,
-    context_chunks,
-    expanded,
-    reference_index,
+from suture.integrations.llamaindex import (
+    ScarPostprocessor,
+    SutureEmbedding,
+    SutureRetriever,
+    _positions,
 )
+from tests.integrations import reference
+from tests.integrations.conftest import QUERIES
 
 
 def pieces(nodes: list[NodeWithScore]) -> list[tuple[str, dict[str, Any], float | None]]:
@@ -45,8 +45,8 @@ def test_nodes_are_the_index_spans(excerpt_index: Index) -> None:
     added = 0
     for query in QUERIES:
         found = pieces(retriever.retrieve(query))
-        check_against_index(excerpt_index, query, found, "scar", 3, lam=0.5, tau=0.1)
-        added += expanded(found)
+        reference.check_against_index(excerpt_index, query, found, "scar", 3, lam=0.5, tau=0.1)
+        added += reference.expanded(found)
         # suture's metadata stays out of what LlamaIndex embeds and prompts with
         assert "chunk_ids" not in retriever.retrieve(query)[0].node.get_content("llm")
     assert added > 0
@@ -62,15 +62,15 @@ def llama_index(texts: dict[str, str], minilm: Any) -> VectorStoreIndex:
         transformations=[SentenceSplitter(chunk_size=128, chunk_overlap=16)])
 
 
-def reference(llama_index: VectorStoreIndex, texts: dict[str, str], folder: Path) -> Index:
+def as_suture_index(llama_index: VectorStoreIndex, texts: dict[str, str], folder: Path) -> Index:
     """The LlamaIndex index's nodes and vectors as a suture index."""
     store = llama_index.vector_store
     nodes = llama_index.docstore.docs.values()
-    return reference_index(folder, texts, [
+    return reference.reference_index(folder, texts, [
         (n.ref_doc_id, n.start_char_idx, n.end_char_idx, store.get(n.node_id)) for n in nodes])
 
 
-def places(nodes: list[NodeWithScore]) -> dict[Place, float]:
+def places(nodes: list[NodeWithScore]) -> dict[reference.Place, float]:
     return {(n.node.ref_doc_id, n.node.start_char_idx, n.node.end_char_idx): n.score
             for n in nodes}
 
@@ -83,7 +83,7 @@ def test_postprocessor_matches_sutures_scar_on_the_same_vectors(
     llama_index: VectorStoreIndex, texts: dict[str, str], tmp_path: Path,
     params: dict[str, Any],
 ) -> None:
-    suture_index = reference(llama_index, texts, tmp_path / "reference")
+    suture_index = as_suture_index(llama_index, texts, tmp_path / "reference")
     retriever = llama_index.as_retriever(similarity_top_k=4)
     postprocessor = ScarPostprocessor(llama_index, **params)
     added = 0
@@ -91,7 +91,8 @@ def test_postprocessor_matches_sutures_scar_on_the_same_vectors(
         query_vector = llama_index._embed_model.get_query_embedding(query)
         nodes = postprocessor.postprocess_nodes(retriever.retrieve(query), query_str=query)
         got = places(nodes)
-        want = context_chunks(suture_index, np.asarray(query_vector, np.float32), 4, **params)
+        query_array = np.asarray(query_vector, np.float32)
+        want = reference.context_chunks(suture_index, query_array, 4, **params)
         assert got.keys() == want.keys()
         for place, score in got.items():
             assert score == pytest.approx(want[place], abs=1e-5)
@@ -158,3 +159,32 @@ def test_postprocessor_needs_the_query(hashed_index: Index) -> None:
         ScarPostprocessor(llama).postprocess_nodes([node])
     with pytest.raises(ConfigurationError, match="tau"):
         ScarPostprocessor(llama, tau=float("nan"))
+
+
+def linked(doc: str, count: int) -> list[TextNode]:
+    """A document's nodes with PREV/NEXT links, as LlamaIndex's node parsers write them."""
+    nodes = [TextNode(id_=f"{doc}-{i}", text=f"part {i}", start_char_idx=10 * i,
+                      end_char_idx=10 * i + 6,
+                      relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=doc)})
+             for i in range(count)]
+    for before, after in itertools.pairwise(nodes):
+        before.relationships[NodeRelationship.NEXT] = RelatedNodeInfo(node_id=after.node_id)
+        after.relationships[NodeRelationship.PREVIOUS] = RelatedNodeInfo(node_id=before.node_id)
+    return nodes
+
+
+def test_positions_follow_the_links_and_keep_runs_apart() -> None:
+    a, b = linked("a", 7), linked("b", 3)
+    # gathered for some query, in the order a retriever might return them
+    gathered = [a[5], b[1], a[1], a[4], a[0], b[0], a[6]]
+    positions = _positions(gathered)
+    # a: runs [a0, a1] and [a4, a5, a6], ordered by offset, one position apart
+    assert [positions[n.node_id] for n in (a[0], a[1], a[4], a[5], a[6])] == [0, 1, 3, 4, 5]
+    assert [positions[n.node_id] for n in (b[0], b[1])] == [0, 1]
+
+
+def test_positions_ignore_links_into_other_documents() -> None:
+    a, b = linked("a", 2), linked("b", 2)
+    a[1].relationships[NodeRelationship.NEXT] = RelatedNodeInfo(node_id=b[0].node_id)
+    positions = _positions([*a, *b])
+    assert positions[b[0].node_id] == 0 and positions[a[1].node_id] == 1

@@ -48,22 +48,13 @@ class SutureRetriever:
 
     `index` is an index path or name (in the backend `store` names, e.g.
     "postgresql://host/db"), or a `suture serve` URL (its key from `api_key`, by default
-    the SUTURE_API_KEY environment variable). Keyword arguments beyond these are the
-    policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
+    the SUTURE_API_KEY environment variable). `options`: `max_tokens`, `retriever` and
+    the policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
     """
 
-    def __init__(
-        self,
-        index: str,
-        policy: str = "scar",
-        k: int = 5,
-        *,
-        store: str | None = None,
-        api_key: Secret | None = None,
-        max_tokens: int | None = None,
-        retriever: str | None = None,
-        **params: Any,
-    ) -> None:
+    def __init__(self, index: str, policy: str = "scar", k: int = 5, *,
+                 store: str | None = None, api_key: Secret | None = None,
+                 **options: Any) -> None:
         if not isinstance(index, (str, Path)):
             raise ConfigurationError(
                 "the Haystack SutureRetriever takes an index path or name, or a suture "
@@ -72,7 +63,7 @@ class SutureRetriever:
         self.index = str(index)
         self.store = store
         self.api_key = api_key or Secret.from_env_var("SUTURE_API_KEY", strict=False)
-        self.settings = RetrieveSettings(policy, k, dict(params), max_tokens, retriever)
+        self.settings = RetrieveSettings.of(policy, k, **options)
         self._source: ContextSource | None = None
 
     def warm_up(self) -> None:
@@ -94,10 +85,9 @@ class SutureRetriever:
         ]}
 
     def to_dict(self) -> dict[str, Any]:
-        s = self.settings
-        return default_to_dict(self, index=self.index, policy=s.policy, k=s.k, store=self.store,
-                               api_key=self.api_key.to_dict(), max_tokens=s.max_tokens,
-                               retriever=s.retriever, **s.params)
+        return default_to_dict(self, index=self.index, policy=self.settings.policy,
+                               k=self.settings.k, store=self.store,
+                               api_key=self.api_key.to_dict(), **self.settings.options())
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SutureRetriever:
@@ -117,20 +107,13 @@ class ScarExpander:
     (SCAR's boundary penalty needs every vector, and suture never guesses one).
     """
 
-    def __init__(
-        self,
-        document_store: DocumentStore,
-        lam: float = 1.0,
-        tau: float = 0.3,
-        radius: int = 1,
-        penalty_against: str = "seed",
-        *,
-        source_id_meta_field: str = "source_id",
-        split_id_meta_field: str = "split_id",
-    ) -> None:
+    def __init__(self, document_store: DocumentStore, *,
+                 source_id_meta_field: str = "source_id", split_id_meta_field: str = "split_id",
+                 **scar: Any) -> None:
+        """`scar`: SCAR's parameters (`lam`, `tau`, `radius`, `penalty_against`; unset
+        ones take `ScarPolicy`'s defaults)."""
         self.document_store = document_store
-        self.policy = ScarPolicy(lam=lam, tau=tau, radius=radius,
-                                 penalty_against=penalty_against)
+        self.policy = ScarPolicy(**scar)
         self.source_id_meta_field = source_id_meta_field
         self.split_id_meta_field = split_id_meta_field
 

@@ -14,7 +14,6 @@ chunks a policy added keep their own scores). Install with ``pip install 'suture
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from suture.exceptions import missing_dependency
 from suture.integrations.source import (
     ContextSource,
     RetrieveSettings,
-    context_source,
+    open_source,
     span_metadata,
 )
 
@@ -45,9 +44,10 @@ __all__ = ["SutureEmbeddings", "SutureRetriever"]
 class SutureRetriever(BaseRetriever):
     """Context from a suture index (or `suture serve`) for a query, one `Document` per span.
 
-    `index` is an index path or name (in the backend `store` names, e.g.
-    "qdrant://localhost:6333"), an `Index`, or a `suture serve` URL (with `api_key`).
-    Keyword arguments beyond these are the policy's parameters (e.g. `lam=0.5`).
+    `index` is an index path or name, an `Index`, or a `suture serve` URL. `options`:
+    `store` (the backend, e.g. "qdrant://localhost:6333"), `api_key` (for a service),
+    `max_tokens`, `retriever`, `embedder_options`, and the policy's parameters (e.g.
+    `lam=0.5`); see `suture.integrations.source.open_source`.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -55,24 +55,10 @@ class SutureRetriever(BaseRetriever):
     source: Any
     settings: RetrieveSettings
 
-    def __init__(
-        self,
-        index: str | Path | ContextSource,
-        *,
-        policy: str = "scar",
-        k: int = 5,
-        store: str | None = None,
-        api_key: str | None = None,
-        max_tokens: int | None = None,
-        retriever: str | None = None,
-        embedder_options: Mapping[str, Any] | None = None,
-        **params: Any,
-    ) -> None:
-        fields: dict[str, Any] = {
-            "source": context_source(index, store=store, api_key=api_key,
-                                     embedder_options=embedder_options),
-            "settings": RetrieveSettings(policy, k, dict(params), max_tokens, retriever),
-        }
+    def __init__(self, index: str | Path | ContextSource, *, policy: str = "scar", k: int = 5,
+                 **options: Any) -> None:
+        source, settings = open_source(index, policy, k, **options)
+        fields: dict[str, Any] = {"source": source, "settings": settings}
         super().__init__(**fields)
 
     def _get_relevant_documents(

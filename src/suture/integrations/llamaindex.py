@@ -18,7 +18,8 @@ Install with ``pip install 'suture[llamaindex]'``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,7 @@ from suture.integrations.framework_store import FrameworkStore, StoredPiece, exp
 from suture.integrations.source import (
     SPAN_KEYS,
     ContextSource,
-    RetrieveSettings,
-    context_source,
+    open_source,
     span_metadata,
 )
 from suture.policies.scar import ScarPolicy
@@ -40,7 +40,7 @@ from suture.stores.base import PositionRange
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
     from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.core.bridge.pydantic import PrivateAttr
+    from llama_index.core.bridge.pydantic import Field, PrivateAttr
     from llama_index.core.callbacks import CallbackManager
     from llama_index.core.indices.vector_store.base import VectorStoreIndex
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -63,28 +63,14 @@ __all__ = ["ScarPostprocessor", "SutureEmbedding", "SutureRetriever"]
 class SutureRetriever(BaseRetriever):
     """Context from a suture index (or `suture serve`) for a query, one node per span.
 
-    `index` is an index path or name (in the backend `store` names), an `Index`, or a
-    `suture serve` URL (with `api_key`). Keyword arguments beyond these are the policy's
-    parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
+    `index` is an index path or name, an `Index`, or a `suture serve` URL. `options`:
+    `store`, `api_key`, `max_tokens`, `retriever`, `embedder_options`, and the policy's
+    parameters (e.g. `lam=0.5, tau=0.1` for SCAR); see `source.open_source`.
     """
 
-    def __init__(
-        self,
-        index: str | Path | ContextSource,
-        *,
-        policy: str = "scar",
-        k: int = 5,
-        store: str | None = None,
-        api_key: str | None = None,
-        max_tokens: int | None = None,
-        retriever: str | None = None,
-        embedder_options: Mapping[str, Any] | None = None,
-        callback_manager: CallbackManager | None = None,
-        **params: Any,
-    ) -> None:
-        self.source = context_source(index, store=store, api_key=api_key,
-                                     embedder_options=embedder_options)
-        self.settings = RetrieveSettings(policy, k, dict(params), max_tokens, retriever)
+    def __init__(self, index: str | Path | ContextSource, *, policy: str = "scar", k: int = 5,
+                 callback_manager: CallbackManager | None = None, **options: Any) -> None:
+        self.source, self.settings = open_source(index, policy, k, **options)
         super().__init__(callback_manager=callback_manager)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -119,25 +105,17 @@ class ScarPostprocessor(BaseNodePostprocessor):
     it). Added nodes get `score` = cos(e_q, e_n) and `metadata["reason"]`.
     """
 
-    lam: float = 1.0
-    tau: float = 0.3
-    radius: int = 1
-    penalty_against: str = "seed"
+    #: SCAR's parameters (`ScarPolicy.params()`)
+    scar: dict[str, Any] = Field(default_factory=dict)
     _index: VectorStoreIndex = PrivateAttr()
     _embed_model: BaseEmbedding = PrivateAttr()
 
-    def __init__(
-        self,
-        index: VectorStoreIndex,
-        lam: float = 1.0,
-        tau: float = 0.3,
-        radius: int = 1,
-        penalty_against: str = "seed",
-        *,
-        embed_model: BaseEmbedding | None = None,
-    ) -> None:
-        policy = ScarPolicy(lam=lam, tau=tau, radius=radius, penalty_against=penalty_against)
-        super().__init__(**policy.params())
+    def __init__(self, index: VectorStoreIndex, *, embed_model: BaseEmbedding | None = None,
+                 **scar: Any) -> None:
+        """`scar`: SCAR's parameters (`lam`, `tau`, `radius`, `penalty_against`; unset
+        ones take `ScarPolicy`'s defaults)."""
+        super().__init__()
+        self.scar = ScarPolicy(**scar).params()
         self._index = index
         self._embed_model = embed_model or index._embed_model
 
@@ -157,9 +135,8 @@ class ScarPostprocessor(BaseNodePostprocessor):
             )
         query = query_bundle.embedding or self._embed_model.get_agg_embedding_from_queries(
             query_bundle.embedding_strs)
-        policy = ScarPolicy(lam=self.lam, tau=self.tau, radius=self.radius,
-                            penalty_against=self.penalty_against)
-        store = _LinkedNodes(self, [n.node for n in nodes], self.radius, len(query))
+        policy = ScarPolicy(**self.scar)
+        store = _LinkedNodes(self, [n.node for n in nodes], policy.radius, len(query))
         hits = [(store.piece_of(n.node.node_id, n), n.score or 0.0) for n in nodes]
         result = []
         for piece in expand(store, hits, np.asarray(query, dtype=np.float32), policy):
@@ -193,10 +170,8 @@ class ScarPostprocessor(BaseNodePostprocessor):
             if node.embedding is not None:
                 vectors[node.node_id] = node.embedding
             elif isinstance(vector_store, SimpleVectorStore):
-                try:
+                with contextlib.suppress(KeyError):  # a lost vector is embedded below
                     vectors[node.node_id] = vector_store.get(node.node_id)
-                except KeyError:
-                    pass  # embedded below
         missing = [n for n in nodes if n.node_id not in vectors]
         if missing:
             texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in missing]

@@ -82,6 +82,23 @@ def context_source(
     return Index.open(index, store=store, embedder_options=embedder_options)
 
 
+def open_source(
+    index: str | Path | ContextSource,
+    policy: str,
+    k: int,
+    *,
+    store: str | None = None,
+    api_key: str | None = None,
+    embedder_options: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> tuple[ContextSource, RetrieveSettings]:
+    """What a `SutureRetriever` needs: its source (`context_source`) and its settings
+    (`RetrieveSettings.of`: `max_tokens`, `retriever` and the policy's parameters)."""
+    settings = RetrieveSettings.of(policy, k, **options)  # bad settings fail before opening
+    return context_source(index, store=store, api_key=api_key,
+                          embedder_options=embedder_options), settings
+
+
 @dataclass(frozen=True, slots=True)
 class RetrieveSettings:
     """What an adapter asks of its source for every query."""
@@ -98,6 +115,17 @@ class RetrieveSettings:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ConfigurationError(f"k must be a whole number >= 1, got {self.k!r}")
         get_policy(self.policy, **self.params)  # a bad name or parameter fails here, not later
+
+    @classmethod
+    def of(cls, policy: str, k: int, *, max_tokens: int | None = None,
+           retriever: str | None = None, **params: Any) -> RetrieveSettings:
+        """The settings from an adapter's keyword arguments: `max_tokens` (a token budget),
+        `retriever` (the first stage, default the index's own) and the policy's parameters."""
+        return cls(policy, k, params, max_tokens, retriever)
+
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments `of` takes back (for saving an adapter)."""
+        return {"max_tokens": self.max_tokens, "retriever": self.retriever, **self.params}
 
     def retrieve(self, source: ContextSource, query: str) -> Context:
         return source.retrieve(query, self.policy, self.k, retriever=self.retriever,
