@@ -170,7 +170,12 @@ class Store(ABC):
     @property
     @abstractmethod
     def index_argument(self) -> str:
-        """What to pass as `--index` (and `--store`, when not the default) to reach it again."""
+        """What to pass as `--index` to reach this index again."""
+
+    @property
+    def store_argument(self) -> str | None:
+        """What to pass as `--store` to reach this index again (None: the default store)."""
+        return None
 
     # -- writing ------------------------------------------------------------------
     @abstractmethod
