@@ -269,8 +269,10 @@ class Index:
                             self.embedder.key, show_progress=show_progress)
         if prune:
             report.deleted = self.delete(sorted(stored - seen))
-        # Pay for derived structures (lexical index, SproutRAG trees) now rather than at
-        # the first query; trees are rebuilt only for documents that changed.
+        # Pay for derived structures (search structures, lexical index, SproutRAG trees)
+        # now rather than at the first query; trees are rebuilt only for documents that
+        # changed.
+        self.store.prepare()
         self.retriever().prepare()
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress)

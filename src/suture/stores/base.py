@@ -327,6 +327,11 @@ class Store(ABC):
         in-memory index (kept in `derived`)."""
         return None
 
+    def prepare(self) -> None:
+        """Bring derived search structures up to date now (after writes), rather than at
+        the first query."""
+        return None
+
     def size_on_disk(self) -> int | None:
         """Bytes the index takes where it lives, when the backend can tell."""
         return None
