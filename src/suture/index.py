@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from suture._registry import lookup
 from suture._version import __version__
@@ -23,9 +23,12 @@ from suture.policies import Policy, get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
 from suture.retrievers import Retriever, RetrieverName, get_retriever
-from suture.stores import Store, create_store, open_store, store_backend
+from suture.stores import Store, create_store, open_store
 from suture.stores.base import DocumentSummary, Manifest
 from suture.types import Context, Document
+
+if TYPE_CHECKING:
+    from suture.distributed import RayOptions
 
 #: embedder options never written to the manifest (secrets and live objects)
 _UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
@@ -70,6 +73,7 @@ class Index:
         sprout: bool = False,
         sprout_weights: str | Path | None = None,
         report: IndexReport | None = None,
+        ray: RayOptions | None = None,
     ) -> Index:
         """Create the index `index` (or add to it) from files and folders in `paths`.
 
@@ -80,10 +84,15 @@ class Index:
         (`NothingToIndexError`). `retriever` (+ `retriever_options`) sets the index's
         default first stage. `sprout` (or `sprout_weights`, a file from
         `suture train-sprout`) also builds SproutRAG trees; once an index has trees,
-        later runs keep them up to date. `report` is filled in as the run goes.
+        later runs keep them up to date. `report` is filled in as the run goes. `ray`
+        embeds (and, on a server store, writes) on a Ray cluster (`suture.distributed`).
         """
         if retriever is not None:
             lookup("retriever", RetrieverName, retriever)  # fail before any work
+        if ray is not None:
+            from suture.distributed import require_ray
+
+            require_ray()
         _validate_chunking(chunk_size, chunk_overlap)
         options = dict(embedder_options or {})
         model = get_embedder(embedder, **options)
@@ -126,7 +135,7 @@ class Index:
             built.with_manifest(retriever=retriever,
                                 retriever_options=dict(retriever_options or {}))
         built.last_report = built.ingest(documents, show_progress=show_progress, prune=prune,
-                                         report=report)
+                                         report=report, ray=ray)
         if sprout or sprout_weights is not None:
             built.build_sprout_trees(weights=sprout_weights, show_progress=show_progress)
         return built
@@ -168,14 +177,20 @@ class Index:
         is trusted for").
         """
         if self._embedder is None:
-            m = self.manifest
-            cls = embedder_class(m.embedder)
-            recorded = {k: v for k, v in m.embedder_options.items()
-                        if k not in cls.location_options and k not in _UNRECORDED_OPTIONS}
-            model = get_embedder(m.embedder, **{**recorded, **self._embedder_options})
+            name, options = self.embedder_spec()
+            model = get_embedder(name, **options)
             self._check_embedder(model)
             self._embedder = model
         return self._embedder
+
+    def embedder_spec(self) -> tuple[str, dict[str, Any]]:
+        """The registry name and options that load this index's embedder (elsewhere too,
+        e.g. in Ray workers): recorded shape options plus the caller's own."""
+        m = self.manifest
+        cls = embedder_class(m.embedder)
+        recorded = {k: v for k, v in m.embedder_options.items()
+                    if k not in cls.location_options and k not in _UNRECORDED_OPTIONS}
+        return m.embedder, {**recorded, **self._embedder_options}
 
     def _check_embedder(self, model: Embedder) -> None:
         m = self.manifest
@@ -215,11 +230,12 @@ class Index:
         show_progress: bool = False,
         prune: bool = False,
         report: IndexReport | None = None,
+        ray: RayOptions | None = None,
     ) -> IndexReport:
         """Index (or re-index) files and folders; with `prune`, delete stored documents
         not seen. `report` (optional) is filled in as the run goes."""
         return self.ingest(iter_documents(paths), show_progress=show_progress, prune=prune,
-                           report=report)
+                           report=report, ray=ray)
 
     def ingest(
         self,
@@ -228,6 +244,7 @@ class Index:
         show_progress: bool = False,
         prune: bool = False,
         report: IndexReport | None = None,
+        ray: RayOptions | None = None,
     ) -> IndexReport:
         """Index `Document`s (e.g. from a service or a framework) like `add` does files."""
         report = report if report is not None else IndexReport()
@@ -240,11 +257,22 @@ class Index:
                 yield item
 
         stored = set(self.store.document_hashes()) if prune else set()
-        ingest(self.store, self.embedder, noted(documents), report, show_progress=show_progress)
+        if ray is None:
+            ingest(self.store, self.embedder, noted(documents), report,
+                   show_progress=show_progress)
+        else:
+            from suture.distributed import ingest_with_ray
+
+            name, options = self.embedder_spec()
+            ingest_with_ray(self.store, noted(documents), report,
+                            replace(ray, embedder=name, embedder_options=options),
+                            self.embedder.key, show_progress=show_progress)
         if prune:
             report.deleted = self.delete(sorted(stored - seen))
-        # Pay for derived structures (lexical index, SproutRAG trees) now rather than at
-        # the first query; trees are rebuilt only for documents that changed.
+        # Pay for derived structures (search structures, lexical index, SproutRAG trees)
+        # now rather than at the first query; trees are rebuilt only for documents that
+        # changed.
+        self.store.prepare()
         self.retriever().prepare()
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress)
@@ -403,6 +431,3 @@ def _validate_chunking(chunk_size: int, chunk_overlap: int) -> None:
         )
 
 
-def describe_store(store: str | None) -> str:
-    """The backend a `--store` argument names (for messages)."""
-    return store_backend(store)[0].value

@@ -134,6 +134,34 @@ def batches(pending: Iterable[PendingDocument], size: int = EMBED_STEP
 
 EmbedFn = Callable[[Sequence[str]], Vectors]
 
+#: one embedding step: (text hash, text) pairs, at most `EMBED_STEP` of them
+Step = list[tuple[str, str]]
+
+
+def plan_embedding(store: Store, embedder_key: str, batch: Sequence[PendingDocument],
+                   report: IndexReport) -> tuple[dict[str, Vectors], list[Step]]:
+    """The vectors of `batch` already in the store's cache, and the steps that embed the
+    rest (longest texts first, so a step's texts have similar lengths: less padding)."""
+    texts: dict[str, str] = {}
+    for item in batch:
+        for digest, text in zip(item.text_hashes, item.texts, strict=True):
+            texts.setdefault(digest, text)
+    vectors: dict[str, Vectors] = store.cached_embeddings(embedder_key, list(texts))
+    report.cached += len(vectors)
+    missing = sorted((h for h in texts if h not in vectors), key=lambda h: -len(texts[h]))
+    steps = [[(h, texts[h]) for h in missing[i : i + EMBED_STEP]]
+             for i in range(0, len(missing), EMBED_STEP)]
+    return vectors, steps
+
+
+def keep_step(store: Store, embedder_key: str, step: Step, fresh: Vectors,
+              vectors: dict[str, Vectors], report: IndexReport) -> None:
+    """Cache one embedded step at once (a crash after this loses none of it)."""
+    embedded = dict(zip((h for h, _ in step), fresh, strict=True))
+    store.cache_embeddings(embedder_key, embedded)
+    vectors.update(embedded)
+    report.embedded += len(step)
+
 
 def embed_batch(
     store: Store,
@@ -145,22 +173,11 @@ def embed_batch(
 ) -> dict[str, Vectors]:
     """Vectors for every chunk text of `batch`: from the cache, else embedded and cached
     `EMBED_STEP` texts at a time (each step is committed before the next starts)."""
-    texts: dict[str, str] = {}
-    for item in batch:
-        for digest, text in zip(item.text_hashes, item.texts, strict=True):
-            texts.setdefault(digest, text)
-    vectors: dict[str, Vectors] = store.cached_embeddings(embedder_key, list(texts))
-    report.cached += len(vectors)
-    missing = [h for h in texts if h not in vectors]
-    # Longest first keeps steps of similar length (less padding).
-    missing.sort(key=lambda h: -len(texts[h]))
+    vectors, steps = plan_embedding(store, embedder_key, batch, report)
     started = time.perf_counter()
-    for i in range(0, len(missing), EMBED_STEP):
-        step = missing[i : i + EMBED_STEP]
-        fresh = dict(zip(step, embed([texts[h] for h in step]), strict=True))
-        store.cache_embeddings(embedder_key, fresh)
-        vectors.update(fresh)
-        report.embedded += len(step)
+    for step in steps:
+        keep_step(store, embedder_key, step, embed([text for _, text in step]), vectors,
+                  report)
         if on_embedded is not None:
             on_embedded(len(step))
     report.embed_seconds += time.perf_counter() - started

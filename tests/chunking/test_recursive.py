@@ -207,7 +207,7 @@ def test_parity_with_langchain_on_real_documents(shared_data: Path) -> None:
         text = path.read_text(encoding="utf-8")
         spans = RecursiveChunker().spans(text)
         assert [text[a:b] for a, b in spans] == _langchain(text, 600, 60), path.name
-        assert len(spans) > 5
+        assert len(spans) >= len(text.strip()) // 600  # no chunk is longer than 600
 
 
 @pytest.mark.slow

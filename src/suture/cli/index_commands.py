@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from suture.cli import app
@@ -73,7 +74,7 @@ def _coerce(raw: str) -> Any:
 
 def fail(exc: Exception) -> typer.Exit:
     """Print a suture error as one readable line and exit with status 2."""
-    err_console.print(f"[bold red]error:[/] {exc}")
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
     return typer.Exit(code=2)
 
 
@@ -109,11 +110,24 @@ def index_command(
         typer.Option(help="Head weights from `suture train-sprout` (implies --sprout)."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    ray: Annotated[bool, typer.Option(
+        "--ray", help="Embed on a Ray cluster (a local one unless --ray-address is given); "
+                      "needs suture[ray].")] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        help="Address of a running Ray cluster (e.g. ray://head:10001 or auto); implies "
+             "--ray.")] = None,
+    ray_workers: Annotated[int | None, typer.Option(
+        help="Embedding actors (default: one per CPU of the cluster).")] = None,
 ) -> None:
-    """Index documents into an index folder (adds to it when it exists)."""
+    """Index documents into an index (adds to it when it exists)."""
     from suture.exceptions import NothingToIndexError
     from suture.index import Index
 
+    distributed = None
+    if ray or ray_address is not None:
+        from suture.distributed import RayOptions
+
+        distributed = RayOptions(address=ray_address, workers=ray_workers)
     try:
         built = Index.build(
             paths,
@@ -130,11 +144,12 @@ def index_command(
             retriever_options=parse_params(retriever_param) if retriever_param else None,
             sprout=sprout,
             sprout_weights=sprout_weights,
+            ray=distributed,
         )
     except NothingToIndexError as exc:
         if exc.report is not None:
             _print_skips(exc.report.skipped)
-        err_console.print(f"[bold red]error:[/] {exc}")
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(code=1) from None
     except SutureError as exc:
         raise fail(exc) from None

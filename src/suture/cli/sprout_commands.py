@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from suture.cli import app
 from suture.cli.index_commands import IndexOption, StoreOption
@@ -17,7 +18,7 @@ err_console = Console(stderr=True)
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {exc}")
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
     return typer.Exit(code=2)
 
 

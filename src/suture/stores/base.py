@@ -170,7 +170,12 @@ class Store(ABC):
     @property
     @abstractmethod
     def index_argument(self) -> str:
-        """What to pass as `--index` (and `--store`, when not the default) to reach it again."""
+        """What to pass as `--index` to reach this index again."""
+
+    @property
+    def store_argument(self) -> str | None:
+        """What to pass as `--store` to reach this index again (None: the default store)."""
+        return None
 
     # -- writing ------------------------------------------------------------------
     @abstractmethod
@@ -320,6 +325,11 @@ class Store(ABC):
     def lexical_engine(self, settings: LexicalSettings) -> LexicalEngine | None:
         """A BM25 engine that runs inside the backend, or None to use suture's own
         in-memory index (kept in `derived`)."""
+        return None
+
+    def prepare(self) -> None:
+        """Bring derived search structures up to date now (after writes), rather than at
+        the first query."""
         return None
 
     def size_on_disk(self) -> int | None:

@@ -44,6 +44,13 @@ import numpy.typing as npt
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.files import write_json_atomic
+from suture.stores.ann import (
+    ANN_MIN_CHUNKS,
+    KeyRows,
+    VectorGraph,
+    ann_available,
+    candidate_count,
+)
 from suture.stores.base import (
     DocumentSummary,
     Manifest,
@@ -62,8 +69,11 @@ DATABASE_FILE = "store.sqlite"
 MATRIX_FILE = "matrix.npz"
 #: seconds a writer waits for another process's write to finish before failing
 BUSY_TIMEOUT_S = 60.0
-#: version of matrix.npz's layout; rows are in (doc_id, position) order since 2
-_MATRIX_LAYOUT = 2
+#: version of matrix.npz's layout; rows are in (doc_id, position) order since 2, with
+#: their SQLite row ids since 3
+_MATRIX_LAYOUT = 3
+#: how `search` finds the top k (see `suture.stores.ann`)
+SEARCH_MODES = ("auto", "exact", "ann")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -105,10 +115,21 @@ class SQLiteStore(Store):
 
     backend = "sqlite"
 
-    def __init__(self, path: Path, manifest: Manifest, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, manifest: Manifest, *, read_only: bool = False,
+                 search: str = "auto") -> None:
+        if search not in SEARCH_MODES:
+            raise ConfigurationError(
+                f"unknown SQLite search mode {search!r}; choose one of "
+                f"{', '.join(SEARCH_MODES)} (e.g. --store 'sqlite:?search=exact')"
+            )
         self.path = path
         self.manifest = manifest
         self.read_only = read_only
+        #: "exact" (float32 scan), "ann" (HNSW + exact re-scoring) or "auto" (ann from
+        #: `ANN_MIN_CHUNKS` chunks on)
+        self.search_mode = search
+        self._graph: VectorGraph | None = None
+        self._graph_rows: tuple[int, KeyRows] | None = None
         self._lock = threading.RLock()  # guards the shared table and the document cache
         self._local = threading.local()  # per thread: connection, pinned read, last scores
         self._state: ChunkTable | None = None
@@ -118,11 +139,35 @@ class SQLiteStore(Store):
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
     def open_index(cls, index: str, url: str | None) -> SQLiteStore:
-        return cls.open(index)
+        store = cls.open(index)
+        store._set_search(url)
+        return store
 
     @classmethod
     def create_index(cls, index: str, url: str | None, manifest: Manifest) -> SQLiteStore:
-        return cls.create(index, manifest)
+        store = cls.create(index, manifest)
+        store._set_search(url)
+        return store
+
+    def _set_search(self, url: str | None) -> None:
+        """`--store "sqlite:?search=exact|ann|auto"` picks the search (default auto)."""
+        if url is None:
+            return
+        from urllib.parse import parse_qs, urlsplit
+
+        options = parse_qs(urlsplit(url).query)
+        unknown = sorted(set(options) - {"search"})
+        if unknown:
+            raise ConfigurationError(
+                f"unknown SQLite store option {unknown[0]!r} in {url!r}; the only option is "
+                "search=exact|ann|auto"
+            )
+        mode = options.get("search", [self.search_mode])[-1]
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(
+                f"unknown SQLite search mode {mode!r} in {url!r}; choose exact, ann or auto"
+            )
+        self.search_mode = mode
 
     @classmethod
     def create(cls, path: str | Path, manifest: Manifest) -> SQLiteStore:
@@ -483,6 +528,14 @@ class SQLiteStore(Store):
             best = _best(scores, k)
             chosen = [int(rows[i]) for i in best]
             values = [float(scores[i]) for i in best]
+        elif (graph := self._active_graph(state)) is not None:
+            # approximate candidates, re-scored exactly; ties by row as in exact search
+            keys = graph.search(vector, candidate_count(k, n))
+            rows = np.asarray(self._key_rows(state).rows(keys), dtype=np.int64)
+            scores = state.matrix[rows] @ vector
+            ranked = _best_of(scores, rows, k)
+            chosen = [int(rows[i]) for i in ranked]
+            values = [float(scores[i]) for i in ranked]
         else:
             scores = state.matrix @ vector
             if getattr(self._local, "table", None) is state:
@@ -513,6 +566,54 @@ class SQLiteStore(Store):
     def chunk_table(self) -> ChunkTable:
         """The in-memory columns of every chunk of the current generation (SQLite only)."""
         return self._search_state()
+
+    def prepare(self) -> None:
+        """Build the search matrix (and, for a large index, the graph) now."""
+        self._active_graph(self._search_state())
+
+    def _uses_graph(self, state: ChunkTable) -> bool:
+        if self.search_mode == "exact" or state.keys is None:
+            return False
+        if self.search_mode == "ann":
+            return True  # a missing usearch is then an error naming the extra
+        return len(state) >= ANN_MIN_CHUNKS and ann_available()
+
+    def _active_graph(self, state: ChunkTable) -> VectorGraph | None:
+        """The HNSW graph matching `state`, brought up to date first; None for exact search."""
+        if not self._uses_graph(state):
+            return None
+        graph = self._graph
+        if graph is not None and graph.generation == state.generation:
+            return graph
+        with self._lock:
+            graph = self._graph
+            if graph is not None and graph.generation == state.generation:
+                return graph
+            assert state.keys is not None
+            keys = np.sort(state.keys.astype(np.uint64))
+            rows = self._key_rows(state)
+            if graph is None:
+                graph = VectorGraph.load(self._derived)
+            if graph is None:
+                graph = VectorGraph.build(state.matrix.shape[1], state.keys.astype(np.uint64),
+                                          state.matrix, state.generation)
+            elif graph.generation != state.generation:
+                graph.updated(keys, lambda fresh: state.matrix[rows.rows(fresh)],
+                              state.generation)
+            if not self.read_only:
+                with contextlib.suppress(OSError):
+                    graph.save(self._derived)
+            self._graph = graph
+            return graph
+
+    def _key_rows(self, state: ChunkTable) -> KeyRows:
+        cached = self._graph_rows
+        if cached is not None and cached[0] == state.generation:
+            return cached[1]
+        assert state.keys is not None
+        rows = KeyRows(state.keys)
+        self._graph_rows = (state.generation, rows)
+        return rows
 
     # -- internals ---------------------------------------------------------------------
     def _chunks_at(self, rows: Sequence[int], state: ChunkTable) -> list[Chunk]:
@@ -570,7 +671,7 @@ class SQLiteStore(Store):
         try:
             generation = _generation(connection)
             rows = connection.execute(
-                'SELECT NULL, chunk_id, doc_id, position, start, "end", section_path, vector '
+                'SELECT id, chunk_id, doc_id, position, start, "end", section_path, vector '
                 "FROM chunks ORDER BY doc_id, position"
             ).fetchall()
         finally:
@@ -598,6 +699,7 @@ class SQLiteStore(Store):
             "ends": np.array([r[5] for r in rows], dtype=np.int64),
             "section_path_numbers": np.array([path_number[r[6]] for r in rows], dtype=np.int64),
             "section_path_texts": np.array(path_texts, dtype=str),
+            "keys": np.array([r[0] for r in rows], dtype=np.int64),
         }
         if not self.read_only:
             buffer = io.BytesIO()
@@ -607,6 +709,13 @@ class SQLiteStore(Store):
             with contextlib.suppress(OSError):
                 self._derived.write(MATRIX_FILE, buffer.getvalue())
         return _make_state(generation, arrays)
+
+
+def _best_of(scores: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: int
+             ) -> list[int]:
+    """Positions of the k best scores, best first; ties by row."""
+    order = np.lexsort((rows, -scores))
+    return [int(i) for i in order[:k]]
 
 
 def _best(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
@@ -844,7 +953,7 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
 
 #: the arrays of a search state, as saved in matrix.npz
 _STATE_ARRAYS = ("matrix", "chunk_ids", "doc_ids", "positions", "starts", "ends",
-                 "section_path_numbers", "section_path_texts")
+                 "section_path_numbers", "section_path_texts", "keys")
 
 
 def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> ChunkTable:
@@ -858,6 +967,7 @@ def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> Chun
         starts=arrays["starts"].tolist(),
         ends=arrays["ends"].tolist(),
         section_paths=[paths[i] for i in arrays["section_path_numbers"].tolist()],
+        keys=arrays["keys"],
     )
 
 
