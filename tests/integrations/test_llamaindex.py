@@ -188,3 +188,15 @@ def test_positions_ignore_links_into_other_documents() -> None:
     a[1].relationships[NodeRelationship.NEXT] = RelatedNodeInfo(node_id=b[0].node_id)
     positions = _positions([*a, *b])
     assert positions[b[0].node_id] == 0 and positions[a[1].node_id] == 1
+
+
+def test_postprocessor_says_when_neighbours_cannot_be_read(texts: dict[str, str]) -> None:
+    llama = VectorStoreIndex.from_documents(
+        [Document(text=texts["gdpr-part.md"], id_="gdpr")],
+        embed_model=SutureEmbedding("hashing"),
+        transformations=[SentenceSplitter(chunk_size=128, chunk_overlap=16)])
+    nodes = llama.as_retriever(similarity_top_k=2).retrieve(QUERIES[2])
+    for node_id in list(llama.docstore.docs):
+        llama.docstore.delete_document(node_id)
+    with pytest.raises(ConfigurationError, match="store_nodes_override"):
+        ScarPostprocessor(llama).postprocess_nodes(nodes, query_str=QUERIES[2])

@@ -234,6 +234,13 @@ class _LinkedNodes(FrameworkStore):
             if not wanted:
                 break
             frontier = owner.read_nodes(wanted)
+            if not frontier:
+                raise ConfigurationError(
+                    f"none of the {len(wanted)} neighbour nodes the retrieved nodes link to "
+                    f"({wanted[0]!r}, ...) could be read from the vector store or the "
+                    "docstore; keep the nodes in the docstore (VectorStoreIndex(..., "
+                    "store_nodes_override=True)) or use a vector store with get_nodes"
+                )
             nodes.update((n.node_id, n) for n in frontier)
         listed = list(nodes.values())
         vectors = dict(zip(nodes, owner.vectors_of(listed), strict=True))
