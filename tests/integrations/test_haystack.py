@@ -57,9 +57,12 @@ def test_documents_are_the_index_spans_and_survive_a_saved_pipeline(
                 == pipeline.run({"suture": {"query": query, "top_k": 2}}))
 
 
-def test_retriever_refuses_what_cannot_be_saved(hashed_index: Index) -> None:
-    with pytest.raises(ConfigurationError, match="index path or name"):
-        SutureRetriever(hashed_index)  # type: ignore[arg-type]
+def test_an_open_index_runs_but_is_not_saved(hashed_index: Index) -> None:
+    retriever = SutureRetriever(hashed_index, policy="window", k=2)
+    by_name = SutureRetriever(hashed_index.store.index_argument, policy="window", k=2)
+    assert retriever.run(QUERIES[0]) == by_name.run(QUERIES[0])
+    with pytest.raises(ConfigurationError, match="path or name"):
+        retriever.to_dict()
     with pytest.raises(ConfigurationError, match="lam"):
         SutureRetriever(hashed_index.store.index_argument, lam=-1)
 

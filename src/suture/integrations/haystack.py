@@ -47,20 +47,16 @@ class SutureRetriever:
     """Context from a suture index for a query, as Haystack `Document`s (one per span).
 
     `index` is an index path or name (in the backend `store` names, e.g.
-    "postgresql://host/db"), or a `suture serve` URL (its key from `api_key`, by default
-    the SUTURE_API_KEY environment variable). `options`: `max_tokens`, `retriever` and
-    the policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
+    "postgresql://host/db"), a `suture serve` URL (its key from `api_key`, by default
+    the SUTURE_API_KEY environment variable), or an open `Index` (a pipeline holding one
+    cannot be saved: `to_dict` asks for its name). `options`: `max_tokens`, `retriever`
+    and the policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
     """
 
-    def __init__(self, index: str, policy: str = "scar", k: int = 5, *,
-                 store: str | None = None, api_key: Secret | None = None,
+    def __init__(self, index: str | Path | ContextSource, policy: str = "scar", k: int = 5,
+                 *, store: str | None = None, api_key: Secret | None = None,
                  **options: Any) -> None:
-        if not isinstance(index, (str, Path)):
-            raise ConfigurationError(
-                "the Haystack SutureRetriever takes an index path or name, or a suture "
-                f"serve URL (so that pipelines can be saved), not {type(index).__name__}"
-            )
-        self.index = str(index)
+        self.index = str(index) if isinstance(index, (str, Path)) else index
         self.store = store
         self.api_key = api_key or Secret.from_env_var("SUTURE_API_KEY", strict=False)
         self.settings = RetrieveSettings.of(policy, k, **options)
@@ -85,6 +81,11 @@ class SutureRetriever:
         ]}
 
     def to_dict(self) -> dict[str, Any]:
+        if not isinstance(self.index, str):
+            raise ConfigurationError(
+                "a SutureRetriever made from an open index cannot be saved; make it with the "
+                "index's path or name (and store=) to save the pipeline"
+            )
         return default_to_dict(self, index=self.index, policy=self.settings.policy,
                                k=self.settings.k, store=self.store,
                                api_key=self.api_key.to_dict(), **self.settings.options())
