@@ -328,7 +328,11 @@ class Index:
         explain: bool = False,
         **params: Any,
     ) -> Context:
-        """Assemble the context for one query with a policy (see `suture.policies`)."""
+        """Assemble the context for one query with a policy (see `suture.policies`).
+
+        `params` are the policy's parameters; those not given come from the index's
+        own defaults for that policy (`Manifest.policy_defaults`), then the policy's.
+        """
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError(
                 "the query is empty; ask a question (every chunk would score alike, so "
@@ -338,6 +342,8 @@ class Index:
             raise ConfigurationError(f"k must be >= 1, got {k}")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+        if isinstance(policy, str):  # the index's own defaults (suture calibrate), then ours
+            params = {**self.manifest.policy_defaults.get(policy, {}), **params}
         chosen = get_policy(policy, **params)
         first_stage = self.retriever(retriever, retriever_options)
         if query_vector is None:
