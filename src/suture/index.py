@@ -14,7 +14,7 @@ import numpy as np
 from suture._registry import lookup
 from suture._version import __version__
 from suture.chunking import chunk_document, embedding_text
-from suture.documents import Skipped, content_hash, iter_documents
+from suture.documents import Skipped, content_hash, iter_documents, same_file_key
 from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, get_embedder
 from suture.exceptions import ConfigurationError, EmbedderMismatchError
 from suture.policies import Policy, get_policy
@@ -43,6 +43,9 @@ class IndexReport:
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    #: id given in this run -> the stored id of the same file (same name and content),
+    #: reached before through another folder; not stored twice (see `same_file_key`)
+    already_indexed: dict[str, str] = field(default_factory=dict)
     chunks_written: int = 0
     embedded: int = 0
     cached: int = 0
@@ -51,13 +54,17 @@ class IndexReport:
 
     @property
     def indexed(self) -> int:
-        return len(self.added) + len(self.updated) + len(self.unchanged)
+        return (
+            len(self.added) + len(self.updated) + len(self.unchanged) + len(self.already_indexed)
+        )
 
     def summary(self) -> str:
         parts = [
             f"{len(self.added)} added",
             f"{len(self.updated)} updated",
             f"{len(self.unchanged)} unchanged",
+            *([f"{len(self.already_indexed)} already indexed under another id"]
+              if self.already_indexed else []),
             f"{len(self.deleted)} deleted",
             f"{len(self.skipped)} skipped",
         ]
@@ -183,9 +190,14 @@ class Index:
         documents = self._load(paths, report)
         stored = self.store.document_hashes()
         unmapped = self.store.documents_without_token_map()
+        same_file = {same_file_key(doc_id, digest): doc_id for doc_id, digest in stored.items()}
         pending: list[tuple[Document, str, list[Chunk]]] = []
         for document in documents:
             digest = content_hash(document)
+            key = same_file_key(document.doc_id, digest)
+            if document.doc_id not in stored and key in same_file:
+                report.already_indexed[document.doc_id] = same_file[key]
+                continue
             if stored.get(document.doc_id) == digest:
                 report.unchanged.append(document.doc_id)
                 if document.doc_id in unmapped:  # written by an older suture: add its map
@@ -199,6 +211,7 @@ class Index:
                 )
                 continue
             pending.append((document, digest, chunks))
+            same_file.setdefault(key, document.doc_id)
         vectors = self._embed_pending(pending, report, show_progress)
         for document, digest, chunks in pending:
             rows = np.stack([vectors[h] for h in self._text_hashes(document, chunks)])
@@ -207,7 +220,7 @@ class Index:
             (report.updated if document.doc_id in stored else report.added).append(document.doc_id)
             report.chunks_written += len(chunks)
         if prune:
-            seen = {d.doc_id for d in documents}
+            seen = {d.doc_id for d in documents} | set(report.already_indexed.values())
             report.deleted = self.delete([d for d in stored if d not in seen])
         # Pay for derived structures (lexical index, SproutRAG trees) now rather than at
         # the first query; trees are rebuilt only for documents that changed.
