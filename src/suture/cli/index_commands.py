@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from suture.cli import app
@@ -16,11 +17,20 @@ from suture.exceptions import SutureError
 
 IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
 PolicyOption = Annotated[
-    str, typer.Option("--policy", "-p", help="topk, window, window2, parent, scar, rerank, sprout.")
+    str,
+    typer.Option(
+        "--policy", "-p",
+        help="topk, window, window2, parent, scar, rerank, sprout (`suture policies` lists "
+        "each one's parameters).",
+    ),
 ]
 ParamOption = Annotated[
     list[str] | None,
-    typer.Option("--param", help="Policy parameter NAME=VALUE, repeatable (e.g. --param lam=0.5)."),
+    typer.Option(
+        "--param",
+        help="Policy parameter NAME=VALUE, repeatable (e.g. --param lam=0.5); "
+        "`suture policies` lists them with their defaults.",
+    ),
 ]
 
 
@@ -57,6 +67,7 @@ def index_command(
     """Index documents into an index folder (adds to it when it exists)."""
     from suture.index import Index
 
+    before = _stored_hashes(index)
     try:
         built = Index.build(
             paths,
@@ -73,6 +84,8 @@ def index_command(
         )
     except SutureError as exc:
         raise fail(exc) from None
+    except KeyboardInterrupt:
+        raise _interrupted(index, before) from None
     report = built.last_report
     assert report is not None
     for skipped in report.skipped:
@@ -81,7 +94,13 @@ def index_command(
             if skipped.source in skipped.reason
             else (f"{skipped.source}: {skipped.reason}")
         )
-        err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
+        err_console.print(f"[yellow]skipped[/] {escape(reason)}", highlight=False)
+    for given, kept in report.already_indexed.items():
+        err_console.print(
+            f"[yellow]already indexed[/] {escape(given)} is stored as '{escape(kept)}' (same "
+            "file name and content, reached through another folder); not stored twice",
+            highlight=False,
+        )
     console.print(report.summary())
     if built.has_sprout_trees():
         from suture.sprout import TreeStore
@@ -91,6 +110,40 @@ def index_command(
     if report.indexed == 0:
         err_console.print("[bold red]error:[/] nothing could be indexed")
         raise typer.Exit(code=1)
+
+
+def _stored_hashes(index: Path) -> dict[str, str] | None:
+    """doc_id -> content hash of the index at `index`; None when there is none yet."""
+    from suture.index import Index
+
+    try:
+        return Index.open(index).store.document_hashes()
+    except SutureError:
+        return None
+
+
+def _interrupted(index: Path, before: dict[str, str] | None) -> typer.Exit:
+    """Ctrl-C during `suture index`: say what is kept and that running again resumes.
+
+    Each document is written in one transaction and embedded vectors are cached as they
+    are computed, so nothing finished is lost and nothing half-written is visible.
+    """
+    after = _stored_hashes(index)
+    if after is None:
+        err_console.print(
+            "[bold yellow]interrupted[/] before anything was stored; run the same command "
+            "again to start", highlight=False,
+        )
+        return typer.Exit(code=130)
+    old = before or {}
+    written = sum(1 for doc_id, digest in after.items() if old.get(doc_id) != digest)
+    err_console.print(
+        f"[bold yellow]interrupted[/]: {escape(str(index))} holds {len(after)} documents "
+        f"({written} written by this run) and every vector embedded so far is cached. Run "
+        "the same command again to resume: stored documents are skipped and cached vectors "
+        "are not computed again.", highlight=False,
+    )
+    return typer.Exit(code=130)
 
 
 @app.command("query")
@@ -127,6 +180,8 @@ def query_command(
         data = context.to_dict()
         out = {key: data[key] for key in ("query", "policy", "spans", "chunks", "tokens")}
         out["characters"] = data["characters"]
+        # which first stage found what (and with which score): --retriever's effect
+        out["hits"] = [{k: h[k] for k in ("chunk_id", "score", "retriever")} for h in data["hits"]]
         if explain:
             out["trace"] = data["trace"]
         sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
@@ -180,13 +235,15 @@ def compare_command(
             no_wrap=True,
             min_width=len(column),
         )
-    table.add_column("best span", overflow="ellipsis", no_wrap=True, max_width=30)
+    # the document and section of the best span, folded rather than cut: it is the
+    # column that tells the policies' contexts apart
+    table.add_column("best span", overflow="fold")
     for context in contexts:
         best = max(context.spans, key=lambda s: s.score, default=None)
         where = (
             ""
             if best is None
-            else (f"{best.doc_id} {' > '.join(_section(opened, best.doc_id, best.start))}")
+            else " > ".join((best.doc_id, *_section(opened, best.doc_id, best.start)))
         )
         table.add_row(
             context.policy,
@@ -233,7 +290,7 @@ def info_command(
 
 @app.command("delete")
 def delete_command(
-    doc_ids: Annotated[list[str], typer.Argument(help="Document ids (see `suture info`).")],
+    doc_ids: Annotated[list[str], typer.Argument(help="Document ids (see `suture ls`).")],
     index: IndexOption,
 ) -> None:
     """Delete documents from an index."""
@@ -248,3 +305,69 @@ def delete_command(
     if missing:
         err_console.print(f"[yellow]not in the index:[/] {', '.join(missing)}")
         raise typer.Exit(code=1)
+
+
+@app.command("ls")
+def ls_command(
+    index: IndexOption,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List an index's documents: id, title, characters and chunks."""
+    from suture.index import Index
+
+    try:
+        store = Index.open(index).store
+        summary = store.documents_summary()
+        chunks = store.chunk_table().doc_rows
+    except SutureError as exc:
+        raise fail(exc) from None
+    rows = [
+        {"doc_id": doc_id, "title": title, "characters": characters,
+         "chunks": len(chunks[doc_id][1]) if doc_id in chunks else 0}
+        for doc_id, title, characters in summary
+    ]
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+        return
+    table = Table(title=f"{len(rows)} documents in {index}")
+    table.add_column("id", overflow="fold")
+    table.add_column("title", overflow="ellipsis", no_wrap=True, max_width=40)
+    table.add_column("characters", justify="right")
+    table.add_column("chunks", justify="right")
+    for row in rows:
+        table.add_row(
+            escape(row["doc_id"]), escape(row["title"]), str(row["characters"]), str(row["chunks"])
+        )
+    console.print(table)
+
+
+@app.command("policies")
+def policies_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the policies, what each returns, and its parameters with their defaults."""
+    from suture.policies import describe_parameters, policy_names, policy_parameters, policy_summary
+
+    names = policy_names()
+    if as_json:
+        data = {
+            name: {"summary": policy_summary(name),
+                   "parameters": {k: _json_default(v) for k, v in policy_parameters(name).items()}}
+            for name in names
+        }
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return
+    table = Table(title="policies (set parameters with --param NAME=VALUE)")
+    table.add_column("policy", no_wrap=True)
+    table.add_column("parameters (defaults)", overflow="fold")
+    table.add_column("what it returns", overflow="fold")
+    for name in names:
+        table.add_row(name, escape(describe_parameters(name)), escape(policy_summary(name)))
+    console.print(table)
+
+
+def _json_default(value: Any) -> Any:
+    """A default as JSON: the value itself, or null for a parameter that has none."""
+    import inspect
+
+    return None if value is inspect.Parameter.empty else value
