@@ -244,8 +244,6 @@ def assert_in_step(store: SQLiteStore, retriever: LexicalRetriever) -> None:
     index = retriever.index()
     assert index.generation == store.generation
     assert sorted(index.chunk_ids) == sorted(c.chunk_id for c in store.iter_chunks())
-    stored_rows = set(store.vectors(index.chunk_ids).shape[:1])
-    assert stored_rows == {len(index.chunk_ids)}
     fresh = full_rebuild(store)
     for query in ["governing law", "royalties net revenue", "merger terminate", "Glu"]:
         assert dict(index.top(query, 50)) == pytest.approx(dict(fresh.top(query, 50)))
