@@ -321,7 +321,7 @@ def ls_command(
         chunks = store.chunk_table().doc_rows
     except SutureError as exc:
         raise fail(exc) from None
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"doc_id": doc_id, "title": title, "characters": characters,
          "chunks": len(chunks[doc_id][1]) if doc_id in chunks else 0}
         for doc_id, title, characters in summary
