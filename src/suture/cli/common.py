@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import sys
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -43,4 +45,30 @@ def fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-__all__ = ["console", "err_console", "fail", "parse_params"]
+#: set by a command that wrote nothing (query, compare): see `finish`
+_read_only = False
+
+
+def writes_nothing() -> None:
+    """Mark the running command as read-only, so `finish` may skip the interpreter teardown."""
+    global _read_only
+    _read_only = True
+
+
+def finish(code: int) -> NoReturn:
+    """End the `suture` process with `code`.
+
+    After a read-only command the output is flushed and the process ends at once:
+    tearing down the interpreter with torch loaded costs about a second of CPU
+    (docs/performance.md, "A cold suture query"), a sixth of a cold query, and a query
+    has nothing to close that matters (SQLite needs no close after reads). Every other
+    command ends normally, running its atexit handlers.
+    """
+    if not _read_only:
+        sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+__all__ = ["console", "err_console", "fail", "finish", "parse_params", "writes_nothing"]

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from suture.cli import app
-from suture.cli.common import console, err_console, fail, parse_params
+from suture.cli.common import console, err_console, fail, parse_params, writes_nothing
 from suture.exceptions import SutureError
 
 IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
@@ -164,6 +164,8 @@ def query_command(
     """Assemble the context for one question."""
     from suture.index import Index
 
+    writes_nothing()
+
     try:
         context = Index.open(index).retrieve(
             text,
@@ -216,6 +218,8 @@ def compare_command(
 ) -> None:
     """Run several policies on one question and show their sizes side by side."""
     from suture.index import Index
+
+    writes_nothing()
 
     try:
         opened = Index.open(index)
