@@ -52,8 +52,10 @@ def sprout_index_command(
 @app.command("train-sprout")
 def train_sprout_command(
     benchmark: Annotated[list[Path], typer.Option(
-        "--benchmark", "-b", help="LegalBench-RAG-layout JSON (repeatable).")],
-    corpus: Annotated[Path, typer.Option(help="Folder of the benchmark's documents.")],
+        "--benchmark", "-b", exists=True, dir_okay=False,
+        help="LegalBench-RAG-layout JSON (repeatable).")],
+    corpus: Annotated[Path, typer.Option(
+        exists=True, file_okay=False, help="Folder of the benchmark's documents.")],
     out: Annotated[Path, typer.Option(help="Weights file to write (JSON; plot beside it).")],
     lam: Annotated[float, typer.Option("--lambda", help="λ, weight of L_str.")] = 1.0,
     epochs: Annotated[int, typer.Option(help="Full-batch Adam steps.")] = 40,
