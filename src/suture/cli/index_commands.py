@@ -1,7 +1,8 @@
-"""`suture index`, `query`, `compare`, `info` and `delete`."""
+"""`suture index`, `query`, `compare`, `info`, `ls`, `delete` and `policies`."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -372,6 +373,4 @@ def policies_command(
 
 def _json_default(value: Any) -> Any:
     """A default as JSON: the value itself, or null for a parameter that has none."""
-    import inspect
-
     return None if value is inspect.Parameter.empty else value
