@@ -267,8 +267,9 @@ class Index:
             ingest_with_ray(self.store, noted(documents), report,
                             replace(ray, embedder=name, embedder_options=options),
                             self.embedder.key, show_progress=show_progress)
-        if prune:
-            report.deleted = self.delete(sorted(stored - seen))
+        if prune:  # a file reached under another id keeps its stored copy
+            kept = seen | set(report.already_indexed.values())
+            report.deleted = self.delete(sorted(stored - kept))
         # Pay for derived structures (search structures, lexical index, SproutRAG trees)
         # now rather than at the first query; trees are rebuilt only for documents that
         # changed.
