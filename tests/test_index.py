@@ -165,3 +165,46 @@ def test_sprout_trees_follow_the_index(tmp_path: Path) -> None:
     assert after["a.txt"] == before["a.txt"]  # unchanged document: same tree file and hash
     assert after["b.txt"][1] != before["b.txt"][1]  # changed document: rebuilt
     assert after["b.txt"][1] == index.store.document_hashes()["b.txt"]
+
+
+def test_a_file_reached_through_another_folder_is_not_stored_twice(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path)
+    index = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    chunks = index.store.chunk_count()
+    again = Index.build([docs / "sub"], tmp_path / "idx", embedder="hashing")
+    report = again.last_report
+    assert report is not None
+    assert report.already_indexed == {"b.txt": "sub/b.txt"}
+    assert report.added == [] and report.indexed == 1
+    assert "1 already indexed under another id" in report.summary()
+    assert sorted(again.store.document_hashes()) == ["a.md", "sub/b.txt"]
+    assert again.store.chunk_count() == chunks
+    # pruning through the other folder keeps the stored copy and drops the rest
+    pruned = Index.build([docs / "sub"], tmp_path / "idx", embedder="hashing", prune=True)
+    assert pruned.last_report is not None and pruned.last_report.deleted == ["a.md"]
+    assert sorted(pruned.store.document_hashes()) == ["sub/b.txt"]
+
+
+def test_overlapping_folders_in_one_run_store_a_file_once(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path)
+    index = Index.build([docs, docs / "sub"], tmp_path / "idx", embedder="hashing")
+    assert index.last_report is not None
+    assert index.last_report.already_indexed == {"b.txt": "sub/b.txt"}
+    assert sorted(index.store.document_hashes()) == ["a.md", "sub/b.txt"]
+
+
+def test_copies_under_other_names_or_with_other_text_stay_documents(tmp_path: Path) -> None:
+    """Only the same name *and* content is one file: benchmarks may hold identical
+    contracts under two names, and an edited file reached another way is new text."""
+    docs = _corpus(tmp_path)
+    Index.build([docs], tmp_path / "idx", embedder="hashing")
+    other = tmp_path / "other"
+    other.mkdir()
+    # a Markdown title comes from its heading, so the copy's content hash is a.md's
+    (other / "copy.md").write_text((docs / "a.md").read_text())
+    (other / "b.txt").write_text("Edited bravo document about timers. " * 40)
+    index = Index.build([other], tmp_path / "idx", embedder="hashing")
+    assert index.last_report is not None
+    assert index.last_report.already_indexed == {}
+    assert sorted(index.last_report.added) == ["b.txt", "copy.md"]
+    assert index.store.document("copy.md").title == index.store.document("a.md").title

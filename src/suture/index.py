@@ -267,8 +267,9 @@ class Index:
             ingest_with_ray(self.store, noted(documents), report,
                             replace(ray, embedder=name, embedder_options=options),
                             self.embedder.key, show_progress=show_progress)
-        if prune:
-            report.deleted = self.delete(sorted(stored - seen))
+        if prune:  # a file reached under another id keeps its stored copy
+            kept = seen | set(report.already_indexed.values())
+            report.deleted = self.delete(sorted(stored - kept))
         # Pay for derived structures (search structures, lexical index, SproutRAG trees)
         # now rather than at the first query; trees are rebuilt only for documents that
         # changed.
@@ -328,7 +329,11 @@ class Index:
         explain: bool = False,
         **params: Any,
     ) -> Context:
-        """Assemble the context for one query with a policy (see `suture.policies`)."""
+        """Assemble the context for one query with a policy (see `suture.policies`).
+
+        `params` are the policy's parameters; those not given come from the index's
+        own defaults for that policy (`Manifest.policy_defaults`), then the policy's.
+        """
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError(
                 "the query is empty; ask a question (every chunk would score alike, so "
@@ -338,6 +343,8 @@ class Index:
             raise ConfigurationError(f"k must be >= 1, got {k}")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+        if isinstance(policy, str):  # the index's own defaults (suture calibrate), then ours
+            params = {**self.manifest.policy_defaults.get(policy, {}), **params}
         chosen = get_policy(policy, **params)
         first_stage = self.retriever(retriever, retriever_options)
         if query_vector is None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from suture.chunking import chunk_document, embedding_text
-from suture.documents import Skipped, content_hash
+from suture.documents import Skipped, content_hash, same_file_key
 from suture.embedders import Embedder, Vectors
 from suture.stores.base import Manifest, Store
 from suture.tokens import TokenMap
@@ -41,6 +41,9 @@ class IndexReport:
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    #: id given in this run -> the stored id of the same file (same name and content),
+    #: reached before through another folder; not stored twice (see `same_file_key`)
+    already_indexed: dict[str, str] = field(default_factory=dict)
     chunks_written: int = 0
     embedded: int = 0
     cached: int = 0
@@ -49,13 +52,17 @@ class IndexReport:
 
     @property
     def indexed(self) -> int:
-        return len(self.added) + len(self.updated) + len(self.unchanged)
+        return (
+            len(self.added) + len(self.updated) + len(self.unchanged) + len(self.already_indexed)
+        )
 
     def summary(self) -> str:
         parts = [
             f"{len(self.added)} added",
             f"{len(self.updated)} updated",
             f"{len(self.unchanged)} unchanged",
+            *([f"{len(self.already_indexed)} already indexed under another id"]
+              if self.already_indexed else []),
             f"{len(self.deleted)} deleted",
             f"{len(self.skipped)} skipped",
         ]
@@ -94,16 +101,24 @@ def plan_documents(
 ) -> Iterator[PendingDocument]:
     """The documents that need embedding, one at a time; the rest go into `report`.
 
-    Unchanged documents (same content hash) are skipped; an unchanged document written
-    by an older suture without a token map gets one, without re-embedding.
+    Unchanged documents (same content hash) are skipped; so is a file already stored
+    under another id (reached before through another folder: same name and content, see
+    `same_file_key`). An unchanged document written by an older suture without a token
+    map gets one, without re-embedding.
     """
     stored = store.document_hashes()
     unmapped = store.documents_without_token_map()
+    same_file = {same_file_key(doc_id, digest): doc_id for doc_id, digest in stored.items()}
     for item in documents:
         if isinstance(item, Skipped):
             report.skipped.append(item)
             continue
         digest = content_hash(item)
+        key = same_file_key(item.doc_id, digest)
+        if item.doc_id not in stored and key in same_file:
+            report.already_indexed[item.doc_id] = same_file[key]
+            continue
+        same_file.setdefault(key, item.doc_id)
         if stored.get(item.doc_id) == digest:
             report.unchanged.append(item.doc_id)
             if item.doc_id in unmapped:

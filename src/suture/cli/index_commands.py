@@ -1,81 +1,48 @@
-"""`suture index`, `query`, `compare`, `info` and `delete`."""
+"""`suture index`, `query`, `compare`, `info`, `ls`, `delete` and `policies`."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from suture.cli import app
+from suture.cli.common import (
+    EmbedderOption,
+    IndexOption,
+    RetrieverParamOption,
+    StoreOption,
+    console,
+    err_console,
+    fail,
+    parse_params,
+    writes_nothing,
+)
 from suture.exceptions import SutureError
+from suture.indexing import IndexReport
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
-
-IndexOption = Annotated[str, typer.Option(
-    "--index", "-i",
-    help="The index: a folder for the default store, or its name in a --store server.")]
-StoreOption = Annotated[str | None, typer.Option(
-    "--store", envvar="SUTURE_STORE",
-    help="Where the index lives: sqlite (default, a folder), postgresql://user@host/db, "
-         "qdrant://host:6333 or qdrant:PATH (local mode).")]
-RetrieverParamOption = Annotated[
-    list[str] | None,
-    typer.Option("--retriever-param",
-                 help="First-stage option NAME=VALUE, repeatable (e.g. --retriever-param "
-                      "documents=1)."),
-]
-EmbedderOption = Annotated[
-    list[str] | None,
-    typer.Option("--embedder-option",
-                 help="Embedder option NAME=VALUE, repeatable (e.g. --embedder-option "
-                      "model_path=/models/mine). Model folders and URLs are only ever taken "
-                      "from here or the environment, never from an index."),
-]
 PolicyOption = Annotated[
-    str, typer.Option("--policy", "-p", help="topk, window, window2, parent, scar, rerank, sprout.")
+    str,
+    typer.Option(
+        "--policy", "-p",
+        help="topk, window, window2, parent, scar, rerank, sprout (`suture policies` lists "
+        "each one's parameters).",
+    ),
 ]
 ParamOption = Annotated[
     list[str] | None,
-    typer.Option("--param", help="Policy parameter NAME=VALUE, repeatable (e.g. --param lam=0.5)."),
+    typer.Option(
+        "--param",
+        help="Policy parameter NAME=VALUE, repeatable (e.g. --param lam=0.5); "
+        "`suture policies` lists them with their defaults.",
+    ),
 ]
-
-
-def parse_params(items: list[str] | None) -> dict[str, Any]:
-    """Turn ["lam=0.5", "radius=2", "model=/x"] into typed keyword arguments."""
-    params: dict[str, Any] = {}
-    for item in items or []:
-        name, sep, raw = item.partition("=")
-        if not sep or not name:
-            raise typer.BadParameter(f"{item!r} is not NAME=VALUE (e.g. --param lam=0.5)")
-        params[name.strip()] = _coerce(raw.strip())
-    return params
-
-
-def _coerce(raw: str) -> Any:
-    lowered = raw.lower()
-    if lowered in {"true", "false"}:
-        return lowered == "true"
-    if lowered in {"none", "null"}:
-        return None
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
-
-
-def fail(exc: Exception) -> typer.Exit:
-    """Print a suture error as one readable line and exit with status 2."""
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
-    return typer.Exit(code=2)
 
 
 @app.command("index")
@@ -128,6 +95,7 @@ def index_command(
         from suture.distributed import RayOptions
 
         distributed = RayOptions(address=ray_address, workers=ray_workers)
+    report = IndexReport()
     try:
         built = Index.build(
             paths,
@@ -145,17 +113,18 @@ def index_command(
             sprout=sprout,
             sprout_weights=sprout_weights,
             ray=distributed,
+            report=report,
         )
     except NothingToIndexError as exc:
         if exc.report is not None:
-            _print_skips(exc.report.skipped)
+            _print_skips(exc.report)
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(code=1) from None
     except SutureError as exc:
         raise fail(exc) from None
-    report = built.last_report
-    assert report is not None
-    _print_skips(report.skipped)
+    except KeyboardInterrupt:
+        raise _interrupted(index, store, report) from None
+    _print_skips(report)
     console.print(report.summary())
     if built.has_sprout_trees():
         from suture.sprout import TreeStore
@@ -167,10 +136,54 @@ def index_command(
         raise typer.Exit(code=1)
 
 
-def _print_skips(skipped: list[Any]) -> None:
-    for item in skipped:
-        reason = item.reason if item.source in item.reason else f"{item.source}: {item.reason}"
-        err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
+def _print_skips(report: IndexReport) -> None:
+    """One line per skipped file and per file already stored under another id."""
+    for skipped in report.skipped:
+        reason = (
+            skipped.reason
+            if skipped.source in skipped.reason
+            else (f"{skipped.source}: {skipped.reason}")
+        )
+        err_console.print(f"[yellow]skipped[/] {escape(reason)}", highlight=False)
+    for given, kept in report.already_indexed.items():
+        err_console.print(
+            f"[yellow]already indexed[/] {escape(given)} is stored as '{escape(kept)}' (same "
+            "file name and content, reached through another folder); not stored twice",
+            highlight=False,
+        )
+
+
+def _interrupted(index: str, store: str | None, report: IndexReport) -> typer.Exit:
+    """Ctrl-C during `suture index`: say what is kept and that running again resumes.
+
+    Each document is written in one transaction and embedded vectors are cached as they
+    are computed, so nothing finished is lost and nothing half-written is visible.
+    """
+    held = _stored_count(index, store)
+    if held is None:
+        err_console.print(
+            "[bold yellow]interrupted[/] before anything was stored; every vector embedded "
+            "so far is cached. Run the same command again to start", highlight=False,
+        )
+        return typer.Exit(code=130)
+    written = len(report.added) + len(report.updated)
+    err_console.print(
+        f"[bold yellow]interrupted[/]: {escape(index)} holds {held} documents "
+        f"({written} written by this run) and every vector embedded so far is cached. Run "
+        "the same command again to resume: stored documents are skipped and cached vectors "
+        "are not computed again.", highlight=False,
+    )
+    return typer.Exit(code=130)
+
+
+def _stored_count(index: str, store: str | None) -> int | None:
+    """How many documents the index holds; None when there is none yet."""
+    from suture.index import Index
+
+    try:
+        return len(Index.open(index, store=store).store.document_hashes())
+    except SutureError:
+        return None
 
 
 @app.command("query")
@@ -194,6 +207,8 @@ def query_command(
     """Assemble the context for one question."""
     from suture.index import Index
 
+    writes_nothing()
+
     try:
         context = Index.open(
             index, store=store, embedder_options=parse_params(embedder_option)
@@ -213,6 +228,8 @@ def query_command(
         data = context.to_dict()
         out = {key: data[key] for key in ("query", "policy", "spans", "chunks", "tokens")}
         out["characters"] = data["characters"]
+        # which first stage found what (and with which score): --retriever's effect
+        out["hits"] = [{k: h[k] for k in ("chunk_id", "score", "retriever")} for h in data["hits"]]
         if explain:
             out["trace"] = data["trace"]
         sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
@@ -250,6 +267,8 @@ def compare_command(
     """Run several policies on one question and show their sizes side by side."""
     from suture.index import Index
 
+    writes_nothing()
+
     try:
         opened = Index.open(index, store=store, embedder_options=parse_params(embedder_option))
         vector = opened.embed_queries([text])[0]
@@ -268,13 +287,15 @@ def compare_command(
             no_wrap=True,
             min_width=len(column),
         )
-    table.add_column("best span", overflow="ellipsis", no_wrap=True, max_width=30)
+    # the document and section of the best span, folded rather than cut: it is the
+    # column that tells the policies' contexts apart
+    table.add_column("best span", overflow="fold")
     for context in contexts:
         best = max(context.spans, key=lambda s: s.score, default=None)
         where = (
             ""
             if best is None
-            else (f"{best.doc_id} {' > '.join(_section(opened, best.doc_id, best.start))}")
+            else " > ".join((best.doc_id, *_section(opened, best.doc_id, best.start)))
         )
         table.add_row(
             context.policy,
@@ -322,7 +343,7 @@ def info_command(
 
 @app.command("delete")
 def delete_command(
-    doc_ids: Annotated[list[str], typer.Argument(help="Document ids (see `suture info`).")],
+    doc_ids: Annotated[list[str], typer.Argument(help="Document ids (see `suture ls`).")],
     index: IndexOption,
     store: StoreOption = None,
 ) -> None:
@@ -338,3 +359,65 @@ def delete_command(
     if missing:
         err_console.print(f"[yellow]not in the index:[/] {', '.join(missing)}")
         raise typer.Exit(code=1)
+
+
+@app.command("ls")
+def ls_command(
+    index: IndexOption,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List an index's documents: id, title, characters and chunks."""
+    from suture.index import Index
+
+    try:
+        summary = Index.open(index, store=store).documents()
+    except SutureError as exc:
+        raise fail(exc) from None
+    rows: list[dict[str, Any]] = [
+        {"doc_id": d.doc_id, "title": d.title, "characters": d.characters, "chunks": d.chunks}
+        for d in summary
+    ]
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+        return
+    table = Table(title=f"{len(rows)} documents in {index}")
+    table.add_column("id", overflow="fold")
+    table.add_column("title", overflow="ellipsis", no_wrap=True, max_width=40)
+    table.add_column("characters", justify="right")
+    table.add_column("chunks", justify="right")
+    for row in rows:
+        table.add_row(
+            escape(row["doc_id"]), escape(row["title"]), str(row["characters"]), str(row["chunks"])
+        )
+    console.print(table)
+
+
+@app.command("policies")
+def policies_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the policies, what each returns, and its parameters with their defaults."""
+    from suture.policies import describe_parameters, policy_names, policy_parameters, policy_summary
+
+    names = policy_names()
+    if as_json:
+        data = {
+            name: {"summary": policy_summary(name),
+                   "parameters": {k: _json_default(v) for k, v in policy_parameters(name).items()}}
+            for name in names
+        }
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return
+    table = Table(title="policies (set parameters with --param NAME=VALUE)")
+    table.add_column("policy", no_wrap=True)
+    table.add_column("parameters (defaults)", overflow="fold")
+    table.add_column("what it returns", overflow="fold")
+    for name in names:
+        table.add_row(name, escape(describe_parameters(name)), escape(policy_summary(name)))
+    console.print(table)
+
+
+def _json_default(value: Any) -> Any:
+    """A default as JSON: the value itself, or null for a parameter that has none."""
+    return None if value is inspect.Parameter.empty else value

@@ -6,20 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from suture.cli import app
-from suture.cli.index_commands import IndexOption, StoreOption
+from suture.cli.common import IndexOption, StoreOption, console, fail
 from suture.exceptions import SutureError
-
-console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
-    return typer.Exit(code=2)
 
 
 @app.command("sprout-index")
@@ -52,7 +42,7 @@ def sprout_index_command(
                                     settings=settings.with_(**changes), force=force,
                                     progress=not quiet)
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     leaves = sum(b.leaves for b in report.built)
     seconds = sum(b.seconds for b in report.built)
     console.print(f"sprout trees: {len(report.built)} built ({leaves} leaves, {seconds:.1f}s), "
@@ -63,8 +53,10 @@ def sprout_index_command(
 @app.command("train-sprout")
 def train_sprout_command(
     benchmark: Annotated[list[Path], typer.Option(
-        "--benchmark", "-b", help="LegalBench-RAG-layout JSON (repeatable).")],
-    corpus: Annotated[Path, typer.Option(help="Folder of the benchmark's documents.")],
+        "--benchmark", "-b", exists=True, dir_okay=False,
+        help="LegalBench-RAG-layout JSON (repeatable).")],
+    corpus: Annotated[Path, typer.Option(
+        exists=True, file_okay=False, help="Folder of the benchmark's documents.")],
     out: Annotated[Path, typer.Option(help="Weights file to write (JSON; plot beside it).")],
     lam: Annotated[float, typer.Option("--lambda", help="λ, weight of L_str.")] = 1.0,
     epochs: Annotated[int, typer.Option(help="Full-batch Adam steps.")] = 40,
@@ -90,7 +82,7 @@ def train_sprout_command(
         result = train_alpha(benchmark, corpus, out, config=config, cache=cache,
                              log=console.print)
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     console.print(f"validation loss {result['val_loss_start']:.4f} -> "
                   f"{result['val_loss_end']:.4f} (epoch {result['best_epoch']}); weights {out}, "
                   "curves "

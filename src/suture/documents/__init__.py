@@ -8,6 +8,7 @@ from suture.documents.ingest import (
     content_hash,
     iter_documents,
     load_document,
+    same_file_key,
 )
 from suture.documents.loaders import PAGE_SEPARATOR, normalise_newlines, title_from_filename
 from suture.documents.sections import Heading, build_sections, detect_sections
@@ -23,5 +24,6 @@ __all__ = [
     "iter_documents",
     "load_document",
     "normalise_newlines",
+    "same_file_key",
     "title_from_filename",
 ]

@@ -71,11 +71,15 @@ class Manifest:
     embedder_key: str = ""
     #: how source files were read into text (`suture.documents.TextReading`)
     text_reading: str = ""
+    #: the index's own defaults per policy, e.g. {"scar": {"lam": 0.7, "tau": 0.4}} as
+    #: `suture calibrate` chose them; a call's own parameters override them
+    policy_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["embedder_options"] = dict(self.embedder_options)
         data["retriever_options"] = dict(self.retriever_options)
+        data["policy_defaults"] = {k: dict(v) for k, v in self.policy_defaults.items()}
         return data
 
     @classmethod
