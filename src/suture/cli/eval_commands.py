@@ -105,6 +105,12 @@ def eval_command(
         "per retriever, "
         "labelled policy@retriever; baselines are taken at the first retriever). "
         "Default: the index's.")] = None,
+    peers: Annotated[str | None, typer.Option(
+        help="Other frameworks' pipelines to run beside the policies, on the same corpus "
+        "and embedder: llamaindex-topk, llamaindex-prevnext, llamaindex-sentence-window, "
+        "llamaindex-automerging, langchain-parent (needs suture[llamaindex] / "
+        "suture[langchain]). Settings by --param, e.g. llamaindex-topk.chunk_size=256; "
+        "every policy is also compared against every peer.")] = None,
     max_tokens: Annotated[int | None, typer.Option(
         help="Token budget per context (default: none).")] = None,
     baselines: Annotated[str, typer.Option(
@@ -119,9 +125,12 @@ def eval_command(
 ) -> None:
     """Run policies over a labelled benchmark; write runs, results.json, report.md, plots."""
     from suture.evaluation.policy_specs import (
+        PeerSpec,
+        PolicySpec,
         available_policies,
         expand_baselines,
         parse_ks,
+        parse_peer_specs,
         parse_policy_specs,
     )
     from suture.evaluation.runner import evaluate, open_or_build_index
@@ -136,7 +145,11 @@ def eval_command(
             if skipped:
                 typer.echo(f"skipping unavailable policies: {', '.join(skipped)}", err=True)
             names = ",".join(usable)
-        specs = parse_policy_specs(names, param or (), params_json, retriever or ())
+        peer_specs, policy_params = parse_peer_specs(peers or "", param or ())
+        specs: list[PolicySpec | PeerSpec] = [
+            *parse_policy_specs(names, policy_params, params_json, retriever or ()),
+            *peer_specs,
+        ]
         ks = parse_ks(k)
         out.mkdir(parents=True, exist_ok=True)
         loaded = _load(benchmark, corpus, out, split, limit)
@@ -147,8 +160,10 @@ def eval_command(
         built = time.perf_counter()
         result = evaluate(
             idx, loaded, specs, ks,
-            baselines=expand_baselines(
-                [b.strip() for b in baselines.split(",") if b.strip()], specs),
+            baselines=[*expand_baselines(
+                [b.strip() for b in baselines.split(",") if b.strip()],
+                [s for s in specs if isinstance(s, PolicySpec)]),
+                *(p.label for p in peer_specs)],
             resamples=resamples, seed=seed, max_tokens=max_tokens, show_progress=progress,
         )
         result.write(out, command=_command_line(ctx), plots=plots)

@@ -26,12 +26,22 @@ def _pyplot() -> Any:
     return plt
 
 
+def recall_metric(results: Mapping[str, Any]) -> str:
+    """The recall a plot shows: documents, or chunks; span (character) recall when peers
+    ran, whose pieces are not suture's chunks."""
+    if results["benchmark"]["level"] == "document":
+        return "doc_recall"
+    if any(p.get("peer") for p in results["policies"].values()):
+        return "span_recall"
+    return "chunk_recall"
+
+
 def plot_results(results: Mapping[str, Any], out: str | Path) -> list[str]:
     """Recall against context tokens per policy (all, fragmented, atomic); returns file names."""
     plt = _pyplot()
     out = Path(out)
     k = results["settings"]["primary_k"]
-    recall_key = "doc_recall" if results["benchmark"]["level"] == "document" else "chunk_recall"
+    recall_key = recall_metric(results)
     names: list[str] = []
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=True)
@@ -121,4 +131,4 @@ def plot_pareto(
     return name
 
 
-__all__ = ["plot_pareto", "plot_results"]
+__all__ = ["plot_pareto", "plot_results", "recall_metric"]
