@@ -53,7 +53,12 @@ def _load(
     benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None
 ) -> Benchmark:
     from suture.evaluation.benchmarks import is_beir_folder, load_benchmark, write_beir_corpus
+    from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa
 
+    if is_hotpotqa_file(benchmark):
+        # only the paragraphs of the questions asked are written (and indexed)
+        folder = f"hotpotqa_corpus_{limit}" if limit else "hotpotqa_corpus"
+        return load_hotpotqa(benchmark, corpus or out / folder, limit)
     if is_beir_folder(benchmark) and corpus is None:
         corpus = write_beir_corpus(benchmark, out / "beir_corpus")
     loaded = load_benchmark(benchmark, corpus, split=split)
@@ -61,8 +66,8 @@ def _load(
 
 
 BenchmarkOpt = Annotated[Path, typer.Option(
-    "--benchmark", "-b", help="LegalBench-RAG JSON file, or a BEIR folder (corpus.jsonl, "
-    "queries, qrels).")]
+    "--benchmark", "-b", help="LegalBench-RAG JSON file, a BEIR folder (corpus.jsonl, "
+    "queries, qrels), or a HotpotQA JSONL file (question_text, contexts).")]
 CorpusOpt = Annotated[Path | None, typer.Option(
     help="Folder the benchmark's file paths are relative to (LegalBench-RAG; a first "
     "path component that does not exist is stripped). BEIR: defaults to OUT/beir_corpus, "

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from suture.evaluation.benchmarks import Benchmark, BenchmarkQuery
@@ -184,13 +185,15 @@ class Evaluator:
             peer = get_peer(spec.name, **dict(spec.params))
             store = self.index.store
             documents = []
+            bench_ids = {index_doc: bench_doc for bench_doc, index_doc in self.doc_map.items()}
             for doc_id in sorted(self.layout.doc_ids):
                 stored = store.document(doc_id)
-                # the file as the benchmark names it (the stored source may be relative
-                # to wherever the index was built)
-                source = self.benchmark.corpus / doc_id
-                documents.append(PeerDocument(
-                    doc_id, stored.text, str(source) if source.is_file() else stored.source))
+                # the file as the benchmark names it; the stored source may be relative
+                # to wherever the index was built
+                candidates = [self.benchmark.corpus / bench_ids.get(doc_id, doc_id),
+                              Path(stored.source)]
+                source = next((str(c) for c in candidates if c.is_file()), "")
+                documents.append(PeerDocument(doc_id, stored.text, source))
             embeddings = CachedEmbeddings(self.index.embedder, store,
                                           show_progress=self.show_progress)
             embeddings.remember_queries([q.text for q in self.benchmark.queries],
