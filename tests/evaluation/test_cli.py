@@ -129,7 +129,7 @@ def test_eval_command_runs_peers(privacy_paths: tuple[Path, Path], tmp_path: Pat
     assert results["policies"]["scar"]["params"]["lam"] == 0.5
     assert results["peers"]["langchain-parent"]["pieces_returned"] > 0
     summary = results["results"]["langchain-parent"]["k=5"]["all"]
-    assert 0 < summary["characters"] and summary["queries"] == 8
+    assert summary["characters"] > 0 and summary["queries"] == 8
     matched = {(m["peer"], m["k"]) for m in results["peer_matches"]}
     assert matched == {(p, k) for p in ("llamaindex-topk", "langchain-parent") for k in (1, 5)}
     assert any(c["policy_b"] == "langchain-parent" and c["policy_a"] == "scar"
