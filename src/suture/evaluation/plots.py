@@ -78,6 +78,11 @@ def plot_results(results: Mapping[str, Any], out: str | Path) -> list[str]:
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=label)
         ax.set_xlabel("mean context tokens per query")
+        xs_all = [per_k[f"k={kk}"]["all"].get("tokens") or 0
+                  for _, per_k in ordered(results, results["results"]) for kk in ks]
+        positive = [x for x in xs_all if x > 0]
+        if positive and max(positive) > 20 * min(positive):
+            ax.set_xscale("log")  # peers' contexts can be tens of times larger
         ax.set_ylabel(f"{recall_key.replace('_', ' ')} (%)")
         ax.set_title(f"recall against tokens for k = {', '.join(map(str, ks))}")
         ax.grid(alpha=0.3)
