@@ -230,3 +230,22 @@ def test_html_table_cells_stay_separate_words(tmp_path: Path) -> None:
     text = load_document(page).text
     assert "Revenue100" not in text
     assert text.splitlines() == ["Item\tAmount", "Revenue\t100 "]
+
+
+def test_markdown_title_is_an_opening_heading_never_a_stray_one(
+        shared_data: Path, tmp_path: Path) -> None:
+    gdpr = load_document(shared_data / "corpora" / "gdpr" / "gdpr_en.md")
+    assert gdpr.title.startswith("Regulation (EU) 2016/679")
+    # The 10-K as Markdown, with a table note converted to a level-1 heading after the
+    # cover page (as a PDF converter writes it): the file name names the filing.
+    text = (shared_data / "corpora" / "msft_10k" / "MICROSOFT_2023_10K.md").read_text(
+        encoding="utf-8")
+    cut = text.index("\n\n", 5000)
+    stray = text[:cut] + "\n\n# Denotes a variance of 100 percent or more\n" + text[cut:]
+    filing = tmp_path / "MICROSOFT_2023_10K.md"
+    filing.write_text(stray, encoding="utf-8")
+    assert load_document(filing).title == "MICROSOFT 2023 10K"
+    titled = tmp_path / "titled.md"
+    titled.write_text("<!-- front matter -->\n\n# Annual Report 2023\n\n" + text[:3000],
+                      encoding="utf-8")
+    assert load_document(titled).title == "Annual Report 2023"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from suture.cli import _register, app
@@ -105,3 +106,46 @@ def test_eval_command_compares_retrievers(privacy_paths: tuple[Path, Path], tmp_
     ])
     assert bad.exit_code == 2
     assert "unknown retriever 'nope'" in bad.output
+
+
+def test_eval_command_runs_peers(privacy_paths: tuple[Path, Path], tmp_path: Path) -> None:
+    """Peers run beside the policies, are scored alike and matched against scar."""
+    pytest.importorskip("llama_index.core")
+    pytest.importorskip("langchain_classic")
+    _register()
+    bench, corpus = privacy_paths
+    out = tmp_path / "peers"
+    result = CliRunner().invoke(app, [
+        "eval", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(out),
+        "--embedder", "hashing", "--policies", "topk,scar", "--k", "1,5",
+        "--peers", "llamaindex-topk,langchain-parent",
+        "--param", "llamaindex-topk.chunk_size=256", "--param", "scar.lam=0.5",
+        "--limit", "8", "--resamples", "200", "--no-progress",
+    ])
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    peer = results["policies"]["llamaindex-topk"]
+    assert peer["peer"] is True and peer["params"]["chunk_size"] == 256
+    assert results["policies"]["scar"]["params"]["lam"] == 0.5
+    assert results["peers"]["langchain-parent"]["pieces_returned"] > 0
+    summary = results["results"]["langchain-parent"]["k=5"]["all"]
+    assert summary["characters"] > 0 and summary["queries"] == 8
+    matched = {(m["peer"], m["k"]) for m in results["peer_matches"]}
+    assert matched == {(p, k) for p in ("llamaindex-topk", "langchain-parent") for k in (1, 5)}
+    assert any(c["policy_b"] == "langchain-parent" and c["policy_a"] == "scar"
+               for c in results["comparisons"])
+    report = (out / "report.md").read_text()
+    assert "## Peers against suture's default" in report
+    assert len((out / "runs" / "llamaindex-topk.jsonl").read_text().splitlines()) == 8
+
+
+def test_eval_command_refuses_unknown_peer(privacy_paths: tuple[Path, Path],
+                                           tmp_path: Path) -> None:
+    _register()
+    bench, corpus = privacy_paths
+    result = CliRunner().invoke(app, [
+        "eval", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(tmp_path),
+        "--peers", "haystack-nope",
+    ])
+    assert result.exit_code == 2
+    assert "unknown peer 'haystack-nope'" in result.output

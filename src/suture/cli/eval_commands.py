@@ -49,7 +49,12 @@ def _load(
     benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None
 ) -> Benchmark:
     from suture.evaluation.benchmarks import is_beir_folder, load_benchmark, write_beir_corpus
+    from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa
 
+    if is_hotpotqa_file(benchmark):
+        # only the paragraphs of the questions asked are written (and indexed)
+        folder = f"hotpotqa_corpus_{limit}" if limit else "hotpotqa_corpus"
+        return load_hotpotqa(benchmark, corpus or out / folder, limit)
     if is_beir_folder(benchmark) and corpus is None:
         corpus = write_beir_corpus(benchmark, out / "beir_corpus")
     loaded = load_benchmark(benchmark, corpus, split=split)
@@ -57,8 +62,8 @@ def _load(
 
 
 BenchmarkOpt = Annotated[Path, typer.Option(
-    "--benchmark", "-b", help="LegalBench-RAG JSON file, or a BEIR folder (corpus.jsonl, "
-    "queries, qrels).")]
+    "--benchmark", "-b", help="LegalBench-RAG JSON file, a BEIR folder (corpus.jsonl, "
+    "queries, qrels), or a HotpotQA JSONL file (question_text, contexts).")]
 CorpusOpt = Annotated[Path | None, typer.Option(
     help="Folder the benchmark's file paths are relative to (LegalBench-RAG; a first "
     "path component that does not exist is stripped). BEIR: defaults to OUT/beir_corpus, "
@@ -101,6 +106,12 @@ def eval_command(
         "per retriever, "
         "labelled policy@retriever; baselines are taken at the first retriever). "
         "Default: the index's.")] = None,
+    peers: Annotated[str | None, typer.Option(
+        help="Other frameworks' pipelines to run beside the policies, on the same corpus "
+        "and embedder: llamaindex-topk, llamaindex-prevnext, llamaindex-sentence-window, "
+        "llamaindex-automerging, langchain-parent (needs suture[llamaindex] / "
+        "suture[langchain]). Settings by --param, e.g. llamaindex-topk.chunk_size=256; "
+        "every policy is also compared against every peer.")] = None,
     max_tokens: Annotated[int | None, typer.Option(
         help="Token budget per context (default: none).")] = None,
     baselines: Annotated[str, typer.Option(
@@ -115,9 +126,12 @@ def eval_command(
 ) -> None:
     """Run policies over a labelled benchmark; write runs, results.json, report.md, plots."""
     from suture.evaluation.policy_specs import (
+        PeerSpec,
+        PolicySpec,
         available_policies,
         expand_baselines,
         parse_ks,
+        parse_peer_specs,
         parse_policy_specs,
     )
     from suture.evaluation.runner import evaluate, open_or_build_index
@@ -132,7 +146,11 @@ def eval_command(
             if skipped:
                 typer.echo(f"skipping unavailable policies: {', '.join(skipped)}", err=True)
             names = ",".join(usable)
-        specs = parse_policy_specs(names, param or (), params_json, retriever or ())
+        peer_specs, policy_params = parse_peer_specs(peers or "", param or ())
+        specs: list[PolicySpec | PeerSpec] = [
+            *parse_policy_specs(names, policy_params, params_json, retriever or ()),
+            *peer_specs,
+        ]
         ks = parse_ks(k)
         out.mkdir(parents=True, exist_ok=True)
         loaded = _load(benchmark, corpus, out, split, limit)
@@ -143,8 +161,10 @@ def eval_command(
         built = time.perf_counter()
         result = evaluate(
             idx, loaded, specs, ks,
-            baselines=expand_baselines(
-                [b.strip() for b in baselines.split(",") if b.strip()], specs),
+            baselines=[*expand_baselines(
+                [b.strip() for b in baselines.split(",") if b.strip()],
+                [s for s in specs if isinstance(s, PolicySpec)]),
+                *(p.label for p in peer_specs)],
             resamples=resamples, seed=seed, max_tokens=max_tokens, show_progress=progress,
         )
         result.write(out, command=_command_line(ctx), plots=plots)

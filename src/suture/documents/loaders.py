@@ -101,12 +101,28 @@ def load_text(path: Path) -> Extracted:
     return Extracted(text, title_from_filename(path), metadata)
 
 
-def load_markdown(path: Path) -> Extracted:
-    """A Markdown file kept as written; the title is its first `# ` heading."""
-    text, metadata = decode(read_bytes(path), str(path))
+#: a `# ` heading names the document only when it starts this close to the top
+MD_TITLE_HEAD_CHARS = 1000
+
+
+def markdown_title(text: str, path: Path) -> str:
+    """The first `# ` heading when it opens the document, else the file name.
+
+    A level-1 heading deep in the text is a section (or a stray line converted from a
+    PDF, such as a 10-K's table note "Denotes a variance of 100 percent or more"), not
+    the document's name; only one that starts within the first
+    `MD_TITLE_HEAD_CHARS` characters is taken.
+    """
     match = _MD_TITLE.search(text)
-    title = _WS.sub(" ", match.group(1)).strip() if match else title_from_filename(path)
-    return Extracted(text, title, metadata)
+    if match and match.start() < MD_TITLE_HEAD_CHARS:
+        return _WS.sub(" ", match.group(1)).strip()
+    return title_from_filename(path)
+
+
+def load_markdown(path: Path) -> Extracted:
+    """A Markdown file kept as written; the title is its opening `# ` heading."""
+    text, metadata = decode(read_bytes(path), str(path))
+    return Extracted(text, markdown_title(text, path), metadata)
 
 
 def load_html(path: Path) -> Extracted:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from suture.evaluation.benchmarks import Benchmark, BenchmarkQuery
@@ -17,14 +18,16 @@ from suture.evaluation.metrics import (
     is_fragmented,
     query_metrics,
 )
-from suture.evaluation.policy_specs import PolicySpec
+from suture.evaluation.policy_specs import PeerSpec, PolicySpec
 from suture.evaluation.records import PolicyRun, QueryRecord
 from suture.exceptions import ConfigurationError
+from suture.types import Selection
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from suture.evaluation.peers import Peer
     from suture.index import Index
 
 
@@ -70,6 +73,8 @@ class Evaluator:
                 f"{len(query_vectors)} query vectors for {len(benchmark.queries)} queries"
             )
         self.query_vectors = query_vectors
+        self._peers: dict[str, Peer] = {}
+        self._peer_facts: dict[str, dict[str, float]] = {}
 
     # -- set-up checks -----------------------------------------------------------------
     def _map_documents(self) -> dict[str, str]:
@@ -121,8 +126,11 @@ class Evaluator:
                         )
 
     # -- running -----------------------------------------------------------------------
-    def run(self, spec: PolicySpec | str, k: int, *, progress: Any = None) -> PolicyRun:
-        """Retrieve for every query with one policy at one k."""
+    def run(self, spec: PolicySpec | PeerSpec | str, k: int, *, progress: Any = None
+            ) -> PolicyRun:
+        """Retrieve for every query with one policy (or peer) at one k."""
+        if isinstance(spec, PeerSpec):
+            return self.run_peer(spec, k, progress=progress)
         if isinstance(spec, str):
             spec = PolicySpec(spec)
         records: list[QueryRecord] = []
@@ -143,20 +151,84 @@ class Evaluator:
         records.sort(key=lambda r: r.query_id)
         return PolicyRun(spec, k, records, time.perf_counter() - started)
 
-    def _record(self, query: BenchmarkQuery, spec: PolicySpec, k: int, context: Any) -> QueryRecord:
+    def run_peer(self, spec: PeerSpec, k: int, *, progress: Any = None) -> PolicyRun:
+        """Retrieve for every query with a peer framework's pipeline at one k.
+
+        The peer's pieces become the context as a policy's would (`assemble_context`:
+        overlapping, touching or white-space-separated pieces merge into one span), so
+        characters and tokens count what is unique, as for suture's policies.
+        """
+        from suture.policies.assembly import assemble_context
+
+        peer = self.peer(spec)
+        records: list[QueryRecord] = []
+        started = time.perf_counter()
+        for query in self.benchmark.queries:
+            pieces = peer.retrieve(query.text, k)
+            selections = [
+                Selection(p.doc_id, p.start, p.end, (), spec.label, p.score, True, p.score)
+                for p in pieces
+            ]
+            context = assemble_context(query=query.text, policy=spec.label,
+                                       selections=selections, hits=[], store=self.index.store)
+            records.append(self._record(query, spec, k, context, pieces=len(pieces)))
+            if progress is not None:
+                progress.update(1)
+        records.sort(key=lambda r: r.query_id)
+        return PolicyRun(spec, k, records, time.perf_counter() - started)
+
+    def peer(self, spec: PeerSpec) -> Peer:
+        """The peer of `spec`, built once over every document of the index."""
+        from suture.evaluation.peers import CachedEmbeddings, PeerDocument, get_peer
+
+        if spec.label not in self._peers:
+            peer = get_peer(spec.name, **dict(spec.params))
+            store = self.index.store
+            documents = []
+            bench_ids = {index_doc: bench_doc for bench_doc, index_doc in self.doc_map.items()}
+            for doc_id in sorted(self.layout.doc_ids):
+                stored = store.document(doc_id)
+                # the file as the benchmark names it; the stored source may be relative
+                # to wherever the index was built
+                candidates = [self.benchmark.corpus / bench_ids.get(doc_id, doc_id),
+                              Path(stored.source)]
+                source = next((str(c) for c in candidates if c.is_file()), "")
+                documents.append(PeerDocument(doc_id, stored.text, source))
+            embeddings = CachedEmbeddings(self.index.embedder, store,
+                                          show_progress=self.show_progress)
+            embeddings.remember_queries([q.text for q in self.benchmark.queries],
+                                        self.query_vectors)
+            started = time.perf_counter()
+            peer.build(documents, embeddings)
+            self._peer_facts[spec.label] = {
+                "build_seconds": time.perf_counter() - started,
+                "texts_embedded": embeddings.embedded,
+                "texts_from_cache": embeddings.cached,
+            }
+            self._peers[spec.label] = peer
+        return self._peers[spec.label]
+
+    def _record(self, query: BenchmarkQuery, spec: PolicySpec | PeerSpec, k: int,
+                context: Any, *, pieces: int | None = None) -> QueryRecord:
         spans = tuple(
             (self._file_path(s.doc_id), s.doc_id, s.start, s.end) for s in context.spans
         )
         doc_spans = tuple((d, s, e) for _, d, s, e in spans)
         chunk_ids = tuple(context.chunk_ids)
-        if not all(self.layout.is_chunk(c) for c in chunk_ids):
+        chunks = context.chunks
+        if pieces is not None:
+            # A peer's pieces are not suture chunks: a chunk counts as retrieved when the
+            # context contains it whole (as for sprout); "chunks" counts returned pieces.
+            chunk_ids = tuple(self.layout.covered(doc_spans))
+            chunks = pieces
+        elif not all(self.layout.is_chunk(c) for c in chunk_ids):
             # Tree nodes (sprout) are not chunks: a chunk counts as retrieved when the
             # context contains it whole, which is what chunk_ids mean for every policy.
             chunk_ids = tuple(self.layout.covered(doc_spans))
         outcome = QueryOutcome(
             spans=doc_spans,
             chunk_ids=chunk_ids,
-            chunks=context.chunks,
+            chunks=chunks,
             characters=context.characters,
             tokens=context.tokens,
         )
@@ -166,7 +238,7 @@ class Evaluator:
             k=k,
             spans=spans,
             chunk_ids=outcome.chunk_ids,
-            chunks=context.chunks,
+            chunks=chunks,
             characters=context.characters,
             tokens=context.tokens,
             fragmented=self.fragmented[query.query_id],
@@ -197,6 +269,15 @@ class Evaluator:
         manifest = self.index.store.manifest
         fragmented = sum(self.fragmented.values())
         unscorable = sum(1 for ids in self.gold_chunks.values() if not ids)
+        peers = {
+            label: {
+                **self._peer_facts[label],
+                "pieces_returned": peer.pieces,
+                "pieces_located_by_search": peer.located,
+                "texts_replaced": getattr(peer, "replaced_texts", 0),
+            }
+            for label, peer in self._peers.items()
+        }
         return {
             "benchmark": {
                 "name": self.benchmark.name,
@@ -218,6 +299,7 @@ class Evaluator:
                 "documents": len(self.layout.doc_ids),
                 "chunks": sum(len(self.layout.document_chunks(d)) for d in self.layout.doc_ids),
             },
+            "peers": peers,
         }
 
 

@@ -26,12 +26,22 @@ def _pyplot() -> Any:
     return plt
 
 
+def recall_metric(results: Mapping[str, Any]) -> str:
+    """The recall a plot shows: documents, or chunks; span (character) recall when peers
+    ran, whose pieces are not suture's chunks."""
+    if results["benchmark"]["level"] == "document":
+        return "doc_recall"
+    if any(p.get("peer") for p in results["policies"].values()):
+        return "span_recall"
+    return "chunk_recall"
+
+
 def plot_results(results: Mapping[str, Any], out: str | Path) -> list[str]:
     """Recall against context tokens per policy (all, fragmented, atomic); returns file names."""
     plt = _pyplot()
     out = Path(out)
     k = results["settings"]["primary_k"]
-    recall_key = "doc_recall" if results["benchmark"]["level"] == "document" else "chunk_recall"
+    recall_key = recall_metric(results)
     names: list[str] = []
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=True)
@@ -68,6 +78,11 @@ def plot_results(results: Mapping[str, Any], out: str | Path) -> list[str]:
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=label)
         ax.set_xlabel("mean context tokens per query")
+        xs_all = [per_k[f"k={kk}"]["all"].get("tokens") or 0
+                  for _, per_k in ordered(results, results["results"]) for kk in ks]
+        positive = [x for x in xs_all if x > 0]
+        if positive and max(positive) > 20 * min(positive):
+            ax.set_xscale("log")  # peers' contexts can be tens of times larger
         ax.set_ylabel(f"{recall_key.replace('_', ' ')} (%)")
         ax.set_title(f"recall against tokens for k = {', '.join(map(str, ks))}")
         ax.grid(alpha=0.3)
@@ -121,4 +136,4 @@ def plot_pareto(
     return name
 
 
-__all__ = ["plot_pareto", "plot_results"]
+__all__ = ["plot_pareto", "plot_results", "recall_metric"]

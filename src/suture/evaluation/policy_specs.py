@@ -38,6 +38,65 @@ class PolicySpec:
         return get_policy(self.name, **dict(self.params)).params()
 
 
+@dataclass(frozen=True, slots=True)
+class PeerSpec:
+    """A peer baseline (another framework's pipeline, `suture.evaluation.peers`) with
+    settings, under a label ("llamaindex-topk", or "llamaindex-topk:small")."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""
+    #: peers bring their own first stage; kept so runs read every spec alike
+    retriever: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", default_label(self.name, self.params))
+
+    def effective_params(self) -> dict[str, Any]:
+        """The peer's framework version and full settings (defaults included)."""
+        from suture.evaluation.peers import get_peer
+
+        return get_peer(self.name, **dict(self.params)).settings()
+
+
+def parse_peer_specs(
+    peers: str | Sequence[str], params: Sequence[str] = ()
+) -> tuple[list[PeerSpec], list[str]]:
+    """Peers from "llamaindex-topk,langchain-parent" and the `--param` options naming them.
+
+    Returns the specs and the remaining `--param` options (the policies'). An entry can
+    carry a label ("llamaindex-topk:small" with `llamaindex-topk:small.chunk_size=128`).
+    """
+    from suture._registry import lookup
+    from suture.evaluation.peers import PeerName, peer_class
+
+    items = peers.split(",") if isinstance(peers, str) else list(peers)
+    entries = [p.strip() for p in items if p and p.strip()]
+    if len(set(entries)) != len(entries):
+        raise ConfigurationError(f"a peer is listed twice in {','.join(entries)}")
+    per_peer: dict[str, dict[str, Any]] = {entry: {} for entry in entries}
+    rest: list[str] = []
+    for item in params:
+        key, sep, value = item.partition("=")
+        name, dot, param = key.strip().partition(".")
+        if sep and dot and param and name in per_peer:
+            per_peer[name][param] = parse_param_value(value.strip())
+        else:
+            rest.append(item)
+    specs = []
+    for entry in entries:
+        name = _policy_of(entry)
+        lookup("peer", PeerName, name)
+        spec = PeerSpec(name, per_peer[entry], label=entry)
+        try:
+            peer_class(name)(**per_peer[entry])
+        except ImportError as exc:
+            raise ConfigurationError(f"peer {name} is not available: {exc}") from None
+        specs.append(spec)
+    return specs, rest
+
+
 def default_label(name: str, params: Mapping[str, Any]) -> str:
     if not params:
         return name
@@ -213,12 +272,14 @@ def parse_ks(text: str | int | Sequence[int]) -> list[int]:
 
 
 __all__ = [
+    "PeerSpec",
     "PolicySpec",
     "available_policies",
     "default_label",
     "expand_baselines",
     "parse_ks",
     "parse_param_value",
+    "parse_peer_specs",
     "parse_policy_specs",
     "parse_retrievers",
 ]

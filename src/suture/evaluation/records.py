@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from suture.evaluation.metrics import aggregate
 
 if TYPE_CHECKING:
-    from suture.evaluation.policy_specs import PolicySpec
+    from suture.evaluation.policy_specs import PeerSpec, PolicySpec
 
 SUBSETS = ("all", "fragmented", "atomic")
 
@@ -51,7 +51,7 @@ class QueryRecord:
 class PolicyRun:
     """Every query's record for one policy at one k."""
 
-    spec: PolicySpec
+    spec: PolicySpec | PeerSpec
     k: int
     records: list[QueryRecord]
     seconds: float = 0.0
@@ -78,11 +78,13 @@ class EvaluationResult:
     #: the benchmark and index facts (`Evaluator.describe()`) and the headline metric
     description: dict[str, Any]
     primary_metric: str
-    specs: list[PolicySpec]
+    specs: list[PolicySpec | PeerSpec]
     ks: list[int]
     runs: dict[tuple[str, int], PolicyRun]
     comparisons: list[dict[str, Any]]
     settings: dict[str, Any]
+    #: each peer against suture's default at no more context (`runner.match_peers`)
+    peer_matches: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def primary_k(self) -> int:
@@ -106,11 +108,7 @@ class EvaluationResult:
             **data,
             "settings": self.settings,
             "policies": {
-                spec.label: {
-                    "name": spec.name,
-                    "params": spec.effective_params(),
-                    "retriever": spec.retriever or data["index"]["retriever"],
-                }
+                spec.label: _describe_spec(spec, data["index"]["retriever"])
                 for spec in self.specs
             },
             "results": {
@@ -119,6 +117,7 @@ class EvaluationResult:
             },
             "ie": {spec.label: self.ie_at(spec.label) for spec in self.specs},
             "comparisons": self.comparisons,
+            "peer_matches": self.peer_matches,
         })
         return cleaned
 
@@ -160,6 +159,17 @@ class EvaluationResult:
             encoding="utf-8",
         )
         return out
+
+
+def _describe_spec(spec: PolicySpec | PeerSpec, index_retriever: str) -> dict[str, Any]:
+    """A policy's or peer's entry in results.json: name, full settings, first stage."""
+    from suture.evaluation.policy_specs import PeerSpec
+
+    if isinstance(spec, PeerSpec):
+        return {"name": spec.name, "params": spec.effective_params(), "peer": True,
+                "retriever": "peer"}
+    return {"name": spec.name, "params": spec.effective_params(),
+            "retriever": spec.retriever or index_retriever}
 
 
 def _safe(label: str) -> str:

@@ -189,6 +189,46 @@ def paper_table(results: Mapping[str, Any], k: int) -> list[str]:
     ]
 
 
+def peer_table(results: Mapping[str, Any]) -> list[str]:
+    """Each peer against suture's default pipeline at no more context characters."""
+    matches = results.get("peer_matches") or []
+    if not matches:
+        return []
+    metric = matches[0]["metric"]
+    out = [
+        f"## Peers against suture's default at no more context ({metric})", "",
+        f"suture's default (`{matches[0]['default']}`, the index's retriever) is taken at "
+        "the largest k whose mean context characters are at most the peer's; Δ is "
+        "suture − peer (paired bootstrap).", "",
+        "| Peer | k | peer | peer chars | suture k | suture | suture chars | Δ | 95% CI | p "
+        "| suture wins |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for m in matches:
+        head = (f"| {m['peer']} | {m['k']} | {fmt(m['peer_value'], 'pct')} | "
+                f"{fmt(m['peer_characters'], 'int')} | ")
+        if m.get("default_k") is None:
+            out.append(head + "– | – | – | – | – | – | no (every k is larger) |")
+            continue
+        c = m["comparison"]
+        out.append(
+            head + f"{m['default_k']} | {fmt(m['default_value'], 'pct')} | "
+            f"{fmt(m['default_characters'], 'int')} | {_signed(c['mean_diff'], 'pct')} | "
+            f"[{_signed(c['ci_low'], 'pct')}, {_signed(c['ci_high'], 'pct')}] | "
+            f"{format_p(c['p_value'] if c['p_value'] is not None else math.nan, c['resamples'])}"
+            f" | {'yes' if m['wins'] else 'no'} |")
+    facts = results.get("peers") or {}
+    if facts:
+        out += ["", "Span mapping: " + "; ".join(
+            f"`{label}` returned {f['pieces_returned']:,} pieces, "
+            f"{f['pieces_located_by_search']:,} located by search"
+            + (f", {f['texts_replaced']} document texts replaced by suture's"
+               if f.get("texts_replaced") else "")
+            for label, f in facts.items())]
+    out.append("")
+    return out
+
+
 def render_report(
     results: Mapping[str, Any],
     *,
@@ -217,9 +257,11 @@ def render_report(
         f"tables below use k = {k} unless marked. Token budget: "
         f"{settings['max_tokens'] if settings['max_tokens'] else 'none'}.",
         "- Policies: " + "; ".join(
-            f"`{label}` = {p['name']}({_params_text(p['params'])})"
-            + (f" from `{p['retriever']}`" if p.get("retriever", index["retriever"])
-               != index["retriever"] or "@" in label else "")
+            f"`{label}` = {'peer ' if p.get('peer') else ''}{p['name']}"
+            f"({_params_text(p['params'])})"
+            + (f" from `{p['retriever']}`" if (not p.get("peer")
+               and p.get("retriever", index["retriever"])
+               != index["retriever"]) or "@" in label else "")
             for label, p in results["policies"].items()
         ),
         "",
@@ -252,6 +294,7 @@ def render_report(
             if other != k:
                 out += [f"## All queries (k = {other})", "",
                         metrics_table(results, other, "all", columns), ""]
+    out += peer_table(results)
     out += paper_table(results, k)
     if results["comparisons"]:
         out += [f"## Paired comparisons (k = {k})", "",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from suture.evaluation.benchmarks import Benchmark
 from suture.evaluation.evaluator import Evaluator
-from suture.evaluation.policy_specs import PolicySpec, parse_ks
+from suture.evaluation.policy_specs import PeerSpec, PolicySpec, parse_ks
 from suture.evaluation.records import EvaluationResult, PolicyRun
 from suture.evaluation.stats import (
     DEFAULT_RESAMPLES,
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from suture.index import Index
 
 #: metrics compared between policies with the paired bootstrap
-COMPARED_METRICS = ("chunk_recall", "span_recall", "ie", "chunks", "tokens")
+COMPARED_METRICS = ("chunk_recall", "span_recall", "ie", "chunks", "characters", "tokens")
 #: the same for document-level (BEIR) benchmarks
-COMPARED_DOCUMENT_METRICS = ("doc_recall", "mrr", "chunks", "tokens")
+COMPARED_DOCUMENT_METRICS = ("doc_recall", "mrr", "chunks", "characters", "tokens")
 #: policies every other policy is compared against, when they were run
 DEFAULT_BASELINES = ("window", "topk")
 
@@ -64,10 +64,65 @@ def compare_runs(
     return rows
 
 
+#: the label of suture's default pipeline (index default retriever, default scar)
+DEFAULT_PIPELINE = "scar"
+
+
+def match_peers(
+    runs: Mapping[tuple[str, int], PolicyRun],
+    specs: Sequence[PolicySpec | PeerSpec],
+    ks: Sequence[int],
+    *,
+    metric: str,
+    default: str = DEFAULT_PIPELINE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> list[dict[str, Any]]:
+    """Each peer at each k against suture's default pipeline at no more context.
+
+    For a peer run, suture's default is taken at the largest k whose mean context
+    characters are at most the peer's, and the two are compared on `metric` (paired
+    bootstrap over queries). suture wins when its mean is at least the peer's there.
+    """
+    labels = {s.label for s in specs}
+    if default not in labels:
+        return []
+    rows: list[dict[str, Any]] = []
+    for spec in specs:
+        if not isinstance(spec, PeerSpec):
+            continue
+        for k in ks:
+            peer = runs[(spec.label, k)]
+            peer_chars = peer.summary()["all"]["characters"]
+            fitting = [kk for kk in ks
+                       if runs[(default, kk)].summary()["all"]["characters"] <= peer_chars]
+            row: dict[str, Any] = {"peer": spec.label, "k": k, "metric": metric,
+                                   "peer_value": peer.summary()["all"][metric],
+                                   "peer_characters": peer_chars, "default": default}
+            if fitting:
+                ours = runs[(default, max(fitting))]
+                result = paired_bootstrap(ours.values(metric), peer.values(metric),
+                                          metric=metric, policy_a=f"{default}@k={ours.k}",
+                                          policy_b=f"{spec.label}@k={k}",
+                                          resamples=resamples, seed=seed)
+                row.update({
+                    "default_k": ours.k,
+                    "default_value": ours.summary()["all"][metric],
+                    "default_characters": ours.summary()["all"]["characters"],
+                    "comparison": result.to_dict(),
+                    "summary": result.summary(),
+                    "wins": result.mean_diff >= 0,
+                })
+            else:
+                row.update({"default_k": None, "wins": False})
+            rows.append(row)
+    return rows
+
+
 def evaluate(
     index: Index | Evaluator,
     benchmark: Benchmark | None = None,
-    policies: Sequence[PolicySpec | str] = ("topk", "window"),
+    policies: Sequence[PolicySpec | PeerSpec | str] = ("topk", "window"),
     ks: Sequence[int] = (5,),
     *,
     primary_k: int | None = None,
@@ -80,6 +135,8 @@ def evaluate(
     """Run every policy at every k over a benchmark and compare them.
 
     Pass an `Index` and a `Benchmark`, or an `Evaluator` to reuse its query vectors.
+    `PeerSpec`s (other frameworks' pipelines) run beside the policies and are scored
+    and compared the same way.
     """
     if isinstance(index, Evaluator):
         evaluator = index
@@ -87,7 +144,8 @@ def evaluate(
         if benchmark is None:
             raise ConfigurationError("evaluate() needs a benchmark with an index")
         evaluator = Evaluator(index, benchmark, show_progress=show_progress, max_tokens=max_tokens)
-    specs = [PolicySpec(p) if isinstance(p, str) else p for p in policies]
+    specs: list[PolicySpec | PeerSpec] = [PolicySpec(p) if isinstance(p, str) else p
+                                          for p in policies]
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels):
         raise ConfigurationError(f"policy labels must be unique: {labels}")
@@ -109,6 +167,10 @@ def evaluate(
                else COMPARED_METRICS)
     comparisons = compare_runs(runs, labels, ks, baselines=baselines, metrics=metrics,
                                resamples=resamples, seed=seed)
+    level = evaluator.benchmark.level
+    peer_matches = match_peers(runs, specs, ks,
+                               metric="doc_recall" if level == "document" else "span_recall",
+                               resamples=resamples, seed=seed)
     settings = {
         "ks": ks,
         "policy_order": labels,
@@ -120,7 +182,8 @@ def evaluate(
     }
     return EvaluationResult(description=evaluator.describe(),
                             primary_metric=evaluator.primary_metric, specs=specs, ks=ks,
-                            runs=runs, comparisons=comparisons, settings=settings)
+                            runs=runs, comparisons=comparisons, settings=settings,
+                            peer_matches=peer_matches)
 
 
 def open_or_build_index(
@@ -168,7 +231,9 @@ __all__ = [
     "COMPARED_DOCUMENT_METRICS",
     "COMPARED_METRICS",
     "DEFAULT_BASELINES",
+    "DEFAULT_PIPELINE",
     "compare_runs",
     "evaluate",
+    "match_peers",
     "open_or_build_index",
 ]

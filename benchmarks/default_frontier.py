@@ -1,0 +1,122 @@
+"""Recall at equal context: suture's policies (a scar grid, window, window2) and the peers
+of a `suture eval --peers` run, each as a curve over k, read at fixed character budgets.
+
+A policy's points (mean context characters, mean recall) for k = 1, 3, 5, 10, 20 are
+joined piecewise linearly (from (0, 0)); recall at a budget is read off that line, and
+left empty past the largest k. Recall is span (character) recall on span-labelled sets
+and document recall on document-level ones. Used to choose suture's default pipeline on
+development sets and to check it on held-out ones (docs/results.md, "Peers").
+
+    python benchmarks/default_frontier.py \\
+        --benchmark ../shared/data/legalbench_rag/benchmarks/privacy_qa_fiverr_keep.json \\
+        --corpus ../shared/data/legalbench_rag/corpus --index out/idx-privacy \\
+        --peers-results out/eval-privacy-peers/results.json --out out/frontier-privacy.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from suture.evaluation.benchmarks import Benchmark, load_benchmark
+from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa
+from suture.evaluation.policy_specs import PolicySpec
+from suture.index import Index
+
+Curve = list[tuple[float, float]]
+
+
+def at_budget(curve: Curve, budget: float) -> float:
+    """Recall read off the piecewise-linear curve through (0, 0) and the points."""
+    points = sorted([(0.0, 0.0), *curve])
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        if x0 <= budget <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (budget - x0) / (x1 - x0)
+    return math.nan
+
+
+def grid_specs(lams: list[float], taus: list[float], radii: list[int]) -> list[PolicySpec]:
+    specs = [PolicySpec("window", {}, label="window"),
+             PolicySpec("window", {"width": 2}, label="window2"),
+             PolicySpec("scar", {}, label="scar (default)")]
+    specs += [PolicySpec("scar", {"lam": lam, "tau": tau, "radius": r},
+                         label=f"scar({lam:g},{tau:g},{r})")
+              for r in radii for lam in lams for tau in taus]
+    return specs
+
+
+def load(path: Path, corpus: Path, limit: int | None) -> Benchmark:
+    if is_hotpotqa_file(path):
+        return load_hotpotqa(path, corpus, limit)
+    benchmark = load_benchmark(path, corpus)
+    return benchmark.subset(limit) if limit else benchmark
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--benchmark", type=Path, required=True)
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--index", type=Path, required=True)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--k", default="1,3,5,10,20")
+    parser.add_argument("--budgets", default="2000,4000,6000,8000")
+    parser.add_argument("--lam", default="0.1,0.5,1.0")
+    parser.add_argument("--tau", default="0.1,0.3,0.7")
+    parser.add_argument("--radius", default="1,2")
+    parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    ks = [int(k) for k in args.k.split(",")]
+    budgets = [float(b) for b in args.budgets.split(",")]
+    benchmark = load(args.benchmark, args.corpus, args.limit)
+    metric = "doc_recall" if benchmark.level == "document" else "span_recall"
+    evaluator = Evaluator(Index.open(args.index), benchmark, show_progress=False)
+    curves: dict[str, Curve] = {}
+    specs = grid_specs([float(x) for x in args.lam.split(",")],
+                       [float(x) for x in args.tau.split(",")],
+                       [int(x) for x in args.radius.split(",")])
+    for spec in specs:
+        summaries = [evaluator.run(spec, k).summary()["all"] for k in ks]
+        curves[spec.label] = [(s["characters"], s[metric]) for s in summaries]
+        print(spec.label, flush=True)
+    if args.peers_results:
+        results = json.loads(args.peers_results.read_text())
+        for label, entry in results["policies"].items():
+            if entry.get("peer"):
+                per_k = results["results"][label]
+                curves[label] = [(per_k[f"k={k}"]["all"]["characters"],
+                                  per_k[f"k={k}"]["all"][metric]) for k in ks
+                                 if f"k={k}" in per_k]
+    table: dict[str, Any] = {
+        label: {f"{b:g}": at_budget(curve, b) for b in budgets} for label, curve in curves.items()
+    }
+    for row in table.values():
+        values = [v for v in row.values() if not math.isnan(v)]
+        row["mean"] = sum(values) / len(values) if len(values) == len(budgets) else math.nan
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"metric": metric, "ks": ks, "budgets": budgets,
+                                    "curves": curves, "at_budget": table},
+                                   indent=1, allow_nan=True) + "\n", encoding="utf-8")
+    print("| policy | " + " | ".join(f"{b:,.0f} chars" for b in budgets) + " | mean |")
+    print("|---|" + "---:|" * (len(budgets) + 1))
+    for label, row in sorted(table.items(), key=lambda item: -_sortable(item[1]["mean"])):
+        cells = [_pct(row[f"{b:g}"]) for b in budgets] + [_pct(row["mean"])]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    return 0
+
+
+def _sortable(value: float) -> float:
+    return -1.0 if math.isnan(value) else value
+
+
+def _pct(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value * 100:.1f}%"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
