@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 Vectors = npt.NDArray[np.float32]
+
+
+class TextEmbedder(Protocol):
+    """What a framework's embedding class needs: an `Embedder`, or one behind a cache
+    (`suture.evaluation.peers.CachedEmbeddings`)."""
+
+    @property
+    def key(self) -> str: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors: ...
+
+    def embed_query(self, text: str) -> Vectors: ...
 
 
 class Embedder(ABC):

@@ -17,7 +17,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from suture.embedders.base import Embedder
+from suture.embedders.base import TextEmbedder
 from suture.exceptions import missing_dependency
 from suture.integrations.source import (
     ContextSource,
@@ -82,12 +82,13 @@ class SutureRetriever(BaseRetriever):
 
 
 class SutureEmbeddings(Embeddings):
-    """A suture embedder (by default the offline all-MiniLM-L6-v2) as LangChain `Embeddings`."""
+    """A suture embedder as LangChain `Embeddings`: a registry name (`get_embedder(name,
+    **options)`), an `Embedder`, or one behind a cache (the peers of `suture eval --peers`)."""
 
-    def __init__(self, embedder: str | Embedder = "minilm", **options: Any) -> None:
+    def __init__(self, embedder: str | TextEmbedder = "minilm", **options: Any) -> None:
         from suture.embedders import get_embedder
 
-        self.embedder = get_embedder(embedder, **options)
+        self.embedder = get_embedder(embedder, **options) if isinstance(embedder, str) else embedder
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = self.embedder.embed_documents(texts).tolist()

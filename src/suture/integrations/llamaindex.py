@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from suture.embedders.base import Embedder
+from suture.embedders.base import TextEmbedder
 from suture.exceptions import ConfigurationError, missing_dependency
 from suture.integrations.framework_store import FrameworkStore, StoredPiece, expand
 from suture.integrations.source import (
@@ -182,15 +182,17 @@ class ScarPostprocessor(BaseNodePostprocessor):
 
 
 class SutureEmbedding(BaseEmbedding):
-    """A suture embedder (`suture.embedders.get_embedder(name, **options)`) for LlamaIndex."""
+    """A suture embedder for LlamaIndex: a registry name (`get_embedder(name, **options)`),
+    an `Embedder`, or one behind a cache (the peers of `suture eval --peers`)."""
 
-    _embedder: Embedder = PrivateAttr()
+    _embedder: TextEmbedder = PrivateAttr()
 
-    def __init__(self, embedder: str | Embedder = "minilm", **options: Any) -> None:
+    def __init__(self, embedder: str | TextEmbedder = "minilm", *, embed_batch_size: int = 256,
+                 **options: Any) -> None:
         from suture.embedders import get_embedder
 
-        model = get_embedder(embedder, **options)
-        super().__init__(model_name=model.key, embed_batch_size=model.batch_size)
+        model = get_embedder(embedder, **options) if isinstance(embedder, str) else embedder
+        super().__init__(model_name=model.key, embed_batch_size=embed_batch_size)
         self._embedder = model
 
     @classmethod

@@ -80,7 +80,11 @@ class CachedEmbeddings:
     def dimension(self) -> int:
         return self.embedder.dimension
 
-    def documents(self, texts: Sequence[str]) -> Vectors:
+    @property
+    def key(self) -> str:
+        return self.embedder.key
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
         """Vectors of `texts` (one row each, in order), from the cache where possible."""
         hashes = [embedding_hash(t) for t in texts]
         found: dict[str, Any] = self.store.cached_embeddings(self.embedder.key, hashes)
@@ -108,10 +112,10 @@ class CachedEmbeddings:
         return np.stack([np.asarray(found[h], dtype=np.float32) for h in hashes])
 
     def remember_queries(self, texts: Sequence[str], vectors: Vectors) -> None:
-        """Query vectors already computed (the evaluator's), reused by `query`."""
+        """Query vectors already computed (the evaluator's), reused by `embed_query`."""
         self._queries.update(zip(texts, vectors, strict=True))
 
-    def query(self, text: str) -> Vectors:
+    def embed_query(self, text: str) -> Vectors:
         if text not in self._queries:
             self._queries[text] = self.embedder.embed_query(text)
         return self._queries[text]

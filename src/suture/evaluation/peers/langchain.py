@@ -27,23 +27,6 @@ from suture.exceptions import missing_dependency
 DOC_KEY = "suture_doc_id"
 
 
-def suture_embeddings(embeddings: CachedEmbeddings) -> Any:
-    """suture's embedder as LangChain `Embeddings` (same vectors, cached)."""
-    try:
-        from langchain_core.embeddings import Embeddings
-    except ImportError:
-        raise missing_dependency("langchain-core", "langchain") from None
-
-    class SutureEmbeddings(Embeddings):
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return [[float(x) for x in row] for row in embeddings.documents(texts)]
-
-        def embed_query(self, text: str) -> list[float]:
-            return [float(x) for x in embeddings.query(text)]
-
-    return SutureEmbeddings()
-
-
 class LangChainParent(Peer):
     """Children are embedded and searched (k of them); their parents are returned."""
 
@@ -79,11 +62,12 @@ class LangChainParent(Peer):
             from langchain_text_splitters import RecursiveCharacterTextSplitter
         except ImportError:
             raise missing_dependency("langchain-classic", "langchain") from None
+        from suture.integrations.langchain import SutureEmbeddings
 
         self.documents = {d.doc_id: d for d in documents}
         overlap = self.params["chunk_overlap"]
         self.retriever = ParentDocumentRetriever(
-            vectorstore=InMemoryVectorStore(suture_embeddings(embeddings)),
+            vectorstore=InMemoryVectorStore(SutureEmbeddings(embeddings)),
             docstore=InMemoryStore(),
             child_splitter=RecursiveCharacterTextSplitter(
                 chunk_size=self.params["child_chunk_size"], chunk_overlap=overlap),
@@ -115,4 +99,4 @@ class LangChainParent(Peer):
         return [piece for _, piece in self.returned_text(query, k)]
 
 
-__all__ = ["DOC_KEY", "LangChainParent", "suture_embeddings"]
+__all__ = ["DOC_KEY", "LangChainParent"]

@@ -39,34 +39,6 @@ def _llama() -> Any:
     return llama_index.core
 
 
-def suture_embedding(embeddings: CachedEmbeddings) -> Any:
-    """suture's embedder as a LlamaIndex `BaseEmbedding` (same vectors, cached)."""
-    _llama()
-    from llama_index.core.embeddings import BaseEmbedding
-    from pydantic import PrivateAttr
-
-    class SutureEmbedding(BaseEmbedding):
-        _embeddings: CachedEmbeddings = PrivateAttr()
-
-        def __init__(self, embeddings: CachedEmbeddings) -> None:
-            super().__init__(model_name=embeddings.embedder.key, embed_batch_size=2048)
-            self._embeddings = embeddings
-
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return [float(x) for x in self._embeddings.query(query)]
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_query_embedding(query)
-
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return self._get_text_embeddings([text])[0]
-
-        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-            return [[float(x) for x in row] for row in self._embeddings.documents(texts)]
-
-    return SutureEmbedding(embeddings)
-
-
 def read_documents(documents: Sequence[PeerDocument]) -> tuple[list[Any], int]:
     """LlamaIndex `Document`s as `SimpleDirectoryReader` reads them (its metadata: the
     file path in the embedded text), with suture's text and id.
@@ -133,12 +105,15 @@ class LlamaIndexPeer(Peer):
         self.nodes_embedded = len(embedded)
         # Embed every node text once, with progress, in the text LlamaIndex itself embeds
         # (MetadataMode.EMBED); the index's own embedding calls then hit the cache.
-        embeddings.documents([n.get_content(metadata_mode=MetadataMode.EMBED) for n in embedded])
+        embeddings.embed_documents(
+            [n.get_content(metadata_mode=MetadataMode.EMBED) for n in embedded])
         storage = StorageContext.from_defaults()
         storage.docstore.add_documents(nodes)
         self.storage = storage
-        self.index = VectorStoreIndex(embedded, storage_context=storage,
-                                      embed_model=suture_embedding(embeddings))
+        from suture.integrations.llamaindex import SutureEmbedding
+
+        model = SutureEmbedding(embeddings, embed_batch_size=2048)
+        self.index = VectorStoreIndex(embedded, storage_context=storage, embed_model=model)
         self.embeddings = embeddings
 
     def _map_spans(self, nodes: list[BaseNode]) -> None:
@@ -161,7 +136,7 @@ class LlamaIndexPeer(Peer):
     def _query_bundle(self, query: str) -> Any:
         from llama_index.core import QueryBundle
 
-        vector = [float(x) for x in self.embeddings.query(query)]
+        vector = [float(x) for x in self.embeddings.embed_query(query)]
         return QueryBundle(query_str=query, embedding=vector)
 
     def _retrieve_nodes(self, query: str, k: int) -> list[NodeWithScore]:
@@ -350,5 +325,4 @@ __all__ = [
     "LlamaIndexTopK",
     "read_documents",
     "same_text",
-    "suture_embedding",
 ]
