@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from tests.backends import BACKENDS, StoreTarget
+from tests.backends import BACKENDS, RUN, StoreTarget
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,9 +45,30 @@ def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minil
 
 
 @pytest.fixture(params=BACKENDS)
-def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> StoreTarget:
-    """One `StoreTarget` per store backend (the contract and parity tests use it)."""
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreTarget]:
+    """One `StoreTarget` per store backend (the contract and parity tests use it).
+
+    Qdrant runs in qdrant-client's local mode (its in-process emulation, in a temporary
+    folder), or against the server at `$SUTURE_TEST_QDRANT_URL` when that is set, with
+    collection names unique to this run that are dropped afterwards.
+    """
     backend = request.param
     if backend == "sqlite":
-        return StoreTarget("sqlite", None, tmp_path)
-    raise NotImplementedError(f"no test target for backend {backend!r}")
+        yield StoreTarget("sqlite", None, tmp_path)
+    elif backend == "qdrant":
+        url = os.environ.get("SUTURE_TEST_QDRANT_URL")
+        if not url:
+            yield StoreTarget("qdrant", f"qdrant:{tmp_path / 'qdrant'}", tmp_path)
+            return
+        yield StoreTarget("qdrant", url, tmp_path)
+        from qdrant_client import QdrantClient
+
+        parts = urlsplit(url)
+        client = QdrantClient(host=parts.hostname, port=parts.port or 6333,
+                              api_key=os.environ.get("QDRANT_API_KEY") or None)
+        for collection in client.get_collections().collections:
+            if collection.name.startswith(RUN):
+                client.delete_collection(collection.name)
+        client.close()
+    else:
+        raise NotImplementedError(f"no test target for backend {backend!r}")
