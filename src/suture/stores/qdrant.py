@@ -199,6 +199,8 @@ class _Connection:
     where: str
     lock: threading.RLock = field(default_factory=threading.RLock)
     path: Path | None = None
+    #: open stores using this client (local mode closes it, releasing the folder, at 0)
+    users: int = 0
 
 
 _LOCAL_CLIENTS: weakref.WeakValueDictionary[str, _Connection] = weakref.WeakValueDictionary()
@@ -288,6 +290,9 @@ class QdrantStore(Store):
     def __init__(self, connection: _Connection, options: _Options, name: str,
                  manifest: Manifest, tokenisations: Sequence[tuple[str, str | None]]) -> None:
         self._connection = connection
+        with _LOCAL_CLIENTS_LOCK:
+            connection.users += 1
+        self._closed = False
         self._options = options
         self.name = name
         self.chunks_collection = name
@@ -371,8 +376,19 @@ class QdrantStore(Store):
         self.manifest = manifest
 
     def close(self) -> None:
-        if not self._connection.local:
-            self._connection.client.close()
+        """Release the client (in local mode, the folder once no store in this process
+        uses it)."""
+        with _LOCAL_CLIENTS_LOCK:
+            if self._closed:
+                return
+            self._closed = True
+            self._connection.users -= 1
+            if self._connection.users > 0:
+                return
+            for key, shared in list(_LOCAL_CLIENTS.items()):
+                if shared is self._connection:
+                    del _LOCAL_CLIENTS[key]
+        self._connection.client.close()
 
     def size_on_disk(self) -> int | None:
         if self._connection.path is None:
