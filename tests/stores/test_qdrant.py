@@ -10,6 +10,8 @@ opens the folder after it died.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import signal
@@ -28,6 +30,7 @@ from suture.stores.lexical import LexicalSettings
 from suture.stores.qdrant import COMPANION_SUFFIX, QdrantStore, terms_field
 from tests.conftest import REPO_ROOT
 from tests.stores.test_contract import document, manifest, unit_vectors, write
+from tests.test_cli import suture
 
 #: a writer that opens the index and dies (SIGKILL) when it reaches the step named
 _CRASHING_WRITER = """
@@ -227,3 +230,33 @@ def test_bm25_runs_inside_qdrant_for_the_tokenisations_every_chunk_carries(
     assert engine.top(engine.terms("mms"), 5) == []  # one term, not split at "_"
     assert [c for c, _ in engine.top(engine.terms("naïve"), 5)] == ["w.txt#0", "w.txt#1"]
     assert np.isfinite([s for _, s in found]).all()
+
+
+def same(got: object, expected: object) -> bool:
+    """Equal, floats to 1e-5 relative, at any depth."""
+    if isinstance(expected, float) and isinstance(got, float | int):
+        return math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-6)
+    if isinstance(expected, dict) and isinstance(got, dict):
+        return set(got) == set(expected) and all(same(got[k], expected[k]) for k in expected)
+    if isinstance(expected, list) and isinstance(got, list):
+        return len(got) == len(expected) and all(map(same, got, expected))
+    return got == expected
+
+
+def test_the_cli_gives_the_same_scar_explanation_as_sqlite(shared_data: Path,
+                                                          tmp_path: Path) -> None:
+    """`suture index` / `suture query --explain` as processes, on both stores."""
+    corpus = shared_data / "legalbench_rag" / "corpus" / "privacy_qa"
+    stores = (["--index", str(tmp_path / "idx")],
+              ["--index", "policies", "--store", f"qdrant:{tmp_path / 'q'}"])
+    for where in stores:
+        done = suture("index", corpus, *where, "--embedder", "hashing", "--quiet")
+        assert done.returncode == 0, done.stderr
+    for question in ("Does the app share my location with third parties?",
+                     "How long is my data kept?"):
+        answers = []
+        for where in stores:
+            done = suture("query", question, *where, "--policy", "scar", "--explain", "--json")
+            assert done.returncode == 0, done.stderr
+            answers.append(json.loads(done.stdout))
+        assert answers[0]["trace"] and same(answers[1], answers[0])

@@ -288,8 +288,10 @@ class QdrantStore(Store):
     backend = "qdrant"
 
     def __init__(self, connection: _Connection, options: _Options, name: str,
-                 manifest: Manifest, tokenisations: Sequence[tuple[str, str | None]]) -> None:
+                 manifest: Manifest, tokenisations: Sequence[tuple[str, str | None]],
+                 url: str) -> None:
         self._connection = connection
+        self._url = url
         with _LOCAL_CLIENTS_LOCK:
             connection.users += 1
         self._closed = False
@@ -320,7 +322,8 @@ class QdrantStore(Store):
                 f"`suture index PATH... --index {name} --store {url}`"
             )
         store = cls(connection, options, name, Manifest.from_dict(record["manifest"]),
-                    [tuple(t) for t in record.get("tokenisations", DEFAULT_TOKENISATIONS)])
+                    [tuple(t) for t in record.get("tokenisations", DEFAULT_TOKENISATIONS)],
+                    str(url))
         store._check_dimension()
         store._recover()
         return store
@@ -359,6 +362,11 @@ class QdrantStore(Store):
     @property
     def index_argument(self) -> str:
         return self.name
+
+    @property
+    def store_argument(self) -> str | None:
+        """The ``--store`` URL this index was opened with."""
+        return self._url
 
     @property
     def derived(self) -> QdrantData:
