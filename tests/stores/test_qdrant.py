@@ -260,3 +260,46 @@ def test_the_cli_gives_the_same_scar_explanation_as_sqlite(shared_data: Path,
             assert done.returncode == 0, done.stderr
             answers.append(json.loads(done.stdout))
         assert answers[0]["trace"] and same(answers[1], answers[0])
+
+
+def test_threads_query_while_another_rewrites(tmp_path: Path) -> None:
+    """A multi-threaded server: each thread's query sees whole documents while one
+    thread keeps rewriting one of them."""
+    url = "qdrant::memory:"
+    name = f"threads_{os.getpid()}"
+    store = create_store(name, manifest(), url)
+    write(store, "a.txt", 5, 0)
+    write(store, "d.md", 4, 2)
+    writer = open_store(name, url)
+    stop = threading.Event()
+    problems: list[str] = []
+
+    def rewrite() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            write(writer, "a.txt", 2 + n % 4, n, word=f"round{n}")
+
+    def query(seed: int) -> None:
+        for i in range(15):
+            with store.reading():
+                hits = store.search(unit_vectors(1, seed * 100 + i)[0], 20)
+                texts = {d: store.document(d).text for d in {h.chunk.doc_id for h in hits}}
+                chunks, _ = store.neighbours([("a.txt", 0, 20)])
+                if any(h.chunk.text != texts[h.chunk.doc_id][h.chunk.start:h.chunk.end]
+                       for h in hits):
+                    problems.append("a hit is not a slice of its document")
+                if "a.txt" in texts and len(chunks) != sum(
+                        h.chunk.doc_id == "a.txt" for h in hits):
+                    problems.append("the neighbours and the hits saw other versions")
+
+    threads = [threading.Thread(target=query, args=(s,)) for s in range(3)]
+    rewriter = threading.Thread(target=rewrite)
+    rewriter.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    stop.set()
+    rewriter.join(timeout=60)
+    assert problems == []

@@ -126,6 +126,8 @@ _PART_BYTES = 1 << 20
 #: need a second request
 FETCH_MARGIN = 16
 _LAYOUT = 1
+#: seconds a request to a server may take (a batch of 256 chunk points is a few MB)
+_TIMEOUT_S = 120
 #: ``--store qdrant::memory:``: local mode without a folder (gone with the process)
 _MEMORY = ":memory:"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,190}")
@@ -251,7 +253,8 @@ def _connect(url: str | None) -> tuple[_Connection, _Options]:
         host = parts.hostname or "localhost"
         port = parts.port or 6333
         client = QdrantClient(host=host, port=port, https=query.get("https") == "true",
-                              api_key=os.environ.get("QDRANT_API_KEY") or None)
+                              api_key=os.environ.get("QDRANT_API_KEY") or None,
+                              timeout=_TIMEOUT_S)
         where = f"qdrant://{host}:{port}"
         return _Connection(client, local=False, where=where), options
     where = parts.path if parts.scheme else url
