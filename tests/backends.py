@@ -9,13 +9,16 @@ on all of them.
 from __future__ import annotations
 
 import itertools
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 #: every backend the contract and parity tests run on
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "qdrant")
 
 _counter = itertools.count()
+#: names this test run gives its indexes on a server, so runs never meet
+RUN = f"t{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True)
@@ -33,4 +36,4 @@ class StoreTarget:
         unique = f"{name}_{next(_counter)}"
         if self.backend == "sqlite":
             return str(self.folder / unique)
-        return f"t{unique}"
+        return f"{RUN}_{unique}"

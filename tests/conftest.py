@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from tests.backends import BACKENDS, StoreTarget
+from tests.backends import BACKENDS, RUN, StoreTarget
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,11 +43,37 @@ def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minil
     return Index.build([rfc], tmp_path_factory.mktemp("rfc") / "idx", embedder=minilm)
 
 
-def target_for(request: pytest.FixtureRequest, backend: str, folder: Path) -> StoreTarget:
-    """Where a test creates indexes in `backend` (servers come from session fixtures)."""
+def target_for(request: pytest.FixtureRequest, backend: str, folder: Path,
+               *, in_memory: bool = False) -> StoreTarget:
+    """Where a test creates indexes in `backend` (servers come from session fixtures).
+
+    Qdrant runs in qdrant-client's local mode (its in-process emulation, in `folder`, or
+    in memory with `in_memory`), or against the server at `$SUTURE_TEST_QDRANT_URL` when
+    that is set, with collection names unique to this run that are dropped afterwards.
+    """
     if backend == "sqlite":
         return StoreTarget("sqlite", None, folder)
+    if backend == "qdrant":
+        url = os.environ.get("SUTURE_TEST_QDRANT_URL")
+        if not url:
+            local = "qdrant::memory:" if in_memory else f"qdrant:{folder / 'qdrant'}"
+            return StoreTarget("qdrant", local, folder)
+        request.addfinalizer(lambda: _drop_qdrant_collections(url))
+        return StoreTarget("qdrant", url, folder)
     raise NotImplementedError(f"no test target for backend {backend!r}")
+
+
+def _drop_qdrant_collections(url: str) -> None:
+    """Drop the collections this test run made on a real Qdrant server."""
+    from qdrant_client import QdrantClient
+
+    parts = urlsplit(url)
+    client = QdrantClient(host=parts.hostname, port=parts.port or 6333,
+                          api_key=os.environ.get("QDRANT_API_KEY") or None)
+    for collection in client.get_collections().collections:
+        if collection.name.startswith(RUN):
+            client.delete_collection(collection.name)
+    client.close()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -62,7 +62,8 @@ def reference(corpus: list[Path], tmp_path_factory: pytest.TempPathFactory) -> I
 @pytest.fixture(scope="module", params=OTHERS)
 def other(request: pytest.FixtureRequest, corpus: list[Path],
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
-    target = target_for(request, request.param, tmp_path_factory.mktemp(request.param))
+    target = target_for(request, request.param, tmp_path_factory.mktemp(request.param),
+                        in_memory=True)
     index = build(corpus, target.index("parity"), target.store)
     yield index
     index.store.close()

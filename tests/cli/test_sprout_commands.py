@@ -77,8 +77,9 @@ def test_train_sprout_writes_weights_that_sprout_index_uses(
     used = suture("sprout-index", "--index", sprout_index, "--weights", out, "-q", timeout=900)
     assert used.returncode == 0, used.stderr
     from suture.sprout import TreeStore
+    from suture.stores import open_store
 
-    config = TreeStore(sprout_index).read_config() or {}
+    config = TreeStore.of(open_store(str(sprout_index))).read_config() or {}
     np.testing.assert_allclose(config["alpha"], alpha)
 
     missing = suture("train-sprout", "--benchmark", tmp_path / "none.json",

@@ -127,42 +127,55 @@ class HybridRetriever(Retriever):
         terms = engine.terms(query)
         chosen = self._chosen_documents(terms)
         scope = chosen or None
-        dense = self.store.search(query_vector, depth, doc_ids=scope)
-        dense_scores = {s.chunk.chunk_id: s.score for s in dense}
-        known: dict[str, Chunk] = {s.chunk.chunk_id: s.chunk for s in dense}
-
         if self.head_chars is not None and chosen:
             naming = engine.naming_terms(chosen, self.head_chars)
             terms = [t for t in terms if t not in naming]
         local = self.lexical_scope == "documents" and scope is not None
-        ranked = engine.top(terms, depth, doc_ids=scope, local_idf=local) if terms else []
-        lexical_ids = [chunk_id for chunk_id, _ in ranked]
+        weights = (2 * self.alpha, 2 * (1 - self.alpha))
+        known: dict[str, Chunk] = {}
 
-        # Exact scores of both stages for every candidate.
-        missing = [c for c in lexical_ids if c not in dense_scores]
-        dense_all = dict(dense_scores)
-        if missing:
-            cosines = self.store.vectors(missing) @ query_vector.astype(np.float32, copy=False)
-            dense_all.update(zip(missing, map(float, cosines), strict=True))
-        candidates = list(dict.fromkeys([*dense_scores, *lexical_ids]))
-        lexical_all = dict(ranked)
-        unscored = [c for c in candidates if c not in lexical_all]
-        if terms and unscored:
-            lexical_all.update(engine.scores(terms, unscored, doc_ids=scope, local_idf=local))
+        # A store that fuses by RRF itself, as this would, does it in one request.
+        native = (engine.fused_rrf(terms, query_vector, depth, k, scope, self.rrf_k, weights)
+                  if self.fusion == "rrf" and not local and terms else None)
+        if native is not None:
+            best = native[:k]
+            ids = [chunk_id for chunk_id, _ in best]
+            vectors = self.store.vectors(ids)
+            dense_all = dict(zip(ids, map(float, vectors @ query_vector.astype(np.float32)),
+                                 strict=True))
+            lexical_all = engine.scores(terms, ids, doc_ids=scope)
         else:
-            lexical_all.update(dict.fromkeys(unscored, 0.0))
+            dense = self.store.search(query_vector, depth, doc_ids=scope)
+            dense_scores = {s.chunk.chunk_id: s.score for s in dense}
+            known.update((s.chunk.chunk_id, s.chunk) for s in dense)
+            ranked = engine.top(terms, depth, doc_ids=scope, local_idf=local) if terms else []
+            lexical_ids = [chunk_id for chunk_id, _ in ranked]
 
-        if self.fusion == "rrf":
-            fused = reciprocal_rank_fusion(
-                [list(dense_scores), lexical_ids], k=self.rrf_k,
-                weights=(2 * self.alpha, 2 * (1 - self.alpha)),
-            )
-        else:
-            fused = normalised_blend(
-                [dense_all, {c: lexical_all[c] for c in candidates}],
-                weights=(self.alpha, 1 - self.alpha),
-            )
-        best = fused[:k]
+            # Exact scores of both stages for every candidate.
+            missing = [c for c in lexical_ids if c not in dense_scores]
+            dense_all = dict(dense_scores)
+            if missing:
+                cosines = self.store.vectors(missing) @ query_vector.astype(np.float32,
+                                                                            copy=False)
+                dense_all.update(zip(missing, map(float, cosines), strict=True))
+            candidates = list(dict.fromkeys([*dense_scores, *lexical_ids]))
+            lexical_all = dict(ranked)
+            unscored = [c for c in candidates if c not in lexical_all]
+            if terms and unscored:
+                lexical_all.update(engine.scores(terms, unscored, doc_ids=scope,
+                                                 local_idf=local))
+            else:
+                lexical_all.update(dict.fromkeys(unscored, 0.0))
+
+            if self.fusion == "rrf":
+                fused = reciprocal_rank_fusion([list(dense_scores), lexical_ids],
+                                               k=self.rrf_k, weights=weights)
+            else:
+                fused = normalised_blend(
+                    [dense_all, {c: lexical_all[c] for c in candidates}],
+                    weights=(self.alpha, 1 - self.alpha),
+                )
+            best = fused[:k]
         fetch = [c for c, _ in best if c not in known]
         known.update(zip(fetch, self.store.chunks(fetch), strict=True))
         return [

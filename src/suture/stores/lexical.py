@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 
+from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError, missing_dependency
 
 #: bm25s' default token pattern: runs of two or more word characters
@@ -139,4 +140,20 @@ class LexicalEngine(ABC):
 
     def prepare(self) -> None:
         """Bring the engine up to date with the store now rather than at the first query."""
+        return None
+
+    def fused_rrf(
+        self,
+        terms: Sequence[str],
+        query_vector: Vectors,
+        depth: int,
+        n: int,
+        doc_ids: Collection[str] | None,
+        k: float,
+        weights: tuple[float, float],
+    ) -> list[tuple[str, float]] | None:
+        """The n best (chunk id, fused score) of `reciprocal_rank_fusion` (constant `k`,
+        `weights` for dense and BM25) of the store's dense top `depth` and this engine's
+        BM25 top `depth`, when the backend computes that fusion itself (Qdrant's prefetch
+        + RRF); None, the default, lets the hybrid retriever fuse."""
         return None

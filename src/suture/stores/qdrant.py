@@ -1,0 +1,1212 @@
+"""The Qdrant backend: chunks in one collection per index, everything else beside it.
+
+``--store qdrant://host:6333`` talks to a Qdrant server (API key from ``$QDRANT_API_KEY``;
+``?https=true`` for TLS, ``?exact=true`` for exact instead of HNSW search).
+``--store qdrant:PATH`` uses qdrant-client's *local mode*: an in-process emulation of
+Qdrant kept in the folder PATH, which scans every point in Python for each request and
+admits one process at a time (``qdrant::memory:``: the same without a folder, gone with
+the process). It serves tests and small experiments; it says nothing about a Qdrant
+server's speed. ``--index NAME`` names the collections.
+
+Layout of index NAME::
+
+    NAME           one point per chunk: the vector (cosine) and the payload doc_id,
+                   position, start, end, section_path, text, version, and the BM25 terms
+                   of its contextual text (one text-indexed field per tokenisation)
+    NAME__suture   no vectors: the manifest, the generation counter, one record per
+                   document (its live version and the one it replaced), each version's
+                   text and token map, per-document write locks, the embedding cache and
+                   the derived-data blobs (`QdrantData`)
+
+Per-document atomicity without transactions (Qdrant has none): every write of a
+document makes a new *version* (a random id). Under the document's lock record it
+
+1. upserts the new version's chunk points and its text record;
+2. upserts the document record naming the new version as live and the old one as
+   ``previous`` (this single-point upsert is the commit), with a generation reserved
+   just before it, then advances the generation again;
+3. retires the old version's points (flagged ``retired``, BM25 terms removed) and
+   deletes the version before that (points and text);
+4. releases the lock.
+
+Searches and fetches keep only points of the version their document record names
+(filtered where the versions are known, post-filtered and refilled to k where they are
+not), so a crash between the steps leaves orphans that nothing reads. The next write of
+that document, or the next open, removes them once the lock is stale: at once when
+its writer was a process on this host that is gone, else after `STALE_LOCK_S`.
+
+`reading()` pins the generation at the start of a query; each document read inside it
+is then resolved once, to the version that was live when the query began (a document
+whose commit carries a generation at or after the pin is read at its ``previous``
+version, kept for exactly this). So a query sees every document whole and at one
+version, and a document replaced while it runs keeps its old chunks and text until
+the write after next. Limits: the pin is per document, not across documents (with
+several writers at once a document committed just before the pin may be read as
+replaced); BM25 statistics, matches and document-level scores follow the latest
+committed state (retired points carry no terms); listings (`documents_summary`,
+`document_hashes`, `chunk_count`) read the latest state; a document written twice
+during one query is read at its newest version. BM25 statistics also count, for the
+moment between steps 1 and 3, both versions of a document being written.
+
+The lexical stage runs inside Qdrant (`suture.stores.qdrant_lexical`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+
+from suture.chunking.contextual import embedding_text
+from suture.embedders.base import Vectors
+from suture.exceptions import (
+    ConfigurationError,
+    IndexError_,
+    IndexNotFoundError,
+    missing_dependency,
+)
+from suture.stores.base import (
+    DerivedData,
+    DocumentSummary,
+    Manifest,
+    PositionRange,
+    ScoredChunk,
+    Store,
+    check_vectors,
+    split_chunk_id,
+)
+from suture.stores.lexical import LexicalSettings, Tokenizer
+from suture.stores.sqlite import (
+    DocumentCache,
+    _check_same_settings,
+    _section_from_json,
+    _section_to_json,
+    _token_map,
+)
+from suture.tokens import TokenMap
+from suture.types import Chunk, Document
+
+try:
+    from qdrant_client import QdrantClient, models
+    from qdrant_client.http.exceptions import UnexpectedResponse
+except ImportError as exc:  # pragma: no cover - the extra is installed in CI
+    raise missing_dependency("qdrant-client", "qdrant") from exc
+
+if TYPE_CHECKING:
+    from suture.stores.lexical import LexicalEngine
+
+#: suffix of the companion collection that holds everything but the chunks
+COMPANION_SUFFIX = "__suture"
+#: a lock older than this is taken to belong to a crashed writer (seconds)
+STALE_LOCK_S = 600.0
+#: how long a writer waits for another writer of the same document (seconds)
+LOCK_WAIT_S = STALE_LOCK_S + 60.0
+#: BM25 tokenisations (stopwords, stemmer) every chunk is written with: suture's hybrid
+#: default and the document-hybrid setting; others fall back to suture's in-memory BM25
+DEFAULT_TOKENISATIONS: tuple[tuple[str, str | None], ...] = (("en", None), ("en", "english"))
+#: points per upsert request, and bytes per derived-data part
+_BATCH = 256
+_PART_BYTES = 1 << 20
+#: extra points asked for beyond k, so that ties at the cut and dropped points rarely
+#: need a second request
+FETCH_MARGIN = 16
+_LAYOUT = 1
+#: seconds a request to a server may take (a batch of 256 chunk points is a few MB)
+_TIMEOUT_S = 120
+#: ``--store qdrant::memory:``: local mode without a folder (gone with the process)
+_MEMORY = ":memory:"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,190}")
+_NAMESPACE = uuid.UUID("6f1d7c2e-8a1b-4b7e-9d3c-5a2f0e4b7c11")
+#: chunk payload read back for hits (not the BM25 terms)
+_CHUNK_FIELDS = ["doc_id", "position", "start", "end", "section_path", "text", "version"]
+_RECORD_FIELDS = ["doc_id", "version", "previous", "chunks", "previous_chunks", "gen",
+                  "content_hash", "title", "characters", "token_map"]
+_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def point_id(*parts: object) -> str:
+    """The deterministic point id (a UUID) of a record named by `parts`."""
+    return str(uuid.uuid5(_NAMESPACE, "\x00".join(map(str, parts))))
+
+
+def terms_field(stopwords: str, stemmer: str | None) -> str:
+    """Payload field holding the BM25 terms of one tokenisation ("terms_en_english")."""
+    return f"terms_{stopwords}" + (f"_{stemmer}" if stemmer else "")
+
+
+_PLAIN = re.compile(r"[a-z0-9]+")
+_HASHED = re.compile(r"q[0-9a-f]{16}")
+
+
+def bm25_token(term: str) -> str:
+    """`term` as one token of Qdrant's word tokenizer (which splits on anything but
+    letters and digits): plain ASCII terms stay readable, others (``mms_r``, ``naïve``)
+    become ``q`` + 16 hex digits of their hash, so Qdrant counts exactly suture's terms."""
+    if _PLAIN.fullmatch(term) and not _HASHED.fullmatch(term):
+        return term
+    import hashlib
+
+    return "q" + hashlib.blake2b(term.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def _match(key: str, value: str | int | bool) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _any(key: str, values: Iterable[str]) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+
+
+_NOT_RETIRED = models.Filter(must_not=[_match("retired", True)])
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """The version of a document a read uses, and its number of chunks."""
+
+    version: str
+    chunks: int
+
+
+@dataclass
+class _Pin:
+    """What one `reading()` block holds: its generation and the versions it resolved."""
+
+    generation: int
+    versions: dict[str, Live | None] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Connection:
+    """One client; local mode's is shared per folder and used under a lock (its
+    emulation is not thread-safe, and it admits one client per folder)."""
+
+    client: QdrantClient
+    local: bool
+    where: str
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    path: Path | None = None
+    #: open stores using this client (local mode closes it, releasing the folder, at 0)
+    users: int = 0
+
+
+_LOCAL_CLIENTS: weakref.WeakValueDictionary[str, _Connection] = weakref.WeakValueDictionary()
+_LOCAL_CLIENTS_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_local_clients() -> None:
+    """Close local-mode clients still open at exit (closing them later, while Python
+    shuts down, fails inside qdrant-client)."""
+    for connection in list(_LOCAL_CLIENTS.values()):
+        connection.client.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """What a ``--store`` URL's query string sets (``?exact=true&fusion=native``)."""
+
+    #: exact instead of HNSW search (local mode always searches exactly)
+    exact: bool = False
+    #: hybrid RRF fused by Qdrant (prefetch + RRF) where it is the same computation as
+    #: suture's but for the order of exactly tied scores (`QdrantLexicalEngine.fused_rrf`)
+    native_fusion: bool = False
+
+
+_OPTIONS = {"https": ("true", "false"), "exact": ("true", "false"), "fusion": ("native", "suture")}
+
+
+def _connect(url: str | None) -> tuple[_Connection, _Options]:
+    """The client for a ``--store`` URL: ``qdrant://host:port[?options]`` or
+    ``qdrant:PATH[?options]`` (local mode)."""
+    if not url:
+        raise ConfigurationError(
+            "the Qdrant backend needs a location: --store qdrant://HOST:6333 for a server, "
+            "or --store qdrant:PATH for qdrant-client's local mode in the folder PATH"
+        )
+    parts = urlsplit(url)
+    query = {k: v[-1].lower() for k, v in parse_qs(parts.query).items()}
+    for key, value in query.items():
+        if value not in _OPTIONS.get(key, (value,)) or key not in _OPTIONS:
+            choices = "; ".join(f"{k}={'|'.join(v)}" for k, v in _OPTIONS.items())
+            raise ConfigurationError(
+                f"unknown option {key}={value} in --store {url}; Qdrant stores take {choices}"
+            )
+    options = _Options(exact=query.get("exact") == "true",
+                       native_fusion=query.get("fusion") == "native")
+    if parts.netloc:
+        host = parts.hostname or "localhost"
+        port = parts.port or 6333
+        client = QdrantClient(host=host, port=port, https=query.get("https") == "true",
+                              api_key=os.environ.get("QDRANT_API_KEY") or None,
+                              timeout=_TIMEOUT_S)
+        where = f"qdrant://{host}:{port}"
+        return _Connection(client, local=False, where=where), options
+    where = parts.path if parts.scheme else url
+    if not where or where == ".":
+        raise ConfigurationError(f"--store {url} names no folder; use qdrant:PATH")
+    path = None if where == _MEMORY else Path(where).expanduser()
+    key = _MEMORY if path is None else str(path.resolve())
+    with _LOCAL_CLIENTS_LOCK:
+        shared = _LOCAL_CLIENTS.get(key)
+        if shared is None:
+            try:
+                if path is None:
+                    client = QdrantClient(location=_MEMORY)
+                else:
+                    path.mkdir(parents=True, exist_ok=True)
+                    client = QdrantClient(path=key)
+            except RuntimeError as exc:  # another process holds the folder
+                raise IndexError_(
+                    f"the Qdrant local-mode folder {path} is in use by another process "
+                    f"({exc}); local mode admits one process at a time: wait for it, or "
+                    "use a Qdrant server (--store qdrant://HOST:6333)"
+                ) from None
+            shared = _Connection(client, local=True, path=path,
+                                 where=("qdrant local mode (in-process emulation) "
+                                        + ("in memory" if path is None else f"at {path}")))
+            _LOCAL_CLIENTS[key] = shared
+    return shared, options
+
+
+class QdrantStore(Store):
+    """Chunks and vectors in a Qdrant collection; documents, versions and derived data in
+    a companion collection (see the module docstring)."""
+
+    backend = "qdrant"
+
+    def __init__(self, connection: _Connection, options: _Options, name: str,
+                 manifest: Manifest, tokenisations: Sequence[tuple[str, str | None]],
+                 url: str) -> None:
+        self._connection = connection
+        self._url = url
+        with _LOCAL_CLIENTS_LOCK:
+            connection.users += 1
+        self._closed = False
+        self._options = options
+        self.name = name
+        self.chunks_collection = name
+        self.companion = name + COMPANION_SUFFIX
+        self.manifest = manifest
+        #: (stopwords, stemmer) of the BM25 term fields every chunk carries
+        self.tokenisations = tuple((str(s), None if m is None else str(m))
+                                   for s, m in tokenisations)
+        self._tokenizers: dict[tuple[str, str | None], Tokenizer] = {}
+        self._local = threading.local()
+        self._lock = threading.RLock()  # guards caches (engines build tokenizers inside it)
+        self._documents = DocumentCache()
+        self._engines: dict[str, LexicalEngine] = {}
+        self._derived = QdrantData(self)
+
+    # -- opening -----------------------------------------------------------------------
+    @classmethod
+    def open_index(cls, index: str, url: str | None) -> QdrantStore:
+        connection, options = _connect(url)
+        name = _check_name(index)
+        record = _manifest_record(connection, name)
+        if record is None:
+            raise IndexNotFoundError(
+                f"no index {name!r} at {connection.where}; build one with "
+                f"`suture index PATH... --index {name} --store {url}`"
+            )
+        store = cls(connection, options, name, Manifest.from_dict(record["manifest"]),
+                    [tuple(t) for t in record.get("tokenisations", DEFAULT_TOKENISATIONS)],
+                    str(url))
+        store._check_dimension()
+        store._recover()
+        return store
+
+    @classmethod
+    def create_index(cls, index: str, url: str | None, manifest: Manifest) -> QdrantStore:
+        connection, _ = _connect(url)
+        name = _check_name(index)
+        if _manifest_record(connection, name) is None:
+            _create_collections(connection, name, manifest.dimension)
+            tokenisations = list(DEFAULT_TOKENISATIONS)
+            chosen = (str(manifest.retriever_options.get("stopwords", "en")),
+                      manifest.retriever_options.get("stemmer"))
+            if manifest.retriever in ("lexical", "hybrid") and chosen not in tokenisations:
+                tokenisations.append(chosen)
+            _ensure_indexes(connection, name, tokenisations)
+            companion = name + COMPANION_SUFFIX
+            # Insert-only, so that of two creators the first one's settings win.
+            _call(connection, "upsert", companion, points=[
+                _record(point_id("generation"), {"kind": "generation", "value": 0,
+                                                 "token": ""}),
+            ], update_mode=models.UpdateMode.INSERT_ONLY)
+            _call(connection, "upsert", companion, points=[
+                _record(point_id("manifest"), {
+                    "kind": "manifest", "layout": _LAYOUT, "manifest": manifest.to_dict(),
+                    "tokenisations": [list(t) for t in tokenisations]}),
+            ], update_mode=models.UpdateMode.INSERT_ONLY)
+        store = cls.open_index(name, url)
+        _check_same_settings(store, manifest)
+        return store
+
+    @property
+    def location(self) -> str:
+        return f"{self._connection.where}, index {self.name}"
+
+    @property
+    def index_argument(self) -> str:
+        return self.name
+
+    @property
+    def store_argument(self) -> str | None:
+        """The ``--store`` URL this index was opened with."""
+        return self._url
+
+    @property
+    def derived(self) -> QdrantData:
+        return self._derived
+
+    def update_manifest(self, manifest: Manifest) -> None:
+        if manifest.settings() != self.manifest.settings():
+            raise ConfigurationError(
+                f"the index at {self.location} cannot change its embedder or chunking; build "
+                "a new index for other settings"
+            )
+        record = _manifest_record(self._connection, self.name) or {}
+        self._upsert(self.companion, [_record(point_id("manifest"), {
+            **record, "kind": "manifest", "manifest": manifest.to_dict()})])
+        self.manifest = manifest
+
+    def close(self) -> None:
+        """Release the client (in local mode, the folder once no store in this process
+        uses it)."""
+        with _LOCAL_CLIENTS_LOCK:
+            if self._closed:
+                return
+            self._closed = True
+            self._connection.users -= 1
+            if self._connection.users > 0:
+                return
+            for key, shared in list(_LOCAL_CLIENTS.items()):
+                if shared is self._connection:
+                    del _LOCAL_CLIENTS[key]
+        self._connection.client.close()
+
+    def size_on_disk(self) -> int | None:
+        if self._connection.path is None:
+            return None
+        total = 0
+        for name in (self.chunks_collection, self.companion):
+            for folder, _, files in os.walk(self._connection.path / "collection" / name):
+                total += sum(Path(folder, f).stat().st_size for f in files)
+        return total
+
+    # -- Qdrant calls --------------------------------------------------------------------
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return _call(self._connection, method, *args, **kwargs)
+
+    def _upsert(self, collection: str, points: Sequence[models.PointStruct], **kwargs: Any
+                ) -> None:
+        for i in range(0, len(points), _BATCH):
+            self._call("upsert", collection, points=list(points[i : i + _BATCH]), wait=True,
+                       **kwargs)
+
+    def _scroll_all(self, collection: str, scroll_filter: models.Filter,
+                    payload: list[str] | bool = True, vectors: bool = False,
+                    page: int = 1024) -> Iterator[models.Record]:
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                "scroll", collection, scroll_filter=scroll_filter, limit=page, offset=offset,
+                with_payload=_payload(payload), with_vectors=vectors)
+            yield from records
+            if offset is None:
+                return
+
+    def _retrieve(self, collection: str, ids: Sequence[str], payload: list[str] | bool = True
+                  ) -> list[models.Record]:
+        found: list[models.Record] = []
+        for i in range(0, len(ids), 1024):
+            found.extend(self._call("retrieve", collection, ids=list(ids[i : i + 1024]),
+                                    with_payload=_payload(payload), with_vectors=False))
+        return found
+
+    def _point(self, key: str) -> dict[str, Any] | None:
+        records = self._retrieve(self.companion, [key])
+        return dict(records[0].payload or {}) if records else None
+
+    # -- generation ------------------------------------------------------------------------
+    @property
+    def generation(self) -> int:
+        pin = self._pin()
+        return pin.generation if pin is not None else self._read_generation()
+
+    def _read_generation(self) -> int:
+        record = self._point(point_id("generation"))
+        return int(record["value"]) if record else 0
+
+    def _bump(self) -> int:
+        """Advance the generation by at least one (compare-and-set; an extra step when
+        two writers race is harmless) and return the value written."""
+        key = point_id("generation")
+        while True:
+            record = self._point(key)
+            value = int(record["value"]) if record else 0
+            token = uuid.uuid4().hex
+            point = _record(key, {"kind": "generation", "value": value + 1, "token": token})
+            if record is None:
+                self._call("upsert", self.companion, points=[point], wait=True,
+                           update_mode=models.UpdateMode.INSERT_ONLY)
+            else:
+                self._call("upsert", self.companion, points=[point], wait=True,
+                           update_filter=models.Filter(must=[_match("value", value)]))
+            after = self._point(key)
+            if after is not None and after.get("token") == token:
+                return value + 1
+
+    # -- reading consistency -----------------------------------------------------------------
+    def _pin(self) -> _Pin | None:
+        pin: _Pin | None = getattr(self._local, "pin", None)
+        return pin
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Pin this query's generation; documents are then resolved once each, to the
+        version live when it began (see the module docstring for the limits)."""
+        if self._pin() is not None:
+            yield
+            return
+        self._local.pin = _Pin(self._read_generation())
+        try:
+            yield
+        finally:
+            self._local.pin = None
+
+    def _records(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Document records by id (without their BM25 terms)."""
+        ids = list(dict.fromkeys(doc_ids))
+        found = self._retrieve(self.companion, [point_id("document", d) for d in ids],
+                               _RECORD_FIELDS)
+        records = {}
+        for record in found:
+            payload = dict(record.payload or {})
+            records[str(payload["doc_id"])] = payload
+        return records
+
+    def resolve(self, doc_ids: Iterable[str]) -> dict[str, Live | None]:
+        """The version each document is read at (None: not stored for this read)."""
+        pin = self._pin()
+        wanted = list(dict.fromkeys(doc_ids))
+        resolved: dict[str, Live | None] = {}
+        missing = []
+        for doc_id in wanted:
+            if pin is not None and doc_id in pin.versions:
+                resolved[doc_id] = pin.versions[doc_id]
+            else:
+                missing.append(doc_id)
+        if missing:
+            records = self._records(missing)
+            for doc_id in missing:
+                live = _live(records.get(doc_id), None if pin is None else pin.generation)
+                resolved[doc_id] = live
+                if pin is not None:
+                    pin.versions[doc_id] = live
+        return resolved
+
+    def _may_see_retired(self) -> bool:
+        """Whether a read must look at retired points too: inside a `reading()` block once
+        the generation moved (a version it resolved may have been retired since)."""
+        pin = self._pin()
+        return pin is not None and self._read_generation() != pin.generation
+
+    # -- writing -------------------------------------------------------------------------
+    def write_document(
+        self,
+        document: Document,
+        content_hash: str,
+        chunks: Sequence[Chunk],
+        vectors: Vectors,
+        token_map: TokenMap | None = None,
+    ) -> None:
+        check_vectors(self, chunks, vectors)
+        self._check_not_reading()
+        doc_id = document.doc_id
+        version = uuid.uuid4().hex
+        texts = [embedding_text(c, document.title, self.manifest.contextual) for c in chunks]
+        with self._document_lock(doc_id, version):
+            record = self._records([doc_id]).get(doc_id)
+            self._write_version(document, version, chunks, vectors, texts, token_map)
+            self._commit(doc_id, record, {
+                "version": version, "chunks": len(chunks), "content_hash": content_hash,
+                "title": document.title, "characters": len(document.text),
+                "token_map": token_map is not None, **self._document_terms(document)})
+            self._tidy(doc_id, version, None if record is None else record.get("version"))
+
+    def delete_document(self, doc_id: str) -> bool:
+        self._check_not_reading()
+        with self._document_lock(doc_id, None):
+            record = self._records([doc_id]).get(doc_id)
+            if record is None or record.get("version") is None:
+                return False
+            self._commit(doc_id, record, {"version": None, "chunks": 0})
+            self._tidy(doc_id, None, record.get("version"))
+        return True
+
+    def _check_not_reading(self) -> None:
+        if self._pin() is not None:
+            raise RuntimeError("a store write cannot run inside a reading() block")
+
+    def _write_version(self, document: Document, version: str, chunks: Sequence[Chunk],
+                       vectors: Vectors, texts: Sequence[str], token_map: TokenMap | None
+                       ) -> None:
+        """Step 1: the new version's text record and chunk points (not yet live)."""
+        doc_id = document.doc_id
+        self._upsert(self.companion, [_record(point_id("text", doc_id, version), {
+            "kind": "text", "doc_id": doc_id, "version": version, "text": document.text,
+            "title": document.title, "source": document.source,
+            "metadata": json.dumps(dict(document.metadata), sort_keys=True, default=str),
+            "sections": json.dumps([_section_to_json(s) for s in document.sections]),
+            "token_map": _b64(token_map.to_bytes()) if token_map is not None else None,
+        })])
+        rows = np.ascontiguousarray(vectors, dtype=np.float32)
+        points = []
+        for i, chunk in enumerate(chunks):
+            payload: dict[str, Any] = {
+                "doc_id": doc_id, "position": chunk.position, "start": chunk.start,
+                "end": chunk.end, "section_path": list(chunk.section_path),
+                "text": chunk.text, "version": version,
+            }
+            for tokenisation in self.tokenisations:
+                terms = self.tokenizer(*tokenisation)(texts[i])
+                if terms:  # a chunk without terms is no BM25 document (as in Qdrant)
+                    payload[terms_field(*tokenisation)] = " ".join(map(bm25_token, terms))
+            points.append(models.PointStruct(
+                id=point_id("chunk", doc_id, version, chunk.position),
+                vector=rows[i].tolist(), payload=payload))
+        self._upsert(self.chunks_collection, points)
+
+    def _commit(self, doc_id: str, record: Mapping[str, Any] | None,
+                fields: Mapping[str, Any]) -> None:
+        """Step 2: the single-point upsert that makes the new version live, under a
+        generation reserved before it; then the generation moves past it."""
+        reserved = self._bump()
+        payload = {"kind": "document", "doc_id": doc_id, "gen": reserved,
+                   "previous": None if record is None else record.get("version"),
+                   "previous_chunks": 0 if record is None else int(record.get("chunks", 0)),
+                   **fields}
+        self._upsert(self.companion, [_record(point_id("document", doc_id), payload)])
+        with self._lock:
+            self._documents.discard(doc_id)
+        self._bump()
+
+    def _tidy(self, doc_id: str, live: str | None, previous: str | None) -> None:
+        """Step 3 (under the document's lock): retire the `previous` version (flagged,
+        without BM25 terms; kept for reads that began before the commit) and delete
+        every other version but the `live` one, points and texts."""
+        same = _match("doc_id", doc_id)
+        if previous is not None:
+            old = models.Filter(must=[same, _match("version", previous)])
+            self._call("batch_update_points", self.chunks_collection, wait=True,
+                       update_operations=[
+                           models.SetPayloadOperation(set_payload=models.SetPayload(
+                               payload={"retired": True}, filter=old)),
+                           models.DeletePayloadOperation(delete_payload=models.DeletePayload(
+                               keys=[terms_field(*t) for t in self.tokenisations],
+                               filter=old)),
+                       ])
+        keep = [v for v in (live, previous) if v is not None]
+        others: list[models.Condition] | None = [_any("version", keep)] if keep else None
+        self._call("delete", self.chunks_collection, wait=True,
+                   points_selector=models.Filter(must=[same], must_not=others))
+        self._call("delete", self.companion, wait=True, points_selector=models.Filter(
+            must=[_match("kind", "text"), same], must_not=others))
+
+    @contextmanager
+    def _document_lock(self, doc_id: str, version: str | None) -> Iterator[None]:
+        """Writes of one document one at a time: an insert-only lock record naming its
+        owner. A stale lock (its process gone, or older than `STALE_LOCK_S`) is taken
+        over, and what its writer left is finished or removed before going on."""
+        key = point_id("lock", doc_id)
+        owner = f"{_OWNER}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+        lock = _record(key, {"kind": "lock", "doc_id": doc_id, "version": version,
+                             "owner": owner, "started": time.time()})
+        deadline = time.monotonic() + LOCK_WAIT_S
+        pause = 0.02
+        while True:
+            self._call("upsert", self.companion, points=[lock], wait=True,
+                       update_mode=models.UpdateMode.INSERT_ONLY)
+            held = self._point(key)
+            if held is not None and held.get("owner") == owner:
+                break
+            if held is not None and _stale(held):
+                # take it over only from that owner (another writer may be doing the same)
+                self._call("upsert", self.companion, points=[lock], wait=True,
+                           update_filter=models.Filter(must=[_match("owner",
+                                                                    str(held["owner"]))]))
+                if (self._point(key) or {}).get("owner") == owner:
+                    self._recover_document(doc_id)
+                    break
+                continue
+            if time.monotonic() > deadline:
+                raise IndexError_(
+                    f"document {doc_id!r} in the index at {self.location} has been locked by "
+                    f"another writer ({held and held.get('owner')}) for over "
+                    f"{LOCK_WAIT_S:.0f} s; wait for it to finish, or stop it and retry"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+        try:
+            yield
+        finally:
+            self._call("delete", self.companion, wait=True, points_selector=models.Filter(
+                must=[models.HasIdCondition(has_id=[key]), _match("owner", owner)]))
+
+    def _recover_document(self, doc_id: str) -> None:
+        """After a crashed write: its commit may have come without the generation step
+        after it, or without retiring the old version; redo both, drop its orphans."""
+        self._bump()
+        record = self._records([doc_id]).get(doc_id) or {}
+        self._tidy(doc_id, record.get("version"), record.get("previous"))
+
+    def _recover(self) -> None:
+        """On open: finish or undo the writes of crashed writers (stale locks)."""
+        try:
+            locks = [dict(r.payload or {}) for r in self._scroll_all(
+                self.companion, models.Filter(must=[_match("kind", "lock")]))]
+            for lock in locks:
+                if _stale(lock):
+                    with self._document_lock(str(lock["doc_id"]), None):
+                        pass
+        except UnexpectedResponse:  # a read-only API key cannot recover; reads still work
+            return
+
+    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
+        live = self.resolve([doc_id]).get(doc_id)
+        if live is None:
+            return
+        self._call("set_payload", self.companion, wait=True,
+                   payload={"token_map": _b64(token_map.to_bytes())},
+                   points=[point_id("text", doc_id, live.version)])
+        self._call("set_payload", self.companion, wait=True, payload={"token_map": True},
+                   points=[point_id("document", doc_id)])
+        with self._lock:
+            self._documents.discard(doc_id)
+
+    # -- embedding cache ---------------------------------------------------------------------
+    def cached_embeddings(self, embedder_key: str, text_hashes: Sequence[str]) -> dict[str, Any]:
+        unique = list(dict.fromkeys(text_hashes))
+        ids = {point_id("cache", embedder_key, h): h for h in unique}
+        found: dict[str, Any] = {}
+        for record in self._retrieve(self.companion, list(ids), ["vector"]):
+            data = (record.payload or {}).get("vector")
+            if data is not None:
+                found[ids[str(record.id)]] = np.frombuffer(base64.b64decode(data),
+                                                           dtype=np.float32)
+        return found
+
+    def cache_embeddings(self, embedder_key: str, vectors: Mapping[str, Any]) -> None:
+        self._upsert(self.companion, [
+            _record(point_id("cache", embedder_key, text_hash), {
+                "kind": "cache", "embedder": embedder_key,
+                "vector": _b64(np.asarray(vector, dtype=np.float32).tobytes())})
+            for text_hash, vector in vectors.items()])
+
+    # -- documents -------------------------------------------------------------------------
+    def _all_records(self) -> list[dict[str, Any]]:
+        """Every live document record (the latest state), sorted by id."""
+        records = [dict(r.payload or {}) for r in self._scroll_all(
+            self.companion, models.Filter(must=[_match("kind", "document")],
+                                          must_not=[models.IsNullCondition(
+                                              is_null=models.PayloadField(key="version"))]),
+            _RECORD_FIELDS)]
+        return sorted((r for r in records if r.get("version") is not None),
+                      key=lambda r: str(r["doc_id"]))
+
+    def document_hashes(self) -> dict[str, str]:
+        return {str(r["doc_id"]): str(r["content_hash"]) for r in self._all_records()}
+
+    def documents_summary(self) -> list[DocumentSummary]:
+        return [DocumentSummary(str(r["doc_id"]), str(r.get("title", "")),
+                                int(r.get("characters", 0)), int(r.get("chunks", 0)),
+                                str(r.get("content_hash", ""))) for r in self._all_records()]
+
+    def documents_without_token_map(self) -> set[str]:
+        return {str(r["doc_id"]) for r in self._all_records() if not r.get("token_map")}
+
+    def document(self, doc_id: str) -> Document:
+        return self._document_entry(doc_id)[0]
+
+    def token_map(self, doc_id: str) -> TokenMap | None:
+        return self._document_entry(doc_id)[1]
+
+    def _document_entry(self, doc_id: str) -> tuple[Document, TokenMap | None]:
+        """The document at the version this read resolves it to (cached: a version's
+        text never changes). A version deleted meanwhile (the document was written twice
+        during this read) gives way to the newest one."""
+        live = self.resolve([doc_id]).get(doc_id)
+        record = None
+        while live is not None:
+            with self._lock:
+                cached = self._documents.get(doc_id)
+            if cached is not None and cached[2] == live.version:
+                return cached[0]
+            record = self._point(point_id("text", doc_id, live.version))
+            if record is not None:
+                break
+            newest = _live(self._records([doc_id]).get(doc_id), None)
+            live = None if newest == live else newest
+            pin = self._pin()
+            if pin is not None:
+                pin.versions[doc_id] = live
+        if live is None or record is None:
+            raise KeyError(f"no document {doc_id!r} in the index at {self.location}")
+        document = Document(
+            doc_id=doc_id,
+            text=str(record["text"]),
+            title=str(record.get("title", "")),
+            source=str(record.get("source", "")),
+            metadata=json.loads(record.get("metadata") or "{}"),
+            sections=tuple(_section_from_json(s)
+                           for s in json.loads(record.get("sections") or "[]")),
+        )
+        raw = record.get("token_map")
+        entry = (document, _token_map(base64.b64decode(raw)) if raw else None)
+        with self._lock:
+            self._documents.put(doc_id, entry, 0, live.version)
+        return entry
+
+    # -- chunks ----------------------------------------------------------------------------
+    def chunk_count(self) -> int:
+        return sum(int(r.get("chunks", 0)) for r in self._all_records())
+
+    def live_filter(self, doc_ids: Collection[str] | None
+                    ) -> tuple[models.Filter | None, bool] | None:
+        """A filter for the chunks this read may use, and whether it is exact (every point
+        it lets through is at its document's resolved version); None when no chunk can
+        match.
+
+        With `doc_ids`, each document's resolved version is named; without, retired
+        points are left out (unless this read may need them) and the caller keeps only
+        points at their resolved versions (`keep_live`).
+        """
+        if doc_ids is None:
+            return (None if self._may_see_retired() else _NOT_RETIRED), False
+        resolved = self.resolve(sorted(set(doc_ids)))
+        clauses: list[models.Condition] = [
+            models.Filter(must=[_match("doc_id", d), _match("version", live.version)])
+            for d, live in resolved.items() if live is not None]
+        return (models.Filter(should=list(clauses)), True) if clauses else None
+
+    def search(
+        self, query: Vectors, k: int, doc_ids: Collection[str] | None = None
+    ) -> list[ScoredChunk]:
+        if k <= 0:
+            return []
+        if query.shape != (self.manifest.dimension,):
+            raise IndexError_(
+                f"query vector has shape {query.shape}; the index at {self.location} holds "
+                f"{self.manifest.embedder} vectors of dimension {self.manifest.dimension}"
+            )
+        scope = self.live_filter(doc_ids)
+        if scope is None:
+            return []
+        query_filter, exact = scope
+        vector = np.asarray(query, dtype=np.float32).tolist()
+        params = self.search_params()
+
+        def fetch(limit: int) -> list[models.ScoredPoint]:
+            response = self._call("query_points", self.chunks_collection, query=vector,
+                                  query_filter=query_filter, limit=limit,
+                                  with_payload=_payload(_CHUNK_FIELDS), search_params=params)
+            points: list[models.ScoredPoint] = response.points
+            return points
+
+        best = self.top_live(fetch, k, exact)
+        return [ScoredChunk(_chunk(p), float(p.score)) for p in best]
+
+    def search_params(self) -> models.SearchParams | None:
+        """Exact or HNSW search (local mode always searches exactly, and warns about
+        search parameters)."""
+        return None if self._connection.local else models.SearchParams(
+            exact=self._options.exact)
+
+    @property
+    def native_fusion(self) -> bool:
+        """Whether hybrid RRF may be fused by Qdrant (``?fusion=native``)."""
+        return self._options.native_fusion
+
+    def writes_in_flight(self) -> bool:
+        """Whether a document write holds its lock now (its points may be searchable)."""
+        result = self._call("count", self.companion, exact=True,
+                            count_filter=models.Filter(must=[_match("kind", "lock")]))
+        return int(result.count) > 0
+
+    def top_live(self, fetch: Any, k: int, exact: bool) -> list[models.ScoredPoint]:
+        """The k best points at their resolved versions from `fetch(limit)` (best first,
+        any order among ties): asks for more while points were dropped or a tie at the
+        cut may continue past what was fetched. Ties: document id, then position."""
+        limit = k + FETCH_MARGIN
+        while True:
+            points = fetch(limit)
+            kept = points if exact else self.keep_live(points)
+            ordered = sorted(kept, key=_rank_key)
+            done = len(points) < limit or (
+                len(ordered) >= k and ordered[k - 1].score > points[-1].score)
+            if done:
+                return ordered[:k]
+            limit *= 4
+
+    def keep_live(self, points: Sequence[models.ScoredPoint | models.Record]) -> list[Any]:
+        """The points whose version is the one this read resolves their document to."""
+        resolved = self.resolve(str((p.payload or {})["doc_id"]) for p in points)
+        kept = []
+        for p in points:
+            payload = p.payload or {}
+            live = resolved.get(str(payload["doc_id"]))
+            if live is not None and payload.get("version") == live.version:
+                kept.append(p)
+        return kept
+
+    def neighbours(self, ranges: Sequence[PositionRange]) -> tuple[list[Chunk], Vectors]:
+        resolved = self.resolve(d for d, _, _ in ranges)
+        clauses: list[models.Condition] = []
+        bound = 0
+        for doc_id, low, high in ranges:
+            live = resolved.get(doc_id)
+            if live is None or high < low:
+                continue
+            clauses.append(models.Filter(must=[
+                _match("doc_id", doc_id), _match("version", live.version),
+                models.FieldCondition(key="position", range=models.Range(gte=low, lte=high)),
+            ]))
+            bound += min(high - low + 1, live.chunks)
+        found: dict[tuple[str, int], tuple[Chunk, Any]] = {}
+        if clauses and bound:
+            # One scroll for every range (its limit bounds what can match, so one page).
+            for record in self._scroll_all(self.chunks_collection,
+                                           models.Filter(should=clauses), _CHUNK_FIELDS,
+                                           vectors=True, page=bound):
+                chunk = _chunk(record)
+                found[(chunk.doc_id, chunk.position)] = (chunk, record.vector)
+        ordered: dict[tuple[str, int], None] = {}
+        for doc_id, low, high in ranges:
+            positions = sorted(p for d, p in found if d == doc_id and low <= p <= high)
+            ordered.update(dict.fromkeys((doc_id, p) for p in positions))
+        chunks = [found[key][0] for key in ordered]
+        matrix = (np.asarray([found[key][1] for key in ordered], dtype=np.float32)
+                  if ordered else np.zeros((0, self.manifest.dimension), np.float32))
+        return chunks, matrix
+
+    def chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        return [chunk for chunk, _ in self._by_point_id(chunk_ids, vectors=False)]
+
+    def vectors(self, chunk_ids: Sequence[str]) -> Vectors:
+        rows = [vector for _, vector in self._by_point_id(chunk_ids, vectors=True)]
+        if not rows:
+            return np.zeros((0, self.manifest.dimension), np.float32)
+        return np.asarray(rows, dtype=np.float32)
+
+    def _by_point_id(self, chunk_ids: Sequence[str], vectors: bool
+                     ) -> list[tuple[Chunk, Any]]:
+        """Chunks by id in the order asked, fetched by their point ids in one request."""
+        wanted = [split_chunk_id(c) for c in chunk_ids]
+        resolved = self.resolve(d for d, _ in wanted)
+        ids = {}
+        for chunk_id, (doc_id, position) in zip(chunk_ids, wanted, strict=True):
+            live = resolved.get(doc_id)
+            if live is not None:
+                ids[chunk_id] = point_id("chunk", doc_id, live.version, position)
+        found = {}
+        unique = list(dict.fromkeys(ids.values()))
+        for i in range(0, len(unique), 1024):
+            for record in self._call("retrieve", self.chunks_collection,
+                                     ids=unique[i : i + 1024],
+                                     with_payload=_payload(_CHUNK_FIELDS),
+                                     with_vectors=vectors):
+                found[str(record.id)] = record
+        result = []
+        for chunk_id in chunk_ids:
+            record = found.get(ids.get(chunk_id, ""))
+            if record is None:
+                raise KeyError(f"no chunk {chunk_id!r} in the index at {self.location}")
+            result.append((_chunk(record), record.vector))
+        return result
+
+    def iter_chunks(self) -> Iterator[Chunk]:
+        records = self._all_records()
+        for i in range(0, len(records), 64):
+            group = records[i : i + 64]
+            clauses: list[models.Condition] = [models.Filter(must=[
+                _match("doc_id", str(r["doc_id"])),
+                                           _match("version", str(r["version"]))])
+                       for r in group]
+            found = [_chunk(p) for p in self._scroll_all(
+                self.chunks_collection, models.Filter(should=clauses), _CHUNK_FIELDS)]
+            yield from sorted(found, key=lambda c: (c.doc_id, c.position))
+
+    # -- lexical ---------------------------------------------------------------------------
+    def tokenizer(self, stopwords: str, stemmer: str | None) -> Tokenizer:
+        key = (stopwords, stemmer)
+        with self._lock:
+            found = self._tokenizers.get(key)
+            if found is None:
+                found = self._tokenizers[key] = Tokenizer(stopwords, stemmer)
+            return found
+
+    def _document_terms(self, document: Document) -> dict[str, str]:
+        """The document-level BM25 fields (title and whole text) of the record."""
+        text = f"{document.title}\n{document.text}"
+        fields = {}
+        for tokenisation in self.tokenisations:
+            terms = self.tokenizer(*tokenisation)(text)
+            if terms:
+                fields["doc_" + terms_field(*tokenisation)] = " ".join(map(bm25_token, terms))
+        return fields
+
+    def lexical_engine(self, settings: LexicalSettings) -> LexicalEngine | None:
+        """BM25 inside Qdrant for the Lucene variant over a tokenisation every chunk was
+        written with; else None (suture's in-memory index, kept in `derived`)."""
+        if settings.method != "lucene" or (settings.stopwords,
+                                           settings.stemmer) not in self.tokenisations:
+            return None
+        from suture.stores.qdrant_lexical import QdrantLexicalEngine
+
+        with self._lock:
+            engine = self._engines.get(settings.key)
+            if engine is None:
+                engine = self._engines[settings.key] = QdrantLexicalEngine(self, settings)
+            return engine
+
+    # -- checks ----------------------------------------------------------------------------
+    def _check_dimension(self) -> None:
+        info = self._call("get_collection", self.chunks_collection)
+        params = info.config.params.vectors
+        size = getattr(params, "size", None)
+        if size is not None and int(size) != self.manifest.dimension:
+            raise IndexError_(
+                f"the collection {self.chunks_collection} at {self._connection.where} holds "
+                f"{size}-d vectors but its manifest says {self.manifest.dimension}-d; the "
+                "index is damaged: rebuild it under another --index name"
+            )
+
+
+class QdrantData(DerivedData):
+    """Derived-data blobs as points of the companion collection.
+
+    A blob is written as parts (1 MiB each) under a fresh blob id, then its head record
+    is upserted to name that id (the commit), then the previous blob's parts are
+    deleted; a reader follows the head and retries when the parts it names were
+    replaced meanwhile.
+    """
+
+    def __init__(self, store: QdrantStore) -> None:
+        self.store = store
+
+    def read(self, key: str) -> bytes | None:
+        for _ in range(5):
+            head = self.store._point(point_id("head", key))
+            if head is None:
+                return None
+            blob, parts = str(head["blob"]), int(head["parts"])
+            ids = [point_id("part", key, blob, i) for i in range(parts)]
+            found = {str(r.id): (r.payload or {}).get("data")
+                     for r in self.store._retrieve(self.store.companion, ids, ["data"])}
+            if all(found.get(i) is not None for i in ids):
+                return b"".join(base64.b64decode(str(found[i])) for i in ids)
+        return None
+
+    def write(self, key: str, data: bytes) -> None:
+        if not key:
+            raise ValueError("derived-data keys must not be empty")
+        head = self.store._point(point_id("head", key))
+        blob = uuid.uuid4().hex
+        pieces = [data[i : i + _PART_BYTES] for i in range(0, len(data), _PART_BYTES)] or [b""]
+        now = time.time()
+        self.store._upsert(self.store.companion, [
+            _record(point_id("part", key, blob, i), {"kind": "part", "key": key, "blob": blob,
+                                                     "data": _b64(piece), "written": now})
+            for i, piece in enumerate(pieces)])
+        self.store._upsert(self.store.companion, [_record(point_id("head", key), {
+            "kind": "head", "key": key, "prefixes": _prefixes(key), "blob": blob,
+            "parts": len(pieces), "size": len(data)})])
+        # Drop the replaced blob, and parts left by crashed or racing writers long ago.
+        stale: list[models.Condition] = (
+            [models.Filter(must=[_match("blob", str(head["blob"]))])] if head else [])
+        stale.append(models.Filter(must=[models.FieldCondition(
+            key="written", range=models.Range(lt=now - STALE_LOCK_S))]))
+        self.store._call("delete", self.store.companion, wait=True, points_selector=models.Filter(
+            must=[_match("kind", "part"), _match("key", key), models.Filter(should=stale)],
+            must_not=[_match("blob", blob)]))
+
+    def delete(self, key: str) -> None:
+        self.store._call("delete", self.store.companion, wait=True, points_selector=models.Filter(
+            must=[_any("kind", ["head", "part"]), _match("key", key)]))
+
+    def _heads(self, prefix: str) -> list[tuple[str, str]]:
+        """(key, blob id) of every blob whose key starts with `prefix`, sorted."""
+        must: list[models.Condition] = [_match("kind", "head")]
+        folder = prefix.rpartition("/")[0]
+        if folder:  # heads list their folders, so the scan stays inside this one
+            must.append(_match("prefixes", folder + "/"))
+        heads = [(str(r.payload["key"]), str(r.payload["blob"])) for r in
+                 self.store._scroll_all(self.store.companion, models.Filter(must=must),
+                                        ["key", "blob"]) if r.payload]
+        return sorted(h for h in heads if h[0].startswith(prefix))
+
+    def keys(self, prefix: str = "") -> list[str]:
+        return [key for key, _ in self._heads(prefix)]
+
+    def stamp(self, prefix: str = "") -> Hashable:
+        return tuple(self._heads(prefix))
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _call(connection: _Connection, method: str, *args: Any, **kwargs: Any) -> Any:
+    if connection.local:
+        with connection.lock:
+            return getattr(connection.client, method)(*args, **kwargs)
+    return getattr(connection.client, method)(*args, **kwargs)
+
+
+def _payload(fields: list[str] | bool) -> Any:
+    return models.PayloadSelectorInclude(include=fields) if isinstance(fields, list) else fields
+
+
+def _record(key: str, payload: dict[str, Any]) -> models.PointStruct:
+    return models.PointStruct(id=key, vector={}, payload=payload)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _prefixes(key: str) -> list[str]:
+    """Every folder-like prefix of `key` ("a/", "a/b/") and the key itself."""
+    parts = key.split("/")
+    return ["/".join(parts[:i]) + "/" for i in range(1, len(parts))] + [key]
+
+
+def _check_name(index: str) -> str:
+    name = str(index)
+    if not _NAME.fullmatch(name) or name.endswith(COMPANION_SUFFIX):
+        raise ConfigurationError(
+            f"--index {name!r} cannot name a Qdrant index: use letters, digits, '_', '.' or "
+            f"'-' (it names the collections {name!r} and {name + COMPANION_SUFFIX!r})"
+        )
+    return name
+
+
+def _manifest_record(connection: _Connection, name: str) -> dict[str, Any] | None:
+    companion = name + COMPANION_SUFFIX
+    try:
+        if not _call(connection, "collection_exists", companion):
+            return None
+        found = _call(connection, "retrieve", companion, ids=[point_id("manifest")],
+                      with_payload=True, with_vectors=False)
+    except IndexError_:
+        raise
+    except Exception as exc:
+        raise IndexError_(
+            f"cannot reach Qdrant at {connection.where}: {exc}; start the server, or check "
+            "--store and $QDRANT_API_KEY"
+        ) from None
+    return dict(found[0].payload or {}) if found else None
+
+
+def _create_collections(connection: _Connection, name: str, dimension: int) -> None:
+    """The two collections of an index (a collection that already exists is kept)."""
+    companion = name + COMPANION_SUFFIX
+    if (_call(connection, "collection_exists", name)
+            and not _call(connection, "collection_exists", companion)):
+        raise IndexError_(
+            f"a collection {name!r} already exists at {connection.where} but suture did not "
+            "create it; choose another --index name"
+        )
+    # the companion first: a chunk collection without one was not made by suture
+    wanted: tuple[tuple[str, Any], ...] = ((companion, {}),
+              (name, models.VectorParams(size=dimension, distance=models.Distance.COSINE)))
+    for collection, vectors in wanted:
+        if _call(connection, "collection_exists", collection):
+            continue
+        try:
+            _call(connection, "create_collection", collection, vectors_config=vectors)
+        except Exception:
+            if not _call(connection, "collection_exists", collection):  # not a lost race
+                raise
+
+
+def _ensure_indexes(connection: _Connection, name: str,
+                    tokenisations: Sequence[tuple[str, str | None]]) -> None:
+    """BM25 text indexes on the term fields; on a server also keyword indexes for filters
+    (local mode has no payload indexes besides scored text ones)."""
+    text = models.TextIndexParams(type=models.TextIndexType.TEXT,
+                                  tokenizer=models.TokenizerType.WORD, lowercase=True,
+                                  scoring=models.TextScoringParams(
+                                      type=models.TextScoringType.BM25))
+    companion = name + COMPANION_SUFFIX
+    wanted: list[tuple[str, str, Any]] = []
+    for tokenisation in tokenisations:
+        wanted.append((name, terms_field(*tokenisation), text))
+        wanted.append((companion, "doc_" + terms_field(*tokenisation), text))
+    if not connection.local:
+        keyword, integer = models.PayloadSchemaType.KEYWORD, models.PayloadSchemaType.INTEGER
+        wanted += [(name, "doc_id", keyword), (name, "version", keyword),
+                   (name, "position", integer), (name, "retired", models.PayloadSchemaType.BOOL),
+                   (companion, "kind", keyword), (companion, "doc_id", keyword),
+                   (companion, "version", keyword), (companion, "key", keyword),
+                   (companion, "prefixes", keyword), (companion, "blob", keyword),
+                   (companion, "owner", keyword), (companion, "value", integer),
+                   (companion, "written", models.PayloadSchemaType.FLOAT)]
+    for collection, field_name, schema in wanted:
+        _call(connection, "create_payload_index", collection, field_name, field_schema=schema,
+              wait=True)
+
+
+def _live(record: Mapping[str, Any] | None, pinned: int | None) -> Live | None:
+    """The version a read pinned at generation `pinned` (None: the latest) uses."""
+    if record is None:
+        return None
+    if pinned is None or int(record.get("gen", 0)) < pinned:
+        version, chunks = record.get("version"), record.get("chunks", 0)
+    else:  # committed at or after the pin: the version it replaced
+        version, chunks = record.get("previous"), record.get("previous_chunks", 0)
+    return None if version is None else Live(str(version), int(chunks or 0))
+
+
+def _stale(lock: Mapping[str, Any]) -> bool:
+    """Whether a lock's writer is gone: a process of this host that no longer runs, or
+    a lock older than `STALE_LOCK_S`."""
+    if time.time() - float(lock.get("started", 0)) > STALE_LOCK_S:
+        return True
+    host, _, rest = str(lock.get("owner", "")).partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _chunk(point: models.ScoredPoint | models.Record) -> Chunk:
+    p = point.payload or {}
+    doc_id, position = str(p["doc_id"]), int(p["position"])
+    return Chunk(Chunk.make_id(doc_id, position), doc_id, position, int(p["start"]),
+                 int(p["end"]), str(p["text"]), tuple(p.get("section_path") or ()))
+
+
+def _rank_key(point: models.ScoredPoint) -> tuple[float, str, int]:
+    p = point.payload or {}
+    return (-point.score, str(p["doc_id"]), int(p["position"]))
