@@ -23,14 +23,8 @@ from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.policies.base import PolicyRequest
 from suture.policies.scar import ScarPolicy
-from suture.stores.base import (
-    DerivedData,
-    DocumentSummary,
-    Manifest,
-    PositionRange,
-    ScoredChunk,
-    Store,
-)
+from suture.stores import DerivedData, DocumentSummary, Manifest, ScoredChunk, Store
+from suture.stores.base import PositionRange
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document, Hit
 
