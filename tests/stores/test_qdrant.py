@@ -30,7 +30,7 @@ from suture.stores.lexical import LexicalSettings
 from suture.stores.qdrant import COMPANION_SUFFIX, QdrantStore, terms_field
 from tests.conftest import REPO_ROOT
 from tests.stores.test_contract import document, manifest, unit_vectors, write
-from tests.test_cli import suture
+from tests.cli.conftest import suture
 
 #: a writer that opens the index and dies (SIGKILL) when it reaches the step named
 _CRASHING_WRITER = """
