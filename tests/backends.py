@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: every backend the contract and parity tests run on
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "postgresql")
 
 _counter = itertools.count()
 

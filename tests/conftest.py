@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,10 +44,31 @@ def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minil
     return Index.build([rfc], tmp_path_factory.mktemp("rfc") / "idx", embedder=minilm)
 
 
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL 16 + pgvector server for the session: `$SUTURE_TEST_POSTGRES_URL`
+    when set, else one started by the `pgserver` wheel (about 3 s; as root it runs the
+    server as a system user `pgserver`, which it creates)."""
+    url = os.environ.get("SUTURE_TEST_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    with warnings.catch_warnings():
+        # platformdirs warns at pgserver's import when XDG_RUNTIME_DIR is unset (CI, root)
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("postgres"), cleanup_mode="delete")
+    yield server.get_uri()
+    server.cleanup()
+
+
 @pytest.fixture(params=BACKENDS)
 def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> StoreTarget:
     """One `StoreTarget` per store backend (the contract and parity tests use it)."""
     backend = request.param
     if backend == "sqlite":
         return StoreTarget("sqlite", None, tmp_path)
+    if backend == "postgresql":
+        return StoreTarget("postgresql", request.getfixturevalue("postgres_url"), tmp_path)
     raise NotImplementedError(f"no test target for backend {backend!r}")
