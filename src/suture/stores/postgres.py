@@ -449,14 +449,19 @@ class PostgresStore(Store):
     # -- documents ---------------------------------------------------------------------------
     @property
     def generation(self) -> int:
+        return self._meta()[0]
+
+    def _meta(self) -> tuple[int, int]:
+        """(generation, chunk count); inside `reading()` read once, for the snapshot."""
         read: _Read | None = getattr(self._local, "read", None)
-        if read is not None and read.generation is not None:
-            return read.generation
-        row = self._conn().execute(_q("SELECT generation FROM {meta}", self.tables)).fetchone()
-        value = int(row[0]) if row else 0
+        if read is not None and read.meta is not None:
+            return read.meta
+        row = self._conn().execute(
+            _q("SELECT generation, chunks FROM {meta}", self.tables)).fetchone()
+        meta = (int(row[0]), int(row[1])) if row else (0, 0)
         if read is not None:
-            read.generation = value  # fixed for the snapshot
-        return value
+            read.meta = meta
+        return meta
 
     def document_hashes(self) -> dict[str, str]:
         return dict(self._conn().execute(
@@ -498,8 +503,7 @@ class PostgresStore(Store):
 
     # -- chunks ----------------------------------------------------------------------------
     def chunk_count(self) -> int:
-        row = self._conn().execute(_q("SELECT chunks FROM {meta}", self.tables)).fetchone()
-        return int(row[0]) if row else 0
+        return self._meta()[1]
 
     def search(
         self, query: Vectors, k: int, doc_ids: Collection[str] | None = None
@@ -634,7 +638,7 @@ class PostgresStore(Store):
 class _Read:
     """What one `reading()` block of one thread has read so far."""
 
-    generation: int | None = None
+    meta: tuple[int, int] | None = None
     ef_search: int | None = None
     documents: dict[str, tuple[Document, TokenMap | None]] = None  # type: ignore[assignment]
 
