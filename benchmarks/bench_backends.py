@@ -69,14 +69,23 @@ def rfc_slices(size: int = 600) -> list[str]:
 def document_vectors(d: int, size: int) -> npt.NDArray[np.float32]:
     """Document `d`'s vectors: v_i = normalise(0.8 v_{i-1} + 0.6 noise) (seeded per document,
     so the parent can regenerate any of them without keeping the index in memory)."""
-    rng = np.random.default_rng(1_000_003 * d + 17)
-    noise = normalise(rng.normal(size=(size + 1, DIM)).astype(np.float32))
-    vectors = np.empty((size, DIM), dtype=np.float32)
-    current = noise[0]
-    for i in range(size):
-        current = normalise((0.8 * current + 0.6 * noise[i + 1])[None, :])[0]
-        vectors[i] = current
-    return vectors
+    return block_vectors([d], [size])[0]
+
+
+def block_vectors(docs: list[int], sizes: list[int]) -> list[npt.NDArray[np.float32]]:
+    """`document_vectors` of several documents at once (the walk steps run over all of
+    them together, the same arithmetic row by row)."""
+    longest = max(sizes)
+    noise = np.zeros((len(docs), longest + 1, DIM), dtype=np.float32)
+    for row, (d, size) in enumerate(zip(docs, sizes, strict=True)):
+        rng = np.random.default_rng(1_000_003 * d + 17)
+        noise[row, : size + 1] = normalise(rng.normal(size=(size + 1, DIM)).astype(np.float32))
+    walks = np.empty((len(docs), longest, DIM), dtype=np.float32)
+    current = noise[:, 0]
+    for i in range(longest):
+        current = normalise(0.8 * current + 0.6 * noise[:, i + 1])
+        walks[:, i] = current
+    return [walks[row, :size] for row, size in enumerate(sizes)]
 
 
 def doc_id(d: int) -> str:
@@ -95,24 +104,28 @@ def build(store_url: str, index: str, n_chunks: int) -> dict[str, Any]:
     written = store.chunk_count()
     started = time.perf_counter()
     write_seconds = 0.0
-    documents = range(written // DOC_SIZE, (n_chunks + DOC_SIZE - 1) // DOC_SIZE)
-    for d in tqdm(documents, desc=f"writing {index}", unit="doc", mininterval=10):
-        first = d * DOC_SIZE
-        size = min(DOC_SIZE, n_chunks - first)
-        pieces = [slices[(first + i) % len(slices)] for i in range(size)]
-        chunks, start = [], 0
-        for i, piece in enumerate(pieces):
-            chunks.append(Chunk(Chunk.make_id(doc_id(d), i), doc_id(d), i, start,
-                                start + len(piece), piece))
-            start += len(piece)
-        text = "".join(pieces)
-        if text not in token_maps:  # documents repeat the same few texts
-            token_maps[text] = TokenMap.of(text)
-        vectors = document_vectors(d, size)
-        begin = time.perf_counter()
-        store.write_document(Document(doc_id(d), text, title=doc_id(d)), doc_id(d), chunks,
-                             vectors, token_maps[text])
-        write_seconds += time.perf_counter() - begin
+    documents = list(range(written // DOC_SIZE, (n_chunks + DOC_SIZE - 1) // DOC_SIZE))
+    bar = tqdm(total=len(documents), desc=f"writing {index}", unit="doc", mininterval=10)
+    for block in range(0, len(documents), 50):
+        docs = documents[block : block + 50]
+        sizes = [min(DOC_SIZE, n_chunks - d * DOC_SIZE) for d in docs]
+        for d, size, vectors in zip(docs, sizes, block_vectors(docs, sizes), strict=True):
+            first = d * DOC_SIZE
+            pieces = [slices[(first + i) % len(slices)] for i in range(size)]
+            chunks, start = [], 0
+            for i, piece in enumerate(pieces):
+                chunks.append(Chunk(Chunk.make_id(doc_id(d), i), doc_id(d), i, start,
+                                    start + len(piece), piece))
+                start += len(piece)
+            text = "".join(pieces)
+            if text not in token_maps:  # documents repeat the same few texts
+                token_maps[text] = TokenMap.of(text)
+            begin = time.perf_counter()
+            store.write_document(Document(doc_id(d), text, title=doc_id(d)), doc_id(d),
+                                 chunks, vectors, token_maps[text])
+            write_seconds += time.perf_counter() - begin
+            bar.update(1)
+    bar.close()
     total = store.chunk_count()
     size_bytes = store.size_on_disk()
     store.close()
@@ -129,15 +142,17 @@ def exact_top(queries: npt.NDArray[np.float32], n_chunks: int, k: int = 10
     best: list[list[tuple[float, str, int]]] = [[] for _ in queries]
     for first_doc in range(0, (n_chunks + DOC_SIZE - 1) // DOC_SIZE, 100):
         ids: list[tuple[str, int]] = []
-        blocks = []
-        for d in range(first_doc, min(first_doc + 100, (n_chunks + DOC_SIZE - 1) // DOC_SIZE)):
-            size = min(DOC_SIZE, n_chunks - d * DOC_SIZE)
-            blocks.append(document_vectors(d, size))
+        docs = list(range(first_doc,
+                          min(first_doc + 100, (n_chunks + DOC_SIZE - 1) // DOC_SIZE)))
+        sizes = [min(DOC_SIZE, n_chunks - d * DOC_SIZE) for d in docs]
+        blocks = block_vectors(docs, sizes)
+        for d, size in zip(docs, sizes, strict=True):
             ids.extend((doc_id(d), i) for i in range(size))
         scores = np.concatenate(blocks) @ queries.T  # rows x queries
         for q in range(len(queries)):
             column = scores[:, q]
-            top = np.argpartition(-column, k)[: k + 1] if len(column) > k + 1 else range(len(column))
+            top = (np.argpartition(-column, k)[: k + 1] if len(column) > k + 1
+                   else range(len(column)))
             candidates = [(-float(column[r]), *ids[r]) for r in top]
             best[q] = sorted(best[q] + candidates)[:k]
     return [[Chunk.make_id(d, p) for _, d, p in row] for row in best]
