@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -132,8 +133,6 @@ def test_two_processes_creating_one_index_with_other_settings(postgres_url: str)
         else:
             print("created")
     """)
-    import time
-
     start = str(time.time() + 3.0)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
     processes = [subprocess.Popen([sys.executable, "-c", script, postgres_url, name, size, start],
@@ -218,3 +217,15 @@ def test_cli_index_and_query_match_the_default_store(postgres_url: str, shared_d
         ]
     assert printed["postgresql"] == printed["sqlite"]
     assert "expanded from" in printed["sqlite"][0] or "added" in printed["sqlite"][0]
+
+
+def test_iter_chunks_pages_through_every_chunk(postgres_url: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks stream in pages by (doc_id, position) key; pages of 7 here cross documents."""
+    from suture.stores import postgres
+
+    store = create_store(fresh_name(), manifest(), postgres_url)
+    fill(store, 6, 5)
+    monkeypatch.setattr(postgres, "_PAGE", 7)
+    assert [c.chunk_id for c in store.iter_chunks()] == [
+        f"doc{d:03d}#{p}" for d in range(6) for p in range(5)]

@@ -591,19 +591,18 @@ class PostgresStore(Store):
         return chunks, matrix
 
     def iter_chunks(self) -> Iterator[Chunk]:
-        after: tuple[str, int] = ("", -1)
-        first = True
-        while True:
-            rows = self._conn().execute(_q(
-                'SELECT doc_id, position, start, "end", section_path, text FROM {chunks} '
-                "WHERE %s OR (doc_id, position) > (%s, %s) ORDER BY doc_id, position LIMIT %s",
-                self.tables), (first, after[0], after[1], _PAGE)).fetchall()
+        """Pages of `_PAGE` chunks by (doc_id, position) key (bounded memory at any size)."""
+        columns = 'SELECT doc_id, position, start, "end", section_path, text FROM {chunks} '
+        rows = self._conn().execute(_q(columns + "ORDER BY doc_id, position LIMIT %s",
+                                       self.tables), (_PAGE,)).fetchall()
+        while rows:
             for row in rows:
                 yield _chunk(row)
             if len(rows) < _PAGE:
                 return
-            first = False
-            after = (rows[-1][0], rows[-1][1])
+            rows = self._conn().execute(_q(
+                columns + "WHERE (doc_id, position) > (%s, %s) ORDER BY doc_id, position "
+                "LIMIT %s", self.tables), (rows[-1][0], rows[-1][1], _PAGE)).fetchall()
 
     def lexical_engine(self, settings: LexicalSettings) -> LexicalEngine | None:
         """BM25 in SQL over postings kept in the index's tables (Lucene variant only;
