@@ -3,6 +3,7 @@ two processes at once, threads, and the CLI end to end (all against a real serve
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import subprocess
@@ -11,6 +12,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
@@ -229,3 +231,38 @@ def test_iter_chunks_pages_through_every_chunk(postgres_url: str,
     monkeypatch.setattr(postgres, "_PAGE", 7)
     assert [c.chunk_id for c in store.iter_chunks()] == [
         f"doc{d:03d}#{p}" for d in range(6) for p in range(5)]
+
+
+def test_a_dropped_store_closes_its_connections(postgres_url: str) -> None:
+    """Tests and services open many stores; each one's connections close when it is
+    dropped, not when the garbage collector gets round to it (the server allows 100)."""
+    name = fresh_name()
+    fill(create_store(name, manifest(), postgres_url), 2, 3)
+    query = np.ones(DIM, dtype=np.float32)
+
+    def connections() -> int:
+        probe = open_store(name, postgres_url)
+        row = probe._conn().execute(  # type: ignore[attr-defined]
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        ).fetchone()
+        probe.close()
+        return int(row[0])
+
+    before = connections()
+    gc.disable()  # what is closed below is closed by reference counting alone
+    try:
+        for _ in range(120):
+            store = open_store(name, postgres_url)
+            engine = store.lexical_engine(store_settings())  # refers to the store
+            assert engine is not None and len(store.search(query, 2)) == 2
+            assert store.derived.read("nothing") is None
+            del store, engine
+        assert connections() <= before + 2
+    finally:
+        gc.enable()
+
+
+def store_settings() -> Any:
+    from suture.stores.lexical import LexicalSettings
+
+    return LexicalSettings()

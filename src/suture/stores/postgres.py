@@ -214,9 +214,9 @@ class PostgresStore(Store):
         self._lock = threading.Lock()
         #: thread id -> that thread's connection (closed with the store, or when the thread ends)
         self._connections: dict[int, psycopg.Connection[Any]] = {}
+        # Nothing below refers back to the store, so dropping the last reference to it
+        # closes its connections at once (no reference cycle waits for the collector).
         self._finalizer = weakref.finalize(self, _close_all, self._connections)
-        self._derived = TableData(self)
-        self._engines: dict[str, LexicalEngine] = {}
 
     # -- opening --------------------------------------------------------------------------
     @classmethod
@@ -272,7 +272,7 @@ class PostgresStore(Store):
 
     @property
     def derived(self) -> TableData:
-        return self._derived
+        return TableData(self)
 
     def update_manifest(self, manifest: Manifest) -> None:
         if manifest.settings() != self.manifest.settings():
@@ -611,10 +611,7 @@ class PostgresStore(Store):
 
         if settings.method != "lucene":
             return None
-        engine = self._engines.get(settings.key)
-        if engine is None:
-            engine = self._engines[settings.key] = PostgresLexicalEngine(self, settings)
-        return engine
+        return PostgresLexicalEngine(self, settings)
 
     def size_on_disk(self) -> int:
         total = 0
