@@ -45,7 +45,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -136,19 +136,14 @@ class Connection:
                 "the PostgreSQL store needs a URL: --store postgresql://USER@HOST/DATABASE"
             )
         parts = urlsplit(url)
-        options = parse_qsl(parts.query, keep_blank_values=True)
-        search = "auto"
-        rest = []
-        for key, value in options:
-            if key == "search":
-                search = value
-            else:
-                rest.append((key, value))
+        search = dict(parse_qsl(parts.query)).get("search", "auto")
         if search not in SEARCH_MODES:
             raise ConfigurationError(
                 f"search={search!r} in {_redact(url)}: choose one of {', '.join(SEARCH_MODES)}"
             )
-        return cls(urlunsplit(parts._replace(query=urlencode(rest))), search)
+        # the other options go to libpq as written (host=/a/socket/folder stays readable)
+        rest = [o for o in parts.query.split("&") if o and o.split("=", 1)[0] != "search"]
+        return cls(urlunsplit(parts._replace(query="&".join(rest))), search)
 
     @property
     def display(self) -> str:
