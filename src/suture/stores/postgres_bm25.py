@@ -151,6 +151,9 @@ class PostgresLexicalEngine(LexicalEngine):
         #: the store generation up to which every document has postings
         self._synced: int | None = None
         self._lock = threading.Lock()
+        # Postings are filled in now rather than at the first query: a query reads inside
+        # one snapshot (`reading()`), which would not see what it filled in itself.
+        self._ready()
 
     # -- upkeep --------------------------------------------------------------------------
     def prepare(self) -> None:
