@@ -212,10 +212,11 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
     return result
 
 
-def run(store_url: str, n_chunks: int, n_queries: int, folder: Path) -> dict[str, Any]:
+def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
+        name: str | None = None) -> dict[str, Any]:
     backend, _ = store_backend(None if store_url == "sqlite" else store_url)
-    index = (str(folder / f"sqlite_{n_chunks}") if backend.value == "sqlite"
-             else f"bench_{n_chunks}")
+    name = name or f"bench_{n_chunks}"
+    index = str(folder / name) if backend.value == "sqlite" else name
     print(f"\n{store_url} {n_chunks:,} chunks -> {index}", flush=True)
     built = build(store_url, index, n_chunks)
     print(f"  built: {built}", flush=True)
@@ -238,7 +239,9 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path) -> dict[str
 
 
 def _options(url: str) -> str:
-    return url.split("?", 1)[1] if "?" in url else ""
+    """suture's own URL options (``search=``), for the table."""
+    query = url.split("?", 1)[1] if "?" in url else ""
+    return "&".join(o for o in query.split("&") if o.startswith("search="))
 
 
 def table(folder: Path) -> str:
@@ -269,6 +272,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--dir", type=Path, default=REPO_ROOT / "out" / "bench-backends")
+    parser.add_argument("--index", default=None,
+                        help="index name (default bench_SIZE); an index with fewer chunks "
+                        "is written on to SIZE (a stopped build resumes)")
     parser.add_argument("--table", action="store_true", help="print the table and stop")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -277,7 +283,7 @@ def main() -> None:
         return
     for size in args.sizes:
         for store_url in args.store or ["sqlite"]:
-            run(store_url, size, args.queries, args.dir)
+            run(store_url, size, args.queries, args.dir, args.index)
     print(table(args.dir))
 
 
