@@ -266,3 +266,23 @@ def store_settings() -> Any:
     from suture.stores.lexical import LexicalSettings
 
     return LexicalSettings()
+
+
+def test_neighbours_fetched_with_the_hits_are_the_stored_ones(postgres_url: str) -> None:
+    """Inside a read, a search also brings each hit's ±1 neighbours (SCAR and window ask
+    for them next); what `neighbours` answers from them equals a fetch from the tables,
+    and wider ranges still go to the tables."""
+    store = create_store(fresh_name(), manifest(), postgres_url)
+    fill(store, 10, 6)
+    query = np.random.default_rng(3).normal(size=DIM).astype(np.float32)
+    outside = open_store(store.index_argument, postgres_url)
+    for radius in (1, 2):
+        with store.reading():
+            hits = store.search(query, 5)
+            ranges = [(h.chunk.doc_id, h.chunk.position - radius, h.chunk.position + radius)
+                      for h in reversed(hits)]
+            chunks, vectors = store.neighbours(ranges)
+        want_chunks, want_vectors = outside.neighbours(ranges)
+        assert chunks == want_chunks and len(chunks) >= 5 + 2 * radius
+        np.testing.assert_array_equal(vectors, want_vectors)
+        assert [h.chunk for h in hits] == [s.chunk for s in outside.search(query, 5)]

@@ -80,6 +80,8 @@ SEARCH_MODES = ("auto", "exact", "hnsw")
 EXACT_BELOW = 20_000
 #: pgvector's ``hnsw.ef_search`` for a top-k search (raised to k + 16 for a larger k)
 EF_SEARCH = 100
+#: a search for at most this many hits inside `reading()` also fetches each hit's neighbours
+PREFETCH_HITS = 20
 #: pgvector 0.6 caps ``hnsw.ef_search`` and HNSW indexes at these
 _MAX_EF_SEARCH = 1000
 _MAX_HNSW_DIMENSION = 2000
@@ -518,26 +520,40 @@ class PostgresStore(Store):
             wanted = sorted(set(doc_ids))
             if not wanted:
                 return []
-            rows = conn.execute(_q(
-                f"SELECT {columns}, -(embedding <#> %s) AS score FROM {{chunks}} "
-                "WHERE doc_id = ANY(%s) ORDER BY score DESC, doc_id, position LIMIT %s",
-                self.tables), (vector, wanted, k)).fetchall()
+            hits = (f"SELECT {columns}, -(embedding <#> %s) AS score FROM {{chunks}} "
+                    "WHERE doc_id = ANY(%s) ORDER BY score DESC, doc_id, position LIMIT %s")
+            args: tuple[Any, ...] = (vector, wanted, k)
         elif self._approximate(k):
             self._set_ef_search(conn, max(EF_SEARCH, k + 16))
             # The HNSW scan gives the nearest by cosine distance; a few more than k are
             # fetched so that the final order (score, doc_id, position) is cut fairly.
-            rows = conn.execute(_q(
-                f"SELECT {columns}, score FROM (SELECT {columns}, -(embedding <#> %s) AS "
-                "score FROM {chunks} ORDER BY embedding <=> %s LIMIT %s) AS near "
-                "ORDER BY score DESC, doc_id, position LIMIT %s", self.tables),
-                (vector, vector, k + 16, k)).fetchall()
+            hits = (f"SELECT {columns}, score FROM (SELECT {columns}, -(embedding <#> %s) AS "
+                    "score FROM {chunks} ORDER BY embedding <=> %s LIMIT %s) AS near "
+                    "ORDER BY score DESC, doc_id, position LIMIT %s")
+            args = (vector, vector, k + 16, k)
         else:
             # Ordered by an expression the HNSW index cannot serve: an exact scan.
-            rows = conn.execute(_q(
-                f"SELECT {columns}, -(embedding <#> %s) AS score FROM {{chunks}} "
-                "ORDER BY score DESC, doc_id, position LIMIT %s", self.tables),
-                (vector, k)).fetchall()
-        return [ScoredChunk(_chunk(r), float(r[6])) for r in rows]
+            hits = (f"SELECT {columns}, -(embedding <#> %s) AS score FROM {{chunks}} "
+                    "ORDER BY score DESC, doc_id, position LIMIT %s")
+            args = (vector, k)
+        read: _Read | None = getattr(self._local, "read", None)
+        if read is None or doc_ids is not None or k > PREFETCH_HITS:
+            rows = conn.execute(_q(hits, self.tables), args).fetchall()
+            return [ScoredChunk(_chunk(r), float(r[6])) for r in rows]
+        # Inside a query's read, the chunks next to each hit come back with the hits, in
+        # the same statement: neighbour-expanding policies (SCAR, window) ask for exactly
+        # these next, and a round trip to the server costs more than the rows.
+        rows = conn.execute(_q(
+            f"WITH hits AS MATERIALIZED ({hits}) SELECT {columns}, score, NULL::vector "
+            "FROM hits UNION ALL SELECT c.doc_id, c.position, c.start, c.\"end\", "
+            "c.section_path, c.text, NULL, c.embedding FROM hits h JOIN {chunks} c ON "
+            "c.doc_id = h.doc_id AND c.position BETWEEN h.position - 1 AND h.position + 1",
+            self.tables), args, binary=True).fetchall()
+        found = sorted((r for r in rows if r[6] is not None),
+                       key=lambda r: (-r[6], r[0], r[1]))
+        read.near = {(r[0], r[1]): (_chunk(r), r[7]) for r in rows if r[6] is None}
+        read.near_ranges = {(r[0], r[1] - 1, r[1] + 1) for r in found}
+        return [ScoredChunk(_chunk(r), float(r[6])) for r in found]
 
     def _approximate(self, k: int) -> bool:
         search = self.connection.search
@@ -565,6 +581,11 @@ class PostgresStore(Store):
         dim = self.manifest.dimension
         if not ranges:
             return [], np.zeros((0, dim), dtype=np.float32)
+        read: _Read | None = getattr(self._local, "read", None)
+        if read is not None and read.near is not None and all(
+                any(d == doc and lo <= low and high <= hi for doc, lo, hi in read.near_ranges)
+                for d, low, high in ranges):
+            return self._near(read.near, ranges)
         rows = self._conn().execute(_q(
             'SELECT c.doc_id, c.position, c.start, c."end", c.section_path, c.text, '
             "c.embedding FROM unnest(%s::text[], %s::int[], %s::int[]) WITH ORDINALITY "
@@ -584,6 +605,23 @@ class PostgresStore(Store):
             vectors.append(row[6])
         matrix = np.stack(vectors) if vectors else np.zeros((0, dim), dtype=np.float32)
         return chunks, matrix
+
+    def _near(self, near: dict[tuple[str, int], tuple[Chunk, Any]],
+              ranges: Sequence[PositionRange]) -> tuple[list[Chunk], Vectors]:
+        """`neighbours` answered from the chunks fetched with the last search's hits."""
+        chunks: list[Chunk] = []
+        vectors: list[Any] = []
+        seen: set[tuple[str, int]] = set()
+        for doc, low, high in ranges:
+            for position in range(low, high + 1):
+                entry = near.get((doc, position))
+                if entry is not None and (doc, position) not in seen:
+                    seen.add((doc, position))
+                    chunks.append(entry[0])
+                    vectors.append(entry[1])
+        if not vectors:
+            return [], np.zeros((0, self.manifest.dimension), dtype=np.float32)
+        return chunks, np.stack(vectors)
 
     def iter_chunks(self) -> Iterator[Chunk]:
         """Pages of `_PAGE` chunks by (doc_id, position) key (bounded memory at any size)."""
@@ -631,6 +669,9 @@ class _Read:
 
     meta: tuple[int, int] | None = None
     ef_search: int | None = None
+    #: chunks next to the last search's hits (fetched with them), and the ranges they cover
+    near: dict[tuple[str, int], tuple[Chunk, Any]] | None = None
+    near_ranges: set[tuple[str, int, int]] = None  # type: ignore[assignment]
     documents: dict[str, tuple[Document, TokenMap | None]] = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
