@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,7 +46,7 @@ def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minil
 
 
 @pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_url() -> Iterator[str]:
     """A real PostgreSQL 16 + pgvector server for the session: `$SUTURE_TEST_POSTGRES_URL`
     when set, else one started by the `pgserver` wheel (about 3 s; as root it runs the
     server as a system user `pgserver`, which it creates)."""
@@ -58,7 +59,10 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
         import pgserver
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("postgres"), cleanup_mode="delete")
+    # Not under pytest's basetemp: concurrent pytest runs on one machine prune each
+    # other's old basetemp folders, which would pull the data folder from under the server.
+    folder = tempfile.mkdtemp(prefix="suture-test-postgres-")
+    server = pgserver.get_server(folder, cleanup_mode="delete")
     yield server.get_uri()
     server.cleanup()
 
