@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -40,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from bench_scar import rfc_slices  # the same chunk texts as the SCAR benchmark
 
 from suture.embedders.base import normalise
 from suture.stores import create_store, open_store, store_backend
@@ -48,22 +48,9 @@ from suture.tokens import TokenMap
 from suture.types import Chunk, Document
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("SUTURE_DATA", REPO_ROOT.parent / "shared" / "data"))
 DIM = 384
 DOC_SIZE = 200
 K = 5
-
-
-def rfc_slices(size: int = 600) -> list[str]:
-    """Consecutive pieces of RFC 9293 of at most `size` characters, cut after a space."""
-    path = DATA / "corpora" / "rfc9293" / "rfc9293.txt"
-    text = path.read_text(encoding="utf-8") if path.is_file() else "lorem ipsum dolor " * 5000
-    pieces, start = [], 0
-    while start + size < len(text):
-        end = text.rfind(" ", start, start + size) + 1 or start + size
-        pieces.append(text[start:end])
-        start = end
-    return pieces
 
 
 def document_vectors(d: int, size: int) -> npt.NDArray[np.float32]:

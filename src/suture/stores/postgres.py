@@ -66,8 +66,9 @@ from suture.stores.base import (
     Store,
     check_vectors,
 )
+from suture.stores.sqlite import _describe, _section_from_json, _section_to_json, _token_map
 from suture.tokens import TokenMap
-from suture.types import Chunk, Document, Section
+from suture.types import Chunk, Document
 
 if TYPE_CHECKING:
     import psycopg
@@ -800,33 +801,8 @@ def _read_manifest(conn: psycopg.Connection[Any], t: Tables) -> Manifest | None:
     return None if row is None else Manifest.from_dict(json.loads(row[0]))
 
 
-def _describe(manifest: Manifest) -> str:
-    return (
-        f"embedder {manifest.embedder} ({manifest.dimension}-d), chunks of "
-        f"{manifest.chunk_size}/{manifest.chunk_overlap}, contextual={manifest.contextual}"
-    )
-
 
 def _chunk(row: Sequence[Any]) -> Chunk:
     """A `Chunk` from (doc_id, position, start, end, section_path, text, ...)."""
     return Chunk(Chunk.make_id(row[0], row[1]), row[0], row[1], row[2], row[3], row[5],
                  tuple(json.loads(row[4])))
-
-
-def _token_map(data: bytes | None) -> TokenMap | None:
-    if data is None:
-        return None
-    try:
-        return TokenMap.from_bytes(bytes(data))
-    except ValueError:
-        return None  # a damaged map: counts fall back to the tokenizer
-
-
-def _section_to_json(section: Section) -> dict[str, Any]:
-    return {"title": section.title, "level": section.level, "start": section.start,
-            "end": section.end, "path": list(section.path)}
-
-
-def _section_from_json(data: Mapping[str, Any]) -> Section:
-    return Section(title=data["title"], level=data["level"], start=data["start"],
-                   end=data["end"], path=tuple(data["path"]))
