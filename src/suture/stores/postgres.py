@@ -44,7 +44,7 @@ import threading
 import weakref
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -658,12 +658,6 @@ class PostgresStore(Store):
             total += int(row[0] or 0) if row else 0
         return total
 
-    def drop(self) -> None:
-        """Delete the whole index (every table); used by tests and benchmarks."""
-        with self._writing() as conn:
-            for table in self.tables.all():
-                conn.execute(_q("DROP TABLE IF EXISTS {t} CASCADE", self.tables, t=table))
-
 
 @dataclass
 class _Read:
@@ -671,13 +665,10 @@ class _Read:
 
     meta: tuple[int, int] | None = None
     ef_search: int | None = None
+    documents: dict[str, tuple[Document, TokenMap | None]] = field(default_factory=dict)
     #: chunks next to the last search's hits (fetched with them), and the ranges they cover
     near: dict[tuple[str, int], tuple[Chunk, Any]] | None = None
-    near_ranges: set[tuple[str, int, int]] = None  # type: ignore[assignment]
-    documents: dict[str, tuple[Document, TokenMap | None]] = None  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        self.documents = {}
+    near_ranges: set[tuple[str, int, int]] = field(default_factory=set)
 
 
 class TableData(DerivedData):
