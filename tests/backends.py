@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: every backend the contract and parity tests run on
-BACKENDS = ("sqlite", "qdrant")
+BACKENDS = ("sqlite", "qdrant", "postgresql")
 
 _counter = itertools.count()
 #: names this test run gives its indexes on a server, so runs never meet

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import tempfile
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -50,6 +53,7 @@ def target_for(request: pytest.FixtureRequest, backend: str, folder: Path,
     Qdrant runs in qdrant-client's local mode (its in-process emulation, in `folder`, or
     in memory with `in_memory`), or against the server at `$SUTURE_TEST_QDRANT_URL` when
     that is set, with collection names unique to this run that are dropped afterwards.
+    PostgreSQL is a real server: `$SUTURE_TEST_POSTGRES_URL`, else one `pgserver` starts.
     """
     if backend == "sqlite":
         return StoreTarget("sqlite", None, folder)
@@ -60,6 +64,8 @@ def target_for(request: pytest.FixtureRequest, backend: str, folder: Path,
             return StoreTarget("qdrant", local, folder)
         request.addfinalizer(lambda: _drop_qdrant_collections(url))
         return StoreTarget("qdrant", url, folder)
+    if backend == "postgresql":
+        return StoreTarget("postgresql", request.getfixturevalue("postgres_url"), folder)
     raise NotImplementedError(f"no test target for backend {backend!r}")
 
 
@@ -74,6 +80,28 @@ def _drop_qdrant_collections(url: str) -> None:
         if collection.name.startswith(RUN):
             client.delete_collection(collection.name)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL 16 + pgvector server for the session: `$SUTURE_TEST_POSTGRES_URL`
+    when set, else one started by the `pgserver` wheel (about 3 s; as root it runs the
+    server as a system user `pgserver`, which it creates)."""
+    url = os.environ.get("SUTURE_TEST_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    with warnings.catch_warnings():
+        # platformdirs warns at pgserver's import when XDG_RUNTIME_DIR is unset (CI, root)
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        import pgserver
+
+    # Not under pytest's basetemp: concurrent pytest runs on one machine prune each
+    # other's old basetemp folders, which would pull the data folder from under the server.
+    folder = tempfile.mkdtemp(prefix="suture-test-postgres-")
+    server = pgserver.get_server(folder, cleanup_mode="delete")
+    yield server.get_uri()
+    server.cleanup()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -28,9 +28,9 @@ from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundErro
 from suture.stores import create_store, open_store
 from suture.stores.lexical import LexicalSettings
 from suture.stores.qdrant import COMPANION_SUFFIX, QdrantStore, terms_field
+from tests.cli.conftest import suture
 from tests.conftest import REPO_ROOT
 from tests.stores.test_contract import document, manifest, unit_vectors, write
-from tests.cli.conftest import suture
 
 #: a writer that opens the index and dies (SIGKILL) when it reaches the step named
 _CRASHING_WRITER = """

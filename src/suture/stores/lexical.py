@@ -93,7 +93,8 @@ class LexicalEngine(ABC):
     Every method takes terms already produced by `tokenizer`; a repeated term counts
     each time it appears. Scores are Lucene BM25 with `settings.k1` and `settings.b`:
     idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, term part
-    ``tf (k1 + 1) / (tf + k1 (1 - b + b |d| / avgdl))``. Ties: document id, then position.
+    ``tf / (tf + k1 (1 - b + b |d| / avgdl))`` (bm25s' Lucene: no (k1 + 1) factor, which
+    would not change the ranking). Ties: document id, then position.
     """
 
     settings: LexicalSettings

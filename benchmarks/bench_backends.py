@@ -1,0 +1,278 @@
+"""Every store backend at 100k and 1M chunks: writes, size, queries, SCAR, recall, memory.
+
+    python benchmarks/bench_backends.py --store sqlite --store postgresql://USER@HOST/DB \\
+        [--store qdrant://HOST:6333] --sizes 100000 1000000 [--queries 200] [--dir out/bench]
+
+Written against the `Store` contract only (`--store` takes what `suture --store` takes),
+so a new backend runs here unchanged. For each backend and size:
+
+1. **build**: a synthetic index of 384-d unit vectors in documents of 200 chunks (a
+   random walk inside each document, so adjacent chunks are similar and SCAR has real
+   decisions; chunk texts are ~600-character pieces of RFC 9293, documents written with
+   their token maps), written through `create_store` + `write_document`, one
+   transaction per document, as `suture index` writes; reports chunks/s and the
+   index's size (`Store.size_on_disk`);
+2. **query**, in a separate process (`--query`) so that its peak memory (ru_maxrss) is
+   the querying process's alone: 200 queries (noisy copies of random chunk vectors,
+   passed as vectors, so no embedder runs), k = 5, topk and scar (suture's default
+   λ = 1.0, τ = 0.3) through `Index.retrieve` in alternating order (search, policy,
+   context assembly), p50/p95 of each and SCAR's extra as the ratio of medians; the
+   batched neighbour fetch (±1 around 10 hits); recall@10 of `Store.search` against
+   the exact top-10 (computed here with numpy over the same vectors, ties by
+   (doc_id, position) as the contract says).
+
+Results are appended as JSON lines to ``DIR/results.jsonl``; ``--table`` prints the
+markdown table of docs/performance.md from it. Use ``nice -n 10`` on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from bench_scar import rfc_slices  # the same chunk texts as the SCAR benchmark
+
+from suture.embedders.base import normalise
+from suture.stores import create_store, open_store, store_backend
+from suture.stores.base import Manifest
+from suture.tokens import TokenMap
+from suture.types import Chunk, Document
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DIM = 384
+DOC_SIZE = 200
+K = 5
+
+
+def document_vectors(d: int, size: int) -> npt.NDArray[np.float32]:
+    """Document `d`'s vectors: v_i = normalise(0.8 v_{i-1} + 0.6 noise) (seeded per document,
+    so the parent can regenerate any of them without keeping the index in memory)."""
+    return block_vectors([d], [size])[0]
+
+
+def block_vectors(docs: list[int], sizes: list[int]) -> list[npt.NDArray[np.float32]]:
+    """`document_vectors` of several documents at once (the walk steps run over all of
+    them together, the same arithmetic row by row)."""
+    longest = max(sizes)
+    noise = np.zeros((len(docs), longest + 1, DIM), dtype=np.float32)
+    for row, (d, size) in enumerate(zip(docs, sizes, strict=True)):
+        rng = np.random.default_rng(1_000_003 * d + 17)
+        noise[row, : size + 1] = normalise(rng.normal(size=(size + 1, DIM)).astype(np.float32))
+    walks = np.empty((len(docs), longest, DIM), dtype=np.float32)
+    current = noise[:, 0]
+    for i in range(longest):
+        current = normalise(0.8 * current + 0.6 * noise[:, i + 1])
+        walks[:, i] = current
+    return [walks[row, :size] for row, size in enumerate(sizes)]
+
+
+def doc_id(d: int) -> str:
+    return f"doc{d:06d}"
+
+
+def build(store_url: str, index: str, n_chunks: int) -> dict[str, Any]:
+    """Write the synthetic index through the contract; returns throughput and size."""
+    from tqdm import tqdm
+
+    manifest = Manifest(suture_version="bench", embedder="synthetic", dimension=DIM,
+                        chunk_size=600, chunk_overlap=0, contextual=False)
+    store = create_store(index, manifest, None if store_url == "sqlite" else store_url)
+    slices = rfc_slices()
+    token_maps: dict[str, TokenMap] = {}
+    written = store.chunk_count()
+    started = time.perf_counter()
+    write_seconds = 0.0
+    documents = list(range(written // DOC_SIZE, (n_chunks + DOC_SIZE - 1) // DOC_SIZE))
+    bar = tqdm(total=len(documents), desc=f"writing {index}", unit="doc", mininterval=10)
+    for block in range(0, len(documents), 50):
+        docs = documents[block : block + 50]
+        sizes = [min(DOC_SIZE, n_chunks - d * DOC_SIZE) for d in docs]
+        for d, size, vectors in zip(docs, sizes, block_vectors(docs, sizes), strict=True):
+            first = d * DOC_SIZE
+            pieces = [slices[(first + i) % len(slices)] for i in range(size)]
+            chunks, start = [], 0
+            for i, piece in enumerate(pieces):
+                chunks.append(Chunk(Chunk.make_id(doc_id(d), i), doc_id(d), i, start,
+                                    start + len(piece), piece))
+                start += len(piece)
+            text = "".join(pieces)
+            if text not in token_maps:  # documents repeat the same few texts
+                token_maps[text] = TokenMap.of(text)
+            begin = time.perf_counter()
+            store.write_document(Document(doc_id(d), text, title=doc_id(d)), doc_id(d),
+                                 chunks, vectors, token_maps[text])
+            write_seconds += time.perf_counter() - begin
+            bar.update(1)
+    bar.close()
+    total = store.chunk_count()
+    size_bytes = store.size_on_disk()
+    store.close()
+    new = total - written
+    return {"chunks": total, "written": new,
+            "write_chunks_per_s": new / write_seconds if write_seconds else None,
+            "build_s": time.perf_counter() - started, "size_bytes": size_bytes}
+
+
+def exact_top(queries: npt.NDArray[np.float32], n_chunks: int, k: int = 10
+              ) -> list[list[str]]:
+    """The exact top-k chunk ids of each query (score, then doc_id, then position), by
+    regenerating every document's vectors in blocks."""
+    best: list[list[tuple[float, str, int]]] = [[] for _ in queries]
+    for first_doc in range(0, (n_chunks + DOC_SIZE - 1) // DOC_SIZE, 100):
+        ids: list[tuple[str, int]] = []
+        docs = list(range(first_doc,
+                          min(first_doc + 100, (n_chunks + DOC_SIZE - 1) // DOC_SIZE)))
+        sizes = [min(DOC_SIZE, n_chunks - d * DOC_SIZE) for d in docs]
+        blocks = block_vectors(docs, sizes)
+        for d, size in zip(docs, sizes, strict=True):
+            ids.extend((doc_id(d), i) for i in range(size))
+        scores = np.concatenate(blocks) @ queries.T  # rows x queries
+        for q in range(len(queries)):
+            column = scores[:, q]
+            top = (np.argpartition(-column, k)[: k + 1] if len(column) > k + 1
+                   else range(len(column)))
+            candidates = [(-float(column[r]), *ids[r]) for r in top]
+            best[q] = sorted(best[q] + candidates)[:k]
+    return [[Chunk.make_id(d, p) for _, d, p in row] for row in best]
+
+
+def make_queries(n_chunks: int, n: int) -> npt.NDArray[np.float32]:
+    """Noisy copies of random chunk vectors (cosine ≈ 0.7 with their chunk)."""
+    rng = np.random.default_rng(1)
+    rows = rng.integers(0, n_chunks, size=n)
+    picked = np.stack([document_vectors(int(r) // DOC_SIZE,
+                                        min(DOC_SIZE, n_chunks - (int(r) // DOC_SIZE) * DOC_SIZE)
+                                        )[int(r) % DOC_SIZE] for r in rows])
+    noise = normalise(rng.normal(size=picked.shape).astype(np.float32))
+    return normalise(picked + noise)
+
+
+def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
+    """Run in a process of its own: latency of topk and scar, neighbours, recall, memory."""
+    from suture.index import Index
+
+    data = np.load(queries_file)
+    queries, truth = data["queries"], data["truth"].tolist()
+    opened = time.perf_counter()
+    store = open_store(index, None if store_url == "sqlite" else store_url)
+    index_obj = Index(store)
+    index_obj.retrieve("warm-up", "topk", k=K, query_vector=queries[0])
+    open_s = time.perf_counter() - opened
+    times: dict[str, list[float]] = {"topk": [], "scar": [], "search": [], "neighbours": []}
+    recall = []
+    for i, vector in enumerate(queries):
+        order = ("topk", "scar") if i % 2 == 0 else ("scar", "topk")
+        for policy in order:
+            start = time.perf_counter()
+            index_obj.retrieve("q", policy, k=K, query_vector=vector)
+            times[policy].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        hits = store.search(vector, 10)
+        times["search"].append(time.perf_counter() - start)
+        recall.append(len({h.chunk.chunk_id for h in hits} & set(truth[i])) / 10)
+        start = time.perf_counter()
+        store.neighbours([(h.chunk.doc_id, h.chunk.position - 1, h.chunk.position + 1)
+                          for h in hits])
+        times["neighbours"].append(time.perf_counter() - start)
+    store.close()
+
+    def ms(values: list[float], q: float) -> float:
+        return float(1000 * np.percentile(values, q))
+
+    result: dict[str, Any] = {"open_and_first_query_s": open_s,
+                              "recall_at_10": statistics.mean(recall),
+                              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                              / 1024}
+    for name, values in times.items():
+        result[f"{name}_p50_ms"] = ms(values, 50)
+        result[f"{name}_p95_ms"] = ms(values, 95)
+    result["scar_extra"] = result["scar_p50_ms"] / result["topk_p50_ms"] - 1
+    return result
+
+
+def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
+        name: str | None = None) -> dict[str, Any]:
+    backend, _ = store_backend(None if store_url == "sqlite" else store_url)
+    name = name or f"bench_{n_chunks}"
+    index = str(folder / name) if backend.value == "sqlite" else name
+    print(f"\n{store_url} {n_chunks:,} chunks -> {index}", flush=True)
+    built = build(store_url, index, n_chunks)
+    print(f"  built: {built}", flush=True)
+    queries_file = folder / f"queries_{n_chunks}_{n_queries}.npz"
+    if not queries_file.exists():
+        queries = make_queries(n_chunks, n_queries)
+        started = time.perf_counter()
+        truth = exact_top(queries, n_chunks)
+        print(f"  exact top-10 computed in {time.perf_counter() - started:.0f}s", flush=True)
+        np.savez(queries_file, queries=queries, truth=np.array(truth))
+    done = subprocess.run([sys.executable, __file__, "--query", store_url, index,
+                           str(queries_file)], capture_output=True, text=True, check=True)
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    result = {"store": backend.value, "url_options": _options(store_url), "size": n_chunks,
+              **built, **measured}
+    print(f"  queried: {measured}", flush=True)
+    with open(folder / "results.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps(result) + "\n")
+    return result
+
+
+def _options(url: str) -> str:
+    """suture's own URL options (``search=``), for the table."""
+    query = url.split("?", 1)[1] if "?" in url else ""
+    return "&".join(o for o in query.split("&") if o.startswith("search="))
+
+
+def table(folder: Path) -> str:
+    """The markdown table of docs/performance.md from the results file."""
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    lines = ["| store | chunks | writes (chunks/s) | size | topk p50 / p95 | scar p50 / p95 | "
+             "scar extra | neighbours p50 | recall@10 | querying RSS |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        name = r["store"] + (f" ({r['url_options']})" if r["url_options"] else "")
+        speed = f"{r['write_chunks_per_s']:,.0f}" if r.get("write_chunks_per_s") else "—"
+        lines.append(
+            f"| {name} | {r['chunks']:,} | {speed} | {r['size_bytes'] / 2**30:.2f} GiB | "
+            f"{r['topk_p50_ms']:.1f} / {r['topk_p95_ms']:.1f} ms | "
+            f"{r['scar_p50_ms']:.1f} / {r['scar_p95_ms']:.1f} ms | "
+            f"{100 * r['scar_extra']:+.1f}% | {r['neighbours_p50_ms']:.2f} ms | "
+            f"{r['recall_at_10']:.3f} | {r['peak_rss_mb']:.0f} MB |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--query":
+        print(json.dumps(query(sys.argv[2], sys.argv[3], Path(sys.argv[4]))))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", action="append", default=[],
+                        help="'sqlite' or a --store URL; repeat for several backends")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--dir", type=Path, default=REPO_ROOT / "out" / "bench-backends")
+    parser.add_argument("--index", default=None,
+                        help="index name (default bench_SIZE); an index with fewer chunks "
+                        "is written on to SIZE (a stopped build resumes)")
+    parser.add_argument("--table", action="store_true", help="print the table and stop")
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    if args.table:
+        print(table(args.dir))
+        return
+    for size in args.sizes:
+        for store_url in args.store or ["sqlite"]:
+            run(store_url, size, args.queries, args.dir, args.index)
+    print(table(args.dir))
+
+
+if __name__ == "__main__":
+    main()
