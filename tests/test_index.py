@@ -154,3 +154,52 @@ def test_sprout_trees_follow_the_index(tmp_path: Path) -> None:
     assert after["a.txt"] == before["a.txt"]  # unchanged document: same tree file and hash
     assert after["b.txt"][1] != before["b.txt"][1]  # changed document: rebuilt
     assert after["b.txt"][1] == index.store.document_hashes()["b.txt"]
+
+
+class _CountingBar:
+    """A progress factory's bar that records what Index.add_documents reports."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.closed = total, 0, False
+
+    def update(self, n: int) -> None:
+        self.done += n
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_add_documents_takes_loaded_documents_and_reports_progress(tmp_path: Path) -> None:
+    from suture.documents import Skipped
+    from suture.types import Document
+
+    index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing")
+    bars: list[_CountingBar] = []
+
+    def factory(total: int) -> _CountingBar:
+        bars.append(_CountingBar(total))
+        return bars[-1]
+
+    text = "Gamma paragraph about congestion control and slow start. " * 40
+    report = index.add_documents(
+        [Document("gamma", text, title="Gamma"), Document("gamma", "a second gamma"),
+         Skipped("upload", "upload: empty file")],
+        show_progress=factory,
+    )
+    assert report.added == ["gamma"] and report.chunks_written > 1
+    assert len(report.skipped) == 2  # the duplicate id and the skipped input
+    assert len(bars) == 1 and bars[0].total == report.embedded == bars[0].done
+    assert bars[0].closed
+    stored = index.store.document("gamma")
+    assert stored.text == text and stored.title == "Gamma"
+    assert index.retrieve("congestion slow start", k=1).spans[0].doc_id == "gamma"
+
+
+def test_compare_equals_one_retrieve_per_policy(tmp_path: Path) -> None:
+    index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing")
+    policies = ["topk", "window", "scar"]
+    contexts = index.compare("timers and retransmission", policies, k=2, explain=True)
+    assert [c.policy for c in contexts] == policies
+    for context in contexts:
+        alone = index.retrieve("timers and retransmission", context.policy, 2, explain=True)
+        assert context == alone

@@ -178,9 +178,23 @@ class Index:
         self, paths: Sequence[str | Path], *, show_progress: bool = False, prune: bool = False
     ) -> IndexReport:
         """Index (or re-index) documents; with `prune`, delete stored documents not seen."""
+        return self.add_documents(iter_documents(paths), show_progress=show_progress, prune=prune)
+
+    def add_documents(
+        self,
+        documents: Iterable[Document | Skipped],
+        *,
+        show_progress: bool | ProgressFactory = False,
+        prune: bool = False,
+    ) -> IndexReport:
+        """`add` for documents already loaded (a service's uploads, a framework's texts).
+
+        `show_progress` may be a factory: called with the number of chunks to embed, it
+        returns an object with `update(n)` and `close()` (a tqdm-like progress bar).
+        """
         started = time.perf_counter()
         report = IndexReport()
-        documents = self._load(paths, report)
+        documents = self._unique(documents, report)
         stored = self.store.document_hashes()
         unmapped = self.store.documents_without_token_map()
         pending: list[tuple[Document, str, list[Chunk]]] = []
@@ -213,7 +227,7 @@ class Index:
         # the first query; trees are rebuilt only for documents that changed.
         self.retriever().prepare()
         if self.has_sprout_trees():
-            self.build_sprout_trees(show_progress=show_progress)
+            self.build_sprout_trees(show_progress=show_progress is True)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -235,9 +249,11 @@ class Index:
         """Delete documents by id; returns the ids that were stored."""
         return [doc_id for doc_id in doc_ids if self.store.delete_document(doc_id)]
 
-    def _load(self, paths: Sequence[str | Path], report: IndexReport) -> list[Document]:
+    def _unique(
+        self, items: Iterable[Document | Skipped], report: IndexReport
+    ) -> list[Document]:
         documents: dict[str, Document] = {}
-        for item in iter_documents(paths):
+        for item in items:
             if isinstance(item, Skipped):
                 report.skipped.append(item)
             elif item.doc_id in documents:
@@ -263,7 +279,7 @@ class Index:
         self,
         pending: Sequence[tuple[Document, str, list[Chunk]]],
         report: IndexReport,
-        show_progress: bool,
+        show_progress: bool | ProgressFactory,
     ) -> dict[str, Vectors]:
         """Vectors for every pending chunk text: from the cache, else embedded and cached."""
         texts: dict[str, str] = {}
@@ -355,6 +371,24 @@ class Index:
                 trace=[dict(row) for row in result.trace] if explain else None,
             )
 
+    def compare(
+        self,
+        query: str,
+        policies: Sequence[str | Policy],
+        k: int = 5,
+        *,
+        retriever: str | None = None,
+        max_tokens: int | None = None,
+        explain: bool = False,
+    ) -> list[Context]:
+        """The contexts of several policies for one query, embedding the query once."""
+        vector = self.embed_queries([query])[0]
+        return [
+            self.retrieve(query, policy, k, query_vector=vector, retriever=retriever,
+                          max_tokens=max_tokens, explain=explain)
+            for policy in policies
+        ]
+
     def info(self) -> dict[str, Any]:
         """Documents, chunks, embedder, settings and size on disk."""
         return {
@@ -378,9 +412,11 @@ def _validate_chunking(chunk_size: int, chunk_overlap: int) -> None:
         )
 
 
-def _progress(total: int, show: bool) -> Any:
+def _progress(total: int, show: bool | ProgressFactory) -> Any:
     if not show or total == 0:
         return None
+    if callable(show):
+        return show(total)
     from tqdm import tqdm
 
     return tqdm(total=total, unit="chunk", desc="embedding", dynamic_ncols=True)

@@ -198,12 +198,7 @@ def compare_command(
 
     try:
         opened = Index.open(index)
-        vector = opened.embed_queries([text])[0]
-        contexts = [
-            opened.retrieve(text, policy=p.strip(), k=k, query_vector=vector)
-            for p in policies.split(",")
-            if p.strip()
-        ]
+        contexts = opened.compare(text, [p.strip() for p in policies.split(",") if p.strip()], k)
     except SutureError as exc:
         raise fail(exc) from None
     table = Table(title=f"{text}")
