@@ -157,13 +157,8 @@ def query_command(
         )
     except SutureError as exc:
         raise fail(exc) from None
-    if as_json:
-        data = context.to_dict()
-        out = {key: data[key] for key in ("query", "policy", "spans", "chunks", "tokens")}
-        out["characters"] = data["characters"]
-        if explain:
-            out["trace"] = data["trace"]
-        sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+    if as_json:  # the same JSON as `suture serve`'s POST /v1/retrieve
+        sys.stdout.write(json.dumps(context.to_dict(), indent=2, ensure_ascii=False) + "\n")
         return
     console.rule(
         f"[bold]{context.policy}[/]: {context.chunks} chunks, "
