@@ -9,7 +9,12 @@ from suture.documents.ingest import (
     iter_documents,
     load_document,
 )
-from suture.documents.loaders import PAGE_SEPARATOR, normalise_newlines, title_from_filename
+from suture.documents.loaders import (
+    PAGE_SEPARATOR,
+    document_from_record,
+    normalise_newlines,
+    title_from_filename,
+)
 from suture.documents.sections import Heading, build_sections, detect_sections
 
 __all__ = [
@@ -20,6 +25,7 @@ __all__ = [
     "build_sections",
     "content_hash",
     "detect_sections",
+    "document_from_record",
     "iter_documents",
     "load_document",
     "normalise_newlines",
