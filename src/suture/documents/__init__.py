@@ -6,6 +6,7 @@ from suture.documents.ingest import (
     SUPPORTED_SUFFIXES,
     Skipped,
     content_hash,
+    document_files,
     iter_documents,
     load_document,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "build_sections",
     "content_hash",
     "detect_sections",
+    "document_files",
     "document_from_record",
     "iter_documents",
     "load_document",
