@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: real `suture serve` processes, used by tests/server and tests/test_client.py
+pytest_plugins = ("tests.server.fixtures",)
 
 
 def shared_data_dir() -> Path:

@@ -107,16 +107,24 @@ class Client:
         The server extracts the text (so sections are detected exactly as by
         `suture index`); a file it cannot read is reported in `skipped`.
         """
-        jobs = []
+        jobs, refused = [], []
         for root in map(Path, paths):
             if not root.exists():
-                raise FileNotFoundError(f"{root}: no such file or folder")
+                refused.append(Skipped(str(root), f"{root}: no such file or folder"))
+                continue
             for path, doc_id in document_files(root):
                 fields = {} if path.suffix.lower() == ".jsonl" else {"doc_id": doc_id}
-                with path.open("rb") as handle:
-                    jobs.append(self._call("POST", "/v1/documents", data=fields,
-                                           files={"file": (path.name, handle)}))
-        return self._report([self.wait(job["job_id"]) for job in jobs])
+                try:
+                    with path.open("rb") as handle:
+                        jobs.append(self._call("POST", "/v1/documents", data=fields,
+                                               files={"file": (path.name, handle)}))
+                except ServiceError as error:  # a file the server will not take is skipped
+                    if error.status not in (400, 413):
+                        raise
+                    refused.append(Skipped(str(path), error.message))
+        report = self._report([self.wait(job["job_id"]) for job in jobs])
+        report.skipped[:0] = refused
+        return report
 
     def add_documents(self, documents: Iterable[Document]) -> IndexReport:
         """Send loaded documents as text (`Index.add_documents`); wait until written.

@@ -58,6 +58,7 @@ class ServiceError(SutureError):
         super().__init__(f"{message} (HTTP {status} {code})")
         self.status = status
         self.code = code
+        self.message = message
 
 
 def missing_dependency(package: str, extra: str) -> MissingDependencyError:

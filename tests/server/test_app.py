@@ -16,7 +16,7 @@ import pytest
 from suture.documents import load_document
 from suture.exceptions import UnknownPluginError
 from suture.index import Index
-from tests.server.conftest import (
+from tests.server.fixtures import (
     MAX_BODY_MB,
     MAX_QUERY_CHARS,
     READ_KEY,

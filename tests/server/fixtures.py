@@ -1,4 +1,4 @@
-"""Real `suture serve` processes for the API, client and page tests.
+"""Real `suture serve` processes for the API, client and page tests (a pytest plugin).
 
 `served` runs the real model over a copy of the session's RFC 9293 index, with a read
 key and a write key; `open_server` runs the hashing embedder without keys (fast to
@@ -128,3 +128,45 @@ def open_server(hashing_index: Path, tmp_path_factory: pytest.TempPathFactory
                     "http://allowed.example", "--request-timeout", "0.000001",
                     env={"SUTURE_API_KEYS": ""}) as server:
         yield server
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+needs_chromium = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    reason="Debian's chromium and chromium-driver are not installed "
+    "(apt-get install -y chromium chromium-driver; .ci/run installs them)",
+)
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Headless Debian chromium driven by Selenium through chromium-driver."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless", "--no-sandbox", "--disable-gpu",
+                     "--disable-background-networking", "--disable-component-update",
+                     "--no-first-run", "--window-size=1400,1000",
+                     f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(120)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver: Any, script: str, timeout: float = 120) -> Any:
+    """Poll a JavaScript expression in the page until it is truthy; returns its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = driver.execute_script(f"return {script}")
+        if value:
+            return value
+        time.sleep(0.1)
+    status = driver.execute_script("return document.getElementById('status')?.textContent")
+    raise AssertionError(f"page never satisfied {script!r}; status line: {status!r}")
