@@ -130,10 +130,10 @@ def open_server(hashing_index: Path, tmp_path_factory: pytest.TempPathFactory
         yield server
 
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
 needs_chromium = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    CHROMIUM is None or CHROMEDRIVER is None,
     reason="Debian's chromium and chromium-driver are not installed "
     "(apt-get install -y chromium chromium-driver; .ci/run installs them)",
 )
@@ -146,13 +146,14 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
+    assert CHROMIUM is not None and CHROMEDRIVER is not None
+    options.binary_location = CHROMIUM
     for argument in ("--headless", "--no-sandbox", "--disable-gpu",
                      "--disable-background-networking", "--disable-component-update",
                      "--no-first-run", "--window-size=1400,1000",
                      f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(120)
     try:
         yield driver
