@@ -262,14 +262,21 @@ def test_without_keys_loopback_is_open_and_reads_are_time_limited(open_server: S
     assert "--request-timeout" in late.json()["message"]
 
 
-def test_refuses_an_open_non_loopback_address(hashing_index: Path, tmp_path: Path) -> None:
-    refused = subprocess.run(
-        [sys.executable, "-m", "suture", "serve", "--index", str(hashing_index), "--host",
-         "0.0.0.0", "--port", "9"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "SUTURE_API_KEYS": ""},
-    )
+def test_start_up_errors_are_one_clear_line(hashing_index: Path, tmp_path: Path) -> None:
+    def serve(index: Path, *options: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "suture", "serve", "--index", str(index), "--port", "9",
+             *options],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "SUTURE_API_KEYS": ""},
+        )
+
+    refused = serve(hashing_index, "--host", "0.0.0.0")
     assert refused.returncode == 2
     assert "refusing to serve on 0.0.0.0 without API keys" in refused.stderr
+    missing = serve(tmp_path / "none")
+    assert missing.returncode == 2 and "no index at" in missing.stderr
+    assert "Traceback" not in refused.stderr + missing.stderr
     bad_keys = tmp_path / "keys"
     bad_keys.write_text("secret-one:read\nsecret-two:admin\n")
     with pytest.raises(AssertionError) as failed, run_server(
