@@ -145,6 +145,9 @@ class LoadState:
     deleted: set[str] = field(default_factory=set)  # acknowledged deletes
     write_failures: list[str] = field(default_factory=list)
     rss: list[tuple[float, int]] = field(default_factory=list)
+    #: (seconds since the load started, latency) of every request, as they complete
+    timeline: list[tuple[float, float]] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
 
 
 async def reader(http: httpx.AsyncClient, deadline: float, rng: random.Random,
@@ -159,7 +162,9 @@ async def reader(http: httpx.AsyncClient, deadline: float, rng: random.Random,
             problem = "" if ok else f"{label}: HTTP {answer.status_code} {answer.text[:200]}"
         except httpx.HTTPError as error:
             problem = f"{label}: {type(error).__name__} {error}"
-        state.latencies.setdefault(label, []).append(time.perf_counter() - started)
+        latency = time.perf_counter() - started
+        state.latencies.setdefault(label, []).append(latency)
+        state.timeline.append((time.monotonic() - state.started, latency))
         if problem:
             state.errors.append(problem)
 
@@ -198,9 +203,8 @@ async def writer(http: httpx.AsyncClient, deadline: float, texts: list[str],
 
 async def sample_memory(pid: int, deadline: float, state: LoadState) -> None:
     process = psutil.Process(pid)
-    started = time.monotonic()
     while time.monotonic() < deadline:
-        state.rss.append((time.monotonic() - started, process.memory_info().rss))
+        state.rss.append((time.monotonic() - state.started, process.memory_info().rss))
         await asyncio.sleep(1.0)
 
 
@@ -211,7 +215,8 @@ async def run_load(server: Server, clients: int, seconds: float, k: int) -> Load
     headers = {"Authorization": f"Bearer {WRITE_KEY}"}
     async with httpx.AsyncClient(base_url=server.url, timeout=120, limits=limits,
                                  headers=headers) as http:
-        deadline = time.monotonic() + seconds
+        state.started = time.monotonic()
+        deadline = state.started + seconds
         rngs = [random.Random(seed) for seed in range(clients)]
         await asyncio.gather(
             *(reader(http, deadline, rng, state, k) for rng in rngs),
@@ -271,8 +276,9 @@ def fault_round(moment: str, index: Path, log: Path, port: int, read_threads: in
         if moment == "while a large document is embedding":
             text = "\n\n".join(writer_documents(12, 8000))
             job = submit(f"fault/{number}", marked(text, number)[1])
-            while not (state(job)["stage"] == "embedding" and state(job)["progress"]["done"]):
+            while state(job)["stage"] != "embedding":  # about 170 chunks to embed
                 time.sleep(0.02)
+            time.sleep(1.0)
         elif moment == "during a burst of small adds":
             texts = writer_documents(10, 1500)
             jobs = [submit(f"fault/{number}-{i}", marked(t, number * 100 + i)[1])
@@ -354,7 +360,10 @@ def main() -> None:
 
     server = start_server(index, log, port, args.read_threads)
     print(f"server up in {server.started_s:.1f}s; {args.clients} clients for {args.seconds}s")
+    cpu_before = psutil.Process(server.process.pid).cpu_times()
     state = asyncio.run(run_load(server, args.clients, args.seconds, args.k))
+    cpu_after = psutil.Process(server.process.pid).cpu_times()
+    server_cpu_s = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
     lost = lost_writes(server, state.added, state.deleted)
     with client(server, READ_KEY) as http:
         metrics = http.get("/metrics").text
@@ -376,6 +385,9 @@ def main() -> None:
         "adds_acknowledged": len(state.added), "deletes_acknowledged": len(state.deleted),
         "write_failures": state.write_failures, "lost_writes": lost,
         "reads_rerun": retries,
+        "server_cpu_s": server_cpu_s,
+        "server_cpu_ms_per_request": 1000 * server_cpu_s / max(1, len(all_latencies)),
+        "load_average_during": os.getloadavg()[0],
         "rss_mb_first_quarter": statistics.median(rss_mb[:quarter]),
         "rss_mb_last_quarter": statistics.median(rss_mb[-quarter:]),
         "rss_mb_max": max(rss_mb),
@@ -384,6 +396,11 @@ def main() -> None:
                               "p99_ms": 1000 * percentile(v, 99)}
                       for label, v in sorted(state.latencies.items())},
     }
+    results: dict[str, Any] = {"load": load, "cpus": os.cpu_count(),
+                               "load_average_after_load": os.getloadavg()}
+    (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps({k: v for k, v in load.items() if k != "by_policy"}, indent=1))
+    plot(state, args.out / "serve_load.png")
     faults = []
     moments = ["while a large document is embedding", "during a burst of small adds",
                "during deletes"]
@@ -391,22 +408,46 @@ def main() -> None:
         print(f"fault: SIGKILL {moment}")
         faults.append(fault_round(moment, index, log, port, args.read_threads, state.added,
                                   state.deleted, number))
-    results = {"load": load, "faults": faults, "cpus": os.cpu_count(),
-               "load_average_at_end": os.getloadavg()}
+    results["faults"] = faults
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     print(render(results))
+
+
+def plot(state: LoadState, path: Path) -> None:
+    """Latency of every request and the server's memory over the run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    times, latencies = zip(*state.timeline, strict=True)
+    top.scatter(times, [1000 * x for x in latencies], s=4, alpha=0.5)
+    top.set_ylabel("latency (ms)")
+    top.set_title(f"suture serve: {len(latencies)} requests from concurrent clients, "
+                  f"{len(state.added)} adds and {len(state.deleted)} deletes meanwhile")
+    rss_times, rss = zip(*state.rss, strict=True)
+    bottom.plot(rss_times, [r / 2**20 for r in rss])
+    bottom.set_ylabel("server RSS (MB)")
+    bottom.set_xlabel("seconds into the run")
+    bottom.set_ylim(bottom=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def render(results: dict[str, Any]) -> str:
     load = results["load"]
     lines = [
         "| clients | seconds | requests | req/s | p50 | p95 | p99 | errors | adds / deletes "
-        "acknowledged | lost writes | server RSS (first → last quarter, max) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "acknowledged | lost writes | reads re-run | server CPU / request | server RSS "
+        "(first → last quarter, max) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         f"| {load['clients']} | {load['seconds']:.0f} | {load['requests']} | "
         f"{load['requests_per_s']:.1f} | {load['p50_ms']:.0f} ms | {load['p95_ms']:.0f} ms | "
         f"{load['p99_ms']:.0f} ms | {load['errors']} | {load['adds_acknowledged']} / "
         f"{load['deletes_acknowledged']} | {len(load['lost_writes'])} | "
+        f"{load['reads_rerun']:.0f} | {load['server_cpu_ms_per_request']:.0f} ms | "
         f"{load['rss_mb_first_quarter']:.0f} → {load['rss_mb_last_quarter']:.0f} MB "
         f"(max {load['rss_mb_max']:.0f}) |",
         "",

@@ -377,14 +377,16 @@ class Index:
         policies: Sequence[str | Policy],
         k: int = 5,
         *,
+        query_vector: Vectors | None = None,
         retriever: str | None = None,
         max_tokens: int | None = None,
         explain: bool = False,
     ) -> list[Context]:
         """The contexts of several policies for one query, embedding the query once."""
-        vector = self.embed_queries([query])[0]
+        if query_vector is None:
+            query_vector = self.embed_queries([query])[0]
         return [
-            self.retrieve(query, policy, k, query_vector=vector, retriever=retriever,
+            self.retrieve(query, policy, k, query_vector=query_vector, retriever=retriever,
                           max_tokens=max_tokens, explain=explain)
             for policy in policies
         ]

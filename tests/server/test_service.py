@@ -24,7 +24,7 @@ def test_a_read_overlapping_a_commit_is_run_again(service: IndexService) -> None
     attempts: list[Context] = []
 
     def read() -> Context:
-        context = service.retrieve("retransmission timeout", "topk", 2)
+        context = service.index.retrieve("retransmission timeout", "topk", 2)
         if not attempts:  # a write commits while the first attempt runs
             service.index.delete(["other"])
         attempts.append(context)
@@ -47,7 +47,7 @@ def test_a_read_failing_because_of_a_commit_is_run_again(service: IndexService) 
             store.chunk_table()  # pinned: still lists "timers"
             if len(calls) == 1:
                 service.index.delete(["timers"])
-            return service.retrieve("retransmission timeout", "topk", 2)
+            return service.index.retrieve("retransmission timeout", "topk", 2)
 
     answer = service.consistent(read)
     assert len(calls) == 2 and {s.doc_id for s in answer.spans} == {"other"}
@@ -58,7 +58,7 @@ def test_errors_of_an_unchanged_index_are_not_retried(service: IndexService) -> 
 
     def read() -> Context:
         calls.append(1)
-        return service.retrieve("x", "nope", 2)
+        return service.index.retrieve("x", "nope", 2)
 
     with pytest.raises(Exception, match="unknown policy 'nope'"):
         service.consistent(read)
@@ -67,7 +67,7 @@ def test_errors_of_an_unchanged_index_are_not_retried(service: IndexService) -> 
 
 def test_endless_writes_give_up_with_busy(service: IndexService) -> None:
     def read() -> Context:
-        context = service.retrieve("flow control", "topk", 1)
+        context = service.index.retrieve("flow control", "topk", 1)
         service.index.add_documents([Document(f"d{service.read_retries}", "Flow. " * 50)])
         return context
 

@@ -68,8 +68,8 @@ class IndexService:
 
     # -- reading ----------------------------------------------------------------------------
     async def read(self, work: Callable[[], T]) -> T:
-        """Run `work` on the read pool within the time limit, from one committed state."""
-        future = asyncio.wrap_future(self._readers.submit(self.consistent, work))
+        """Run `work` on the read pool within the time limit."""
+        future = asyncio.wrap_future(self._readers.submit(work))
         try:
             return await asyncio.wait_for(future, self.timeout_s)
         except TimeoutError:
@@ -107,19 +107,25 @@ class IndexService:
     def generation(self) -> int:
         return self.index.store.generation
 
+    # The query is embedded once, outside `consistent`: a write cannot change its vector,
+    # and embedding is most of a read's work, so a re-run costs little.
     def retrieve(self, query: str, policy: str, k: int, **options: Any) -> Context:
-        return self.index.retrieve(query, policy, k, **options)
+        vector = self.index.embed_queries([query])[0]
+        return self.consistent(
+            lambda: self.index.retrieve(query, policy, k, query_vector=vector, **options))
 
     def compare(self, query: str, policies: Sequence[str], k: int, **options: Any
                 ) -> list[Context]:
-        return self.index.compare(query, policies, k, **options)
+        vector = self.index.embed_queries([query])[0]
+        return self.consistent(
+            lambda: self.index.compare(query, policies, k, query_vector=vector, **options))
 
     def info(self) -> dict[str, Any]:
-        return self.index.info()
+        return self.consistent(self.index.info)
 
     def document(self, doc_id: str) -> Document:
         """The stored document; `KeyError` when there is none."""
-        return self.index.store.document(doc_id)
+        return self.consistent(lambda: self.index.store.document(doc_id))
 
     def has_document(self, doc_id: str) -> bool:
         try:
