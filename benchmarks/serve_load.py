@@ -328,14 +328,14 @@ def fault_round(moment: str, index: Path, log: Path, port: int, read_threads: in
 
 
 # -- main ---------------------------------------------------------------------------------
-def base_index(folder: Path) -> Path:
-    """RFC 9293 and the GDPR indexed once with the real model (reused across runs)."""
+def base_index(folder: Path, embedder: str) -> Path:
+    """RFC 9293 and the GDPR indexed once (reused across runs)."""
     if not (folder / "manifest.json").exists():
         from suture.index import Index
 
         corpora = DATA / "corpora"
         Index.build([corpora / "rfc9293", corpora / "gdpr" / "gdpr_en.md"], folder,
-                    show_progress=True)
+                    embedder=embedder, show_progress=True)
     return folder
 
 
@@ -346,11 +346,15 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--read-threads", type=int, default=4)
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "serve-load")
+    parser.add_argument("--embedder", default="minilm",
+                        help="minilm (the real model) or hashing (no model: the server alone)")
+    parser.add_argument("--faults", action=argparse.BooleanOptionalAction, default=True,
+                        help="Kill and restart the server during writes after the load.")
     args = parser.parse_args()
     if not 1 <= args.clients <= 256 or not 1 <= args.seconds <= 600:
         raise SystemExit("bounded: 1-256 clients, 1-600 seconds")
     args.out.mkdir(parents=True, exist_ok=True)
-    base = base_index(ROOT / "out" / "serve-load-base")
+    base = base_index(ROOT / "out" / f"serve-load-base-{args.embedder}", args.embedder)
     index = args.out / "index"
     shutil.rmtree(index, ignore_errors=True)
     shutil.copytree(base, index)
@@ -391,6 +395,7 @@ def main() -> None:
         "rss_mb_first_quarter": statistics.median(rss_mb[:quarter]),
         "rss_mb_last_quarter": statistics.median(rss_mb[-quarter:]),
         "rss_mb_max": max(rss_mb),
+        "rss_mb": [[round(t, 1), round(r / 2**20, 1)] for t, r in state.rss],
         "by_policy": {label: {"requests": len(v), "p50_ms": 1000 * percentile(v, 50),
                               "p95_ms": 1000 * percentile(v, 95),
                               "p99_ms": 1000 * percentile(v, 99)}
@@ -403,7 +408,7 @@ def main() -> None:
     plot(state, args.out / "serve_load.png")
     faults = []
     moments = ["while a large document is embedding", "during a burst of small adds",
-               "during deletes"]
+               "during deletes"] if args.faults else []
     for number, moment in enumerate(moments, start=90000):
         print(f"fault: SIGKILL {moment}")
         faults.append(fault_round(moment, index, log, port, args.read_threads, state.added,

@@ -76,6 +76,10 @@ def serve_command(
         err_console.print(f"[bold red]{warning}[/]")
     access = "API keys required" if keys.enabled else "no API keys: open to this machine only"
     err_console.print(f"suture serving {index} on http://{host}:{port} ({access})")
-    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    # suture's own log only: a root handler would also print bm25s' debug lines.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("suture").addHandler(handler)
+    logging.getLogger("suture").setLevel(log_level.upper())
     uvicorn.run(create_app(service, settings), host=host, port=port, log_level=log_level,
                 timeout_graceful_shutdown=10)
