@@ -118,7 +118,9 @@ function renderDecisions(contexts) {
   const out = [];
   for (const context of contexts) {
     if (!context.trace.length) continue;
-    const columns = [...new Set(context.trace.flatMap((row) => Object.keys(row)))];
+    // As `suture.explain.trace_columns`: SCAR's anchor only when it is not the seed.
+    const columns = [...new Set(context.trace.flatMap((row) => Object.keys(row)))]
+      .filter((c) => c !== "anchor" || context.trace.some((row) => row.anchor !== row.seed));
     const table = el("table", { class: "decision-table", "data-policy": context.policy },
       el("caption", {}, `${context.policy}: decisions`),
       el("thead", {}, el("tr", {}, ...columns.map((c) => el("th", {}, traceHeaders[c] || c)))),
