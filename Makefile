@@ -1,5 +1,6 @@
-# Quick start:  make demo   (set up + index the shared corpora + compare policies)
-#               make test   (the whole test suite)
+# Quick start:  make demo       (set up + index the shared corpora + compare policies)
+#               make test       (the whole test suite)
+#               make test-fast  (everything not marked slow: no real model, no big corpora)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SUTURE := $(VENV)/bin/suture
@@ -7,7 +8,7 @@ SUTURE_DATA ?= ../shared/data
 DEMO_INDEX ?= demo-index
 export SUTURE_DATA
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-fast lint check-data bench clean
 
 setup: $(VENV)/.installed
 
@@ -20,7 +21,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-demo: setup
+# The demo needs the shared corpora; say where they were looked for before any work.
+check-data:
+	@test -d "$(SUTURE_DATA)/corpora" || { \
+	  echo "error: no shared corpora at $(SUTURE_DATA)/corpora (SUTURE_DATA=$(SUTURE_DATA))." >&2; \
+	  echo "Put the shared data in ../shared/data next to this repository, or run" >&2; \
+	  echo "  make demo SUTURE_DATA=/path/to/shared/data" >&2; exit 1; }
+
+demo: check-data setup
 	$(SUTURE) index $(SUTURE_DATA)/corpora --index $(DEMO_INDEX)
 	$(SUTURE) info --index $(DEMO_INDEX)
 	@for q in \
@@ -35,6 +43,9 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks scripts

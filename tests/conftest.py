@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends import BACKENDS, StoreTarget
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: real `suture serve` processes, used by tests/server and tests/test_client.py
 pytest_plugins = ("tests.server.fixtures",)
@@ -40,3 +42,16 @@ def rfc_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory, minil
 
     rfc = shared_data / "corpora" / "rfc9293" / "rfc9293.txt"
     return Index.build([rfc], tmp_path_factory.mktemp("rfc") / "idx", embedder=minilm)
+
+
+def target_for(request: pytest.FixtureRequest, backend: str, folder: Path) -> StoreTarget:
+    """Where a test creates indexes in `backend` (servers come from session fixtures)."""
+    if backend == "sqlite":
+        return StoreTarget("sqlite", None, folder)
+    raise NotImplementedError(f"no test target for backend {backend!r}")
+
+
+@pytest.fixture(params=BACKENDS)
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> StoreTarget:
+    """One `StoreTarget` per store backend (the contract tests use it)."""
+    return target_for(request, request.param, tmp_path)

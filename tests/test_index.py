@@ -95,23 +95,34 @@ def test_interrupted_indexing_resumes_from_cache(
                 raise KeyboardInterrupt  # simulate Ctrl-C after the first step
             return super()._embed(texts, is_query=is_query)
 
-    monkeypatch.setattr("suture.index.EMBED_STEP", 4)
+    monkeypatch.setattr("suture.indexing.EMBED_STEP", 4)
     with pytest.raises(KeyboardInterrupt):
         Index.build([docs], tmp_path / "idx", embedder=Flaky(batch_size=4))
-    index = Index.open(tmp_path / "idx", embedder=HashingEmbedder())
-    assert index.store.chunk_count() == 0  # no half-written document
-    resumed = Index.build([docs], tmp_path / "idx", embedder=HashingEmbedder())
-    assert resumed.last_report is not None
-    assert resumed.last_report.cached == 4  # the first step's work was kept
     fresh = Index.build([docs], tmp_path / "fresh", embedder="hashing")
-    ids = [c.chunk_id for c in fresh.store.iter_chunks()]
+    expected: dict[str, list[str]] = {}
+    for chunk in fresh.store.iter_chunks():
+        expected.setdefault(chunk.doc_id, []).append(chunk.chunk_id)
+    index = Index.open(tmp_path / "idx", embedder=HashingEmbedder())
+    kept: dict[str, list[str]] = {}
+    for chunk in index.store.iter_chunks():
+        kept.setdefault(chunk.doc_id, []).append(chunk.chunk_id)
+    assert all(kept[d] == expected[d] for d in kept)  # no half-written document
+    resumed = Index.build([docs], tmp_path / "idx", embedder=HashingEmbedder())
+    report = resumed.last_report
+    assert report is not None
+    total = sum(len(ids) for ids in expected.values())
+    assert calls[0] == 4 and report.embedded <= total - 4  # the first step's work was kept
+    assert report.cached + sum(len(kept[d]) for d in kept) >= 4
+    ids = [c for d in sorted(expected) for c in expected[d]]
+    assert [c.chunk_id for c in resumed.store.iter_chunks()] == ids
     np.testing.assert_allclose(resumed.store.vectors(ids), fresh.store.vectors(ids), atol=1e-6)
 
 
 def test_mismatches_are_clear_errors(tmp_path: Path) -> None:
     docs = _corpus(tmp_path)
     Index.build([docs], tmp_path / "idx", embedder="hashing")
-    with pytest.raises(EmbedderMismatchError, match=r"built with embedder hashing \(64-d\)"):
+    with pytest.raises(EmbedderMismatchError,
+                       match=r"built with embedder hashing:64; this call used hashing:32"):
         Index.open(tmp_path / "idx", embedder=HashingEmbedder(dimension=32))
     with pytest.raises(ConfigurationError, match="chunk size 600, overlap 60"):
         Index.build([docs], tmp_path / "idx", embedder="hashing", chunk_size=300)
@@ -147,20 +158,67 @@ def test_sprout_trees_follow_the_index(tmp_path: Path) -> None:
     assert context.spans and all(
         index.store.document(s.doc_id).text[s.start : s.end] == s.text for s in context.spans
     )
-    before = TreeStore(index.store.path).tree_headers()
+    before = TreeStore.of(index.store).tree_headers()
     (docs / "b.txt").write_text("Congestion control limits the sending rate. " * 5)
     Index.build([docs], tmp_path / "idx", embedder="hashing")  # no flag: trees kept in step
-    after = TreeStore(index.store.path).tree_headers()
+    after = TreeStore.of(index.store).tree_headers()
     assert after["a.txt"] == before["a.txt"]  # unchanged document: same tree file and hash
     assert after["b.txt"][1] != before["b.txt"][1]  # changed document: rebuilt
     assert after["b.txt"][1] == index.store.document_hashes()["b.txt"]
 
 
-class _CountingBar:
-    """A progress factory's bar that records what Index.add_documents reports."""
+def test_a_file_reached_through_another_folder_is_not_stored_twice(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path)
+    index = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    chunks = index.store.chunk_count()
+    again = Index.build([docs / "sub"], tmp_path / "idx", embedder="hashing")
+    report = again.last_report
+    assert report is not None
+    assert report.already_indexed == {"b.txt": "sub/b.txt"}
+    assert report.added == [] and report.indexed == 1
+    assert "1 already indexed under another id" in report.summary()
+    assert sorted(again.store.document_hashes()) == ["a.md", "sub/b.txt"]
+    assert again.store.chunk_count() == chunks
+    # pruning through the other folder keeps the stored copy and drops the rest
+    pruned = Index.build([docs / "sub"], tmp_path / "idx", embedder="hashing", prune=True)
+    assert pruned.last_report is not None and pruned.last_report.deleted == ["a.md"]
+    assert sorted(pruned.store.document_hashes()) == ["sub/b.txt"]
 
-    def __init__(self, total: int) -> None:
-        self.total, self.done, self.closed = total, 0, False
+
+def test_overlapping_folders_in_one_run_store_a_file_once(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path)
+    index = Index.build([docs, docs / "sub"], tmp_path / "idx", embedder="hashing")
+    assert index.last_report is not None
+    assert index.last_report.already_indexed == {"b.txt": "sub/b.txt"}
+    assert sorted(index.store.document_hashes()) == ["a.md", "sub/b.txt"]
+
+
+def test_copies_under_other_names_or_with_other_text_stay_documents(tmp_path: Path) -> None:
+    """Only the same name *and* content is one file: benchmarks may hold identical
+    contracts under two names, and an edited file reached another way is new text."""
+    docs = _corpus(tmp_path)
+    Index.build([docs], tmp_path / "idx", embedder="hashing")
+    other = tmp_path / "other"
+    other.mkdir()
+    # a Markdown title comes from its heading, so the copy's content hash is a.md's
+    (other / "copy.md").write_text((docs / "a.md").read_text())
+    (other / "b.txt").write_text("Edited bravo document about timers. " * 40)
+    index = Index.build([other], tmp_path / "idx", embedder="hashing")
+    assert index.last_report is not None
+    assert index.last_report.already_indexed == {}
+    assert sorted(index.last_report.added) == ["b.txt", "copy.md"]
+    assert index.store.document("copy.md").title == index.store.document("a.md").title
+
+
+class _CountingBar:
+    """A bar from a progress factory, recording what Index.ingest reports to it."""
+
+    def __init__(self) -> None:
+        self.total: int | None = 0
+        self.done, self.refreshed, self.closed = 0, 0, False
+
+    def refresh(self) -> None:
+        self.refreshed += 1
 
     def update(self, n: int) -> None:
         self.done += n
@@ -169,29 +227,21 @@ class _CountingBar:
         self.closed = True
 
 
-def test_add_documents_takes_loaded_documents_and_reports_progress(tmp_path: Path) -> None:
-    from suture.documents import Skipped
+def test_ingest_reports_progress_to_a_factorys_bar(tmp_path: Path) -> None:
     from suture.types import Document
 
     index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing")
     bars: list[_CountingBar] = []
 
-    def factory(total: int) -> _CountingBar:
-        bars.append(_CountingBar(total))
+    def factory() -> _CountingBar:
+        bars.append(_CountingBar())
         return bars[-1]
 
     text = "Gamma paragraph about congestion control and slow start. " * 40
-    report = index.add_documents(
-        [Document("gamma", text, title="Gamma"), Document("gamma", "a second gamma"),
-         Skipped("upload", "upload: empty file")],
-        show_progress=factory,
-    )
+    report = index.ingest([Document("gamma", text, title="Gamma")], show_progress=factory)
     assert report.added == ["gamma"] and report.chunks_written > 1
-    assert len(report.skipped) == 2  # the duplicate id and the skipped input
-    assert len(bars) == 1 and bars[0].total == report.embedded == bars[0].done
+    assert len(bars) == 1 and bars[0].total == bars[0].done == report.chunks_written
     assert bars[0].closed
-    stored = index.store.document("gamma")
-    assert stored.text == text and stored.title == "Gamma"
     assert index.retrieve("congestion slow start", k=1).spans[0].doc_id == "gamma"
 
 

@@ -191,6 +191,7 @@ class Client:
             report.added += result["added"]
             report.updated += result["updated"]
             report.unchanged += result["unchanged"]
+            report.already_indexed.update(result["already_indexed"])
             report.skipped += [Skipped(s["source"], s["reason"]) for s in result["skipped"]]
             report.chunks_written += result["chunks_written"]
             report.embedded += result["embedded"]

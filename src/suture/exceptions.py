@@ -5,7 +5,9 @@
     │   ├── UnknownPluginError      an embedder / policy / retriever name that is not registered
     │   └── MissingDependencyError  an optional dependency is absent (also an ImportError)
     ├── DocumentError               one input document could not be read (skipped in batches)
-    ├── IndexError_                 the on-disk index is missing, incompatible or damaged
+    ├── NothingToIndexError         no input could be read, so no index was created
+    ├── IndexError_                 the index is missing, incompatible or damaged
+    │   ├── IndexNotFoundError      there is no index by that name (yet)
     │   └── EmbedderMismatchError   the index was built with another embedder / dimension
     ├── EmbeddingError              the embedder failed (e.g. remote endpoint kept failing)
     └── ServiceError                `suture serve` answered a client's request with an error
@@ -14,6 +16,8 @@ Messages name the offending value and say how to fix it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class SutureError(Exception):
@@ -41,6 +45,19 @@ class DocumentError(SutureError):
 
 class IndexError_(SutureError):  # trailing underscore: do not shadow the builtin IndexError
     """The on-disk index is missing, incompatible or damaged."""
+
+
+class IndexNotFoundError(IndexError_):
+    """There is no index by that name in that store (build one with `suture index`)."""
+
+
+class NothingToIndexError(SutureError):
+    """No input document could be read; `report` lists why each one was skipped."""
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        #: the `IndexReport` of the run, with its skip reasons
+        self.report = report
 
 
 class EmbedderMismatchError(IndexError_):

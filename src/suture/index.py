@@ -1,79 +1,56 @@
-"""`Index`: the facade that builds, opens and queries a suture index folder."""
+"""`Index`: the facade that builds, opens and queries a suture index on any store backend."""
 
 from __future__ import annotations
 
-import hashlib
-import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from suture._registry import lookup
 from suture._version import __version__
-from suture.chunking import chunk_document, embedding_text
-from suture.documents import Skipped, content_hash, iter_documents
-from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, get_embedder
-from suture.exceptions import ConfigurationError, EmbedderMismatchError
+from suture.documents import Skipped, iter_documents
+from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, embedder_class, get_embedder
+from suture.exceptions import (
+    ConfigurationError,
+    EmbedderMismatchError,
+    IndexError_,
+    NothingToIndexError,
+)
+from suture.indexing import IndexReport, ProgressFactory, ingest
 from suture.policies import Policy, get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
 from suture.retrievers import Retriever, RetrieverName, get_retriever
-from suture.stores.base import Manifest
-from suture.stores.sqlite import MANIFEST_FILE, SQLiteStore
-from suture.tokens import TokenMap
-from suture.types import Chunk, Context, Document
+from suture.stores import Store, create_store, open_store
+from suture.stores.base import DocumentSummary, Manifest
+from suture.types import Context, Document
 
-#: embedder options never written to the manifest (secrets)
-_SECRET_OPTIONS = frozenset({"api_key"})
-#: how many texts are embedded (and cached) per step; bounds work lost to a crash
-EMBED_STEP = 256
+if TYPE_CHECKING:
+    from suture.distributed import RayOptions
 
-ProgressFactory = Callable[[int], Any]
+#: embedder options never written to the manifest (secrets and live objects)
+_UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
 
-
-@dataclass
-class IndexReport:
-    """What one indexing run did."""
-
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    chunks_written: int = 0
-    embedded: int = 0
-    cached: int = 0
-    seconds: float = 0.0
-    embed_seconds: float = 0.0
-
-    @property
-    def indexed(self) -> int:
-        return len(self.added) + len(self.updated) + len(self.unchanged)
-
-    def summary(self) -> str:
-        parts = [
-            f"{len(self.added)} added",
-            f"{len(self.updated)} updated",
-            f"{len(self.unchanged)} unchanged",
-            f"{len(self.deleted)} deleted",
-            f"{len(self.skipped)} skipped",
-        ]
-        return (
-            f"documents: {', '.join(parts)}; chunks written: {self.chunks_written} "
-            f"({self.embedded} embedded, {self.cached} from cache) in {self.seconds:.1f}s"
-        )
+__all__ = ["Index", "IndexReport"]
 
 
 class Index:
-    """A persistent index folder plus the embedder that reads it."""
+    """One index in a store, plus the embedder that reads it."""
 
-    def __init__(self, store: SQLiteStore, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None = None,
+        *,
+        embedder_options: Mapping[str, Any] | None = None,
+    ) -> None:
         self.store = store
         self._embedder = embedder
-        self._retrievers: dict[str, Retriever] = {}
+        #: options the user gave on this call; the only source of model paths and URLs
+        self._embedder_options = dict(embedder_options or {})
+        self._retrievers: dict[tuple[str, str], Retriever] = {}
         self.last_report: IndexReport | None = None
 
     # -- construction ---------------------------------------------------------------------
@@ -81,8 +58,9 @@ class Index:
     def build(
         cls,
         paths: Sequence[str | Path],
-        path: str | Path,
+        index: str | Path,
         *,
+        store: str | None = None,
         embedder: str | Embedder = DEFAULT_EMBEDDER.value,
         embedder_options: dict[str, Any] | None = None,
         chunk_size: int = 600,
@@ -91,26 +69,48 @@ class Index:
         show_progress: bool = False,
         prune: bool = False,
         retriever: str | None = None,
+        retriever_options: Mapping[str, Any] | None = None,
         sprout: bool = False,
         sprout_weights: str | Path | None = None,
+        report: IndexReport | None = None,
+        ray: RayOptions | None = None,
     ) -> Index:
-        """Create the index at `path` (or add to it) from files and folders in `paths`.
+        """Create the index `index` (or add to it) from files and folders in `paths`.
 
-        Unchanged documents are skipped by content hash, changed ones replaced, and
-        an interrupted run resumes from the embedding cache and committed documents.
-        `retriever` sets the index's default first stage (dense, lexical, hybrid).
-        `sprout` (or `sprout_weights`, a file from `suture train-sprout`) also builds
-        SproutRAG trees; once an index has trees, later runs keep them up to date.
+        `store` picks the backend (default: an SQLite index folder at `index`; see
+        `suture.stores`). Unchanged documents are skipped by content hash, changed ones
+        replaced, and an interrupted run resumes from the embedding cache and committed
+        documents. Nothing is created when no document can be read
+        (`NothingToIndexError`). `retriever` (+ `retriever_options`) sets the index's
+        default first stage. `sprout` (or `sprout_weights`, a file from
+        `suture train-sprout`) also builds SproutRAG trees; once an index has trees,
+        later runs keep them up to date. `report` is filled in as the run goes. `ray`
+        embeds (and, on a server store, writes) on a Ray cluster (`suture.distributed`).
         """
         if retriever is not None:
             lookup("retriever", RetrieverName, retriever)  # fail before any work
+        if ray is not None:
+            from suture.distributed import require_ray
+
+            require_ray()
+        _validate_chunking(chunk_size, chunk_overlap)
         options = dict(embedder_options or {})
         model = get_embedder(embedder, **options)
-        folder = Path(path)
-        if (folder / MANIFEST_FILE).exists():
-            index = cls.open(folder, embedder=model)
-            index._check_settings(chunk_size, chunk_overlap, contextual)
-        else:
+        report = report if report is not None else IndexReport()
+        documents: Iterable[Document | Skipped] = iter_documents(paths)
+        try:
+            built = cls.open(index, store=store, embedder=model, embedder_options=options)
+            built._check_settings(chunk_size, chunk_overlap, contextual)
+        except IndexError_ as exc:
+            if not _is_missing(exc):
+                raise
+            first, documents = _first_document(documents, report)
+            if first is None:
+                raise NothingToIndexError(
+                    f"nothing could be indexed from {', '.join(map(str, paths))}: "
+                    f"{_skip_summary(report)}; no index was created",
+                    report,
+                ) from None
             manifest = Manifest(
                 suture_version=__version__,
                 embedder=model.name,
@@ -118,27 +118,49 @@ class Index:
                 chunk_size=chunk_size,
                 chunk_overlap=chunk_overlap,
                 contextual=contextual,
-                embedder_options={k: v for k, v in options.items() if k not in _SECRET_OPTIONS},
+                embedder_options={
+                    k: v for k, v in options.items() if k not in _UNRECORDED_OPTIONS
+                },
+                embedder_key=model.key,
+                retriever=retriever or RetrieverName.DENSE.value,
+                retriever_options=dict(retriever_options or {}),
             )
-            _validate_chunking(chunk_size, chunk_overlap)
-            index = cls(SQLiteStore.create(folder, manifest), model)
-        if retriever is not None and retriever != index.manifest.retriever:
-            index.with_manifest(retriever=retriever)
-        index.last_report = index.add(paths, show_progress=show_progress, prune=prune)
+            built = cls(create_store(str(index), manifest, store), model,
+                        embedder_options=options)
+            built._check_embedder(model)
+        if retriever is not None and (
+            retriever != built.manifest.retriever
+            or dict(retriever_options or {}) != dict(built.manifest.retriever_options)
+        ):
+            built.with_manifest(retriever=retriever,
+                                retriever_options=dict(retriever_options or {}))
+        built.last_report = built.ingest(documents, show_progress=show_progress, prune=prune,
+                                         report=report, ray=ray)
         if sprout or sprout_weights is not None:
-            index.build_sprout_trees(weights=sprout_weights, show_progress=show_progress)
-        return index
+            built.build_sprout_trees(weights=sprout_weights, show_progress=show_progress)
+        return built
 
     @classmethod
-    def open(cls, path: str | Path, *, embedder: str | Embedder | None = None) -> Index:
-        """Open an existing index; `embedder` (optional) must match the one it was built with."""
-        store = SQLiteStore.open(path)
-        index = cls(store)
+    def open(
+        cls,
+        index: str | Path,
+        *,
+        store: str | None = None,
+        embedder: str | Embedder | None = None,
+        embedder_options: Mapping[str, Any] | None = None,
+    ) -> Index:
+        """Open an existing index. `embedder` (optional) must match the one it was built
+        with; `embedder_options` supplies what an index never does (model folders,
+        endpoint URLs, keys)."""
+        opened = cls(open_store(str(index), store), embedder_options=embedder_options)
         if embedder is not None:
-            model = get_embedder(embedder) if isinstance(embedder, str) else embedder
-            index._check_embedder(model)
-            index._embedder = model
-        return index
+            model = (
+                get_embedder(embedder, **dict(embedder_options or {}))
+                if isinstance(embedder, str) else embedder
+            )
+            opened._check_embedder(model)
+            opened._embedder = model
+        return opened
 
     @property
     def manifest(self) -> Manifest:
@@ -146,96 +168,126 @@ class Index:
 
     @property
     def embedder(self) -> Embedder:
-        """The embedder named in the manifest, loaded on first use."""
+        """The embedder the manifest names, loaded on first use.
+
+        Options recorded in the manifest are reapplied only when they change the shape
+        of the vectors (dimension, length); options that point somewhere (a model
+        folder, an endpoint URL, a key) come only from this call or the user's
+        environment, never from the index (see docs/architecture.md, "What an index
+        is trusted for").
+        """
         if self._embedder is None:
-            self._embedder = get_embedder(
-                self.manifest.embedder, **dict(self.manifest.embedder_options)
-            )
-            self._check_embedder(self._embedder)
+            name, options = self.embedder_spec()
+            model = get_embedder(name, **options)
+            self._check_embedder(model)
+            self._embedder = model
         return self._embedder
+
+    def embedder_spec(self) -> tuple[str, dict[str, Any]]:
+        """The registry name and options that load this index's embedder (elsewhere too,
+        e.g. in Ray workers): recorded shape options plus the caller's own."""
+        m = self.manifest
+        cls = embedder_class(m.embedder)
+        recorded = {k: v for k, v in m.embedder_options.items()
+                    if k not in cls.location_options and k not in _UNRECORDED_OPTIONS}
+        return m.embedder, {**recorded, **self._embedder_options}
 
     def _check_embedder(self, model: Embedder) -> None:
         m = self.manifest
-        if model.name != m.embedder or model.dimension != m.dimension:
+        same = model.name == m.embedder and model.dimension == m.dimension
+        if same and m.embedder_key:
+            same = model.key == m.embedder_key
+        if not same:
+            recorded = m.embedder_key or f"{m.embedder} ({m.dimension}-d)"
+            where = {k: v for k, v in m.embedder_options.items()
+                     if k in embedder_class(m.embedder).location_options}
+            hint = (
+                f"; it was built from {where}, which suture never loads on an index's word: "
+                "pass the same model yourself (--embedder-option NAME=VALUE, or the "
+                "embedder's environment variables)" if where else ""
+            )
             raise EmbedderMismatchError(
-                f"index at {self.store.path} was built with embedder {m.embedder} "
-                f"({m.dimension}-d); this call used {model.name} ({model.dimension}-d). "
-                f"Use --embedder {m.embedder}, or build a new index in another folder"
+                f"the index at {self.store.location} was built with embedder {recorded}; "
+                f"this call used {model.key} ({model.dimension}-d){hint}. Use the index's "
+                "embedder, or build a new index"
             )
 
     def _check_settings(self, chunk_size: int, chunk_overlap: int, contextual: bool) -> None:
         m = self.manifest
         if (chunk_size, chunk_overlap, contextual) != (m.chunk_size, m.chunk_overlap, m.contextual):
             raise ConfigurationError(
-                f"index at {self.store.path} uses chunk size {m.chunk_size}, overlap "
+                f"the index at {self.store.location} uses chunk size {m.chunk_size}, overlap "
                 f"{m.chunk_overlap}, contextual={m.contextual}; this call asked for "
                 f"{chunk_size}/{chunk_overlap}/contextual={contextual}. Use the index's "
-                "settings or build a new index in another folder"
+                "settings or build a new index elsewhere"
             )
 
     # -- writing ----------------------------------------------------------------------------
     def add(
-        self, paths: Sequence[str | Path], *, show_progress: bool = False, prune: bool = False
+        self,
+        paths: Sequence[str | Path],
+        *,
+        show_progress: bool = False,
+        prune: bool = False,
+        report: IndexReport | None = None,
+        ray: RayOptions | None = None,
     ) -> IndexReport:
-        """Index (or re-index) documents; with `prune`, delete stored documents not seen."""
-        return self.add_documents(iter_documents(paths), show_progress=show_progress, prune=prune)
+        """Index (or re-index) files and folders; with `prune`, delete stored documents
+        not seen. `report` (optional) is filled in as the run goes."""
+        return self.ingest(iter_documents(paths), show_progress=show_progress, prune=prune,
+                           report=report, ray=ray)
 
-    def add_documents(
+    def ingest(
         self,
         documents: Iterable[Document | Skipped],
         *,
         show_progress: bool | ProgressFactory = False,
         prune: bool = False,
+        report: IndexReport | None = None,
+        ray: RayOptions | None = None,
     ) -> IndexReport:
-        """`add` for documents already loaded (a service's uploads, a framework's texts).
+        """Index `Document`s (e.g. from a service or a framework) like `add` does files.
 
-        `show_progress` may be a factory: called with the number of chunks to embed, it
-        returns an object with `update(n)` and `close()` (a tqdm-like progress bar).
+        `show_progress` may also be a factory of tqdm-like bars (see `suture.indexing`),
+        e.g. one that reports into a `suture serve` write job.
         """
-        started = time.perf_counter()
-        report = IndexReport()
-        documents = self._unique(documents, report)
-        stored = self.store.document_hashes()
-        unmapped = self.store.documents_without_token_map()
-        pending: list[tuple[Document, str, list[Chunk]]] = []
-        for document in documents:
-            digest = content_hash(document)
-            if stored.get(document.doc_id) == digest:
-                report.unchanged.append(document.doc_id)
-                if document.doc_id in unmapped:  # written by an older suture: add its map
-                    text = self.store.document(document.doc_id).text
-                    self.store.set_token_map(document.doc_id, TokenMap.of(text))
-                continue
-            chunks = chunk_document(document, self.manifest.chunk_size, self.manifest.chunk_overlap)
-            if not chunks:
-                report.skipped.append(
-                    Skipped(document.source or document.doc_id, "no text to index")
-                )
-                continue
-            pending.append((document, digest, chunks))
-        vectors = self._embed_pending(pending, report, show_progress)
-        for document, digest, chunks in pending:
-            rows = np.stack([vectors[h] for h in self._text_hashes(document, chunks)])
-            self.store.write_document(document, digest, chunks, rows,
-                                      TokenMap.of(document.text))
-            (report.updated if document.doc_id in stored else report.added).append(document.doc_id)
-            report.chunks_written += len(chunks)
-        if prune:
-            seen = {d.doc_id for d in documents}
-            report.deleted = self.delete([d for d in stored if d not in seen])
-        # Pay for derived structures (lexical index, SproutRAG trees) now rather than at
-        # the first query; trees are rebuilt only for documents that changed.
+        report = report if report is not None else IndexReport()
+        seen: set[str] = set()
+
+        def noted(items: Iterable[Document | Skipped]) -> Iterator[Document | Skipped]:
+            for item in items:
+                if isinstance(item, Document):
+                    seen.add(item.doc_id)
+                yield item
+
+        stored = set(self.store.document_hashes()) if prune else set()
+        if ray is None:
+            ingest(self.store, self.embedder, noted(documents), report,
+                   show_progress=show_progress)
+        else:
+            from suture.distributed import ingest_with_ray
+
+            name, options = self.embedder_spec()
+            ingest_with_ray(self.store, noted(documents), report,
+                            replace(ray, embedder=name, embedder_options=options),
+                            self.embedder.key, show_progress=show_progress is True)
+        if prune:  # a file reached under another id keeps its stored copy
+            kept = seen | set(report.already_indexed.values())
+            report.deleted = self.delete(sorted(stored - kept))
+        # Pay for derived structures (search structures, lexical index, SproutRAG trees)
+        # now rather than at the first query; trees are rebuilt only for documents that
+        # changed.
+        self.store.prepare()
         self.retriever().prepare()
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress is True)
-        report.seconds = time.perf_counter() - started
         return report
 
     def has_sprout_trees(self) -> bool:
         """Whether SproutRAG trees were ever built for this index."""
         from suture.sprout import TreeStore
 
-        return TreeStore(self.store.path).read_config() is not None
+        return TreeStore.of(self.store).read_config() is not None
 
     def build_sprout_trees(
         self, *, weights: str | Path | None = None, show_progress: bool = False
@@ -249,82 +301,23 @@ class Index:
         """Delete documents by id; returns the ids that were stored."""
         return [doc_id for doc_id in doc_ids if self.store.delete_document(doc_id)]
 
-    def _unique(
-        self, items: Iterable[Document | Skipped], report: IndexReport
-    ) -> list[Document]:
-        documents: dict[str, Document] = {}
-        for item in items:
-            if isinstance(item, Skipped):
-                report.skipped.append(item)
-            elif item.doc_id in documents:
-                report.skipped.append(
-                    Skipped(
-                        item.source,
-                        f"duplicate document id {item.doc_id!r} (first seen in "
-                        f"{documents[item.doc_id].source}); index the folders separately",
-                    )
-                )
-            else:
-                documents[item.doc_id] = item
-        return list(documents.values())
-
-    def _text_hashes(self, document: Document, chunks: Sequence[Chunk]) -> list[str]:
-        contextual = self.manifest.contextual
-        return [
-            hashlib.sha256(embedding_text(c, document.title, contextual).encode()).hexdigest()
-            for c in chunks
-        ]
-
-    def _embed_pending(
-        self,
-        pending: Sequence[tuple[Document, str, list[Chunk]]],
-        report: IndexReport,
-        show_progress: bool | ProgressFactory,
-    ) -> dict[str, Vectors]:
-        """Vectors for every pending chunk text: from the cache, else embedded and cached."""
-        texts: dict[str, str] = {}
-        for document, _, chunks in pending:
-            for chunk, digest in zip(chunks, self._text_hashes(document, chunks), strict=True):
-                texts.setdefault(
-                    digest, embedding_text(chunk, document.title, self.manifest.contextual)
-                )
-        if not texts:
-            return {}
-        model = self.embedder
-        vectors: dict[str, Vectors] = self.store.cached_embeddings(model.key, list(texts))
-        report.cached = len(vectors)
-        missing = [h for h in texts if h not in vectors]
-        # Longest first keeps batches of similar length (less padding) and shows the
-        # slowest part of the ETA early.
-        missing.sort(key=lambda h: -len(texts[h]))
-        bar = _progress(len(missing), show_progress)
-        embed_started = time.perf_counter()
-        try:
-            for i in range(0, len(missing), EMBED_STEP):
-                step = missing[i : i + EMBED_STEP]
-                fresh = model.embed_documents([texts[h] for h in step])
-                new = dict(zip(step, fresh, strict=True))
-                self.store.cache_embeddings(model.key, new)
-                vectors.update(new)
-                report.embedded += len(step)
-                if bar is not None:
-                    bar.update(len(step))
-        finally:
-            if bar is not None:
-                bar.close()
-        report.embed_seconds = time.perf_counter() - embed_started
-        return vectors
-
     # -- reading ----------------------------------------------------------------------------
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         """L2-normalised query vectors, one row per text."""
         return self.embedder.embed_queries(list(texts))
 
-    def retriever(self, name: str | None = None) -> Retriever:
-        """The first-stage retriever by name (default: the index's)."""
-        key = name or self.manifest.retriever
+    def retriever(
+        self, name: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> Retriever:
+        """The first-stage retriever by name and options (default: the index's own)."""
+        if name is None:
+            name = self.manifest.retriever
+            if options is None:
+                options = self.manifest.retriever_options
+        chosen = dict(options or {})
+        key = (name, repr(sorted(chosen.items())))
         if key not in self._retrievers:
-            self._retrievers[key] = get_retriever(key, self.store)
+            self._retrievers[key] = get_retriever(name, self.store, **chosen)
         return self._retrievers[key]
 
     def retrieve(
@@ -335,22 +328,38 @@ class Index:
         *,
         query_vector: Vectors | None = None,
         retriever: str | None = None,
+        retriever_options: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         explain: bool = False,
         **params: Any,
     ) -> Context:
-        """Assemble the context for one query with a policy (see `suture.policies`)."""
+        """Assemble the context for one query with a policy (see `suture.policies`).
+
+        `params` are the policy's parameters; those not given come from the index's
+        own defaults for that policy (`Manifest.policy_defaults`), then the policy's.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ConfigurationError(
+                "the query is empty; ask a question (every chunk would score alike, so "
+                "suture does not answer an empty query)"
+            )
         if k < 1:
             raise ConfigurationError(f"k must be >= 1, got {k}")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+        if isinstance(policy, str):  # the index's own defaults (suture calibrate), then ours
+            params = {**self.manifest.policy_defaults.get(policy, {}), **params}
         chosen = get_policy(policy, **params)
+        first_stage = self.retriever(retriever, retriever_options)
         if query_vector is None:
             query_vector = self.embedder.embed_query(query)
-        with self.store.reading():  # one generation for the search, the policy and assembly
-            hits = self.retriever(retriever).retrieve(
-                query, query_vector, chosen.candidate_count(k)
-            )
+        with self.store.reading():  # one state of the store for search, policy and assembly
+            hits = first_stage.retrieve(query, query_vector, chosen.candidate_count(k))
+            if not hits and self.store.chunk_count() == 0:
+                raise IndexError_(
+                    f"the index at {self.store.location} holds no documents; add some with "
+                    f"`suture index PATH... --index {self.store.index_argument}`"
+                )
             result = chosen.select(
                 PolicyRequest(
                     query=query,
@@ -391,10 +400,16 @@ class Index:
             for policy in policies
         ]
 
+    def documents(self) -> list[DocumentSummary]:
+        """Every stored document (id, title, characters, chunks), sorted by id."""
+        return self.store.documents_summary()
+
     def info(self) -> dict[str, Any]:
-        """Documents, chunks, embedder, settings and size on disk."""
+        """Documents, chunks, embedder, settings and size."""
         return {
-            "path": str(self.store.path),
+            "index": self.store.index_argument,
+            "store": self.store.backend,
+            "location": self.store.location,
             "documents": len(self.store.document_hashes()),
             "chunks": self.store.chunk_count(),
             "size_on_disk_bytes": self.store.size_on_disk(),
@@ -402,8 +417,41 @@ class Index:
         }
 
     def with_manifest(self, **changes: Any) -> None:
-        """Persist manifest changes (e.g. the default retriever)."""
+        """Persist manifest changes (e.g. the default retriever and its options)."""
+        if "retriever" in changes:
+            lookup("retriever", RetrieverName, str(changes["retriever"]))
         self.store.update_manifest(replace(self.manifest, **changes))
+        self._retrievers.clear()
+
+
+def _is_missing(exc: IndexError_) -> bool:
+    from suture.exceptions import IndexNotFoundError
+
+    return isinstance(exc, IndexNotFoundError)
+
+
+def _first_document(
+    documents: Iterable[Document | Skipped], report: IndexReport
+) -> tuple[Document | None, Iterable[Document | Skipped]]:
+    """The first readable document with text, and the stream with it put back; the
+    skips before it go into `report`."""
+    iterator = iter(documents)
+    for item in iterator:
+        if isinstance(item, Skipped):
+            report.skipped.append(item)
+        elif item.text.strip():
+            return item, itertools.chain([item], iterator)
+        else:
+            report.skipped.append(Skipped(item.source or item.doc_id, "no text to index"))
+    return None, iter(())
+
+
+def _skip_summary(report: IndexReport) -> str:
+    if not report.skipped:
+        return "no supported files were found"
+    shown = "; ".join(s.reason for s in report.skipped[:3])
+    more = f" (and {len(report.skipped) - 3} more)" if len(report.skipped) > 3 else ""
+    return f"{shown}{more}"
 
 
 def _validate_chunking(chunk_size: int, chunk_overlap: int) -> None:
@@ -414,11 +462,3 @@ def _validate_chunking(chunk_size: int, chunk_overlap: int) -> None:
         )
 
 
-def _progress(total: int, show: bool | ProgressFactory) -> Any:
-    if not show or total == 0:
-        return None
-    if callable(show):
-        return show(total)
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="chunk", desc="embedding", dynamic_ncols=True)

@@ -83,7 +83,7 @@ def test_load_minilm_is_shared_and_eager_gives_attentions(minilm: Embedder) -> N
     tokenizer, model = load_minilm()
     assert load_minilm(default_model_path()) == (tokenizer, model)  # cached per folder
     assert isinstance(minilm, MiniLMEmbedder)
-    assert model is minilm._model  # the embedder reuses the cached model
+    assert MiniLMEmbedder()._encoder is minilm._encoder  # read once per folder
 
     eager_tokenizer, eager = load_minilm(eager_attention=True)
     assert eager is not model

@@ -83,8 +83,10 @@ def test_unknown_policy_and_bad_params() -> None:
         get_policy("nope")
     with pytest.raises(ConfigurationError, match="window width must be >= 0"):
         get_policy("window", width=-1)
-    with pytest.raises(ConfigurationError, match="invalid parameters"):
+    with pytest.raises(ConfigurationError, match=r"policy 'topk' has no parameter 'lam'"):
         get_policy("topk", lam=0.5)
+    with pytest.raises(ConfigurationError, match=r"parameters \(with defaults\) are: width=2"):
+        get_policy("window2", widht=3)
 
 
 def test_pieces_separated_by_white_space_merge_into_one_span(make_store: StoreFactory) -> None:

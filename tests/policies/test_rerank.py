@@ -6,7 +6,6 @@ ordering code, not the quality of any model.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from suture.policies.base import PolicyRequest
 from suture.policies.rerank import ENV_VAR, CrossEncoderScorer, RerankPolicy
 from suture.types import Chunk, Hit
 from tests.policies.conftest import StoreFactory
+from tests.tiny_models import tiny_cross_encoder
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -37,33 +37,9 @@ PASSAGES = [
 QUERY = "how is the initial sequence number chosen"
 
 
-def _tiny_cross_encoder(folder: Path, num_labels: int = 1) -> Path:
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    from suture.embedders.minilm import default_model_path
-
-    source = default_model_path()  # only its WordPiece tokenizer files are used
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                 "special_tokens_map.json"):
-        if (source / name).is_file():
-            shutil.copy(source / name, folder / name)
-    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    torch.manual_seed(0)
-    config = BertConfig(  # type: ignore[call-arg]
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-        num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
-        num_labels=num_labels, initializer_range=0.5,  # wide weights: well-separated scores
-    )
-    model = BertForSequenceClassification(config)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"))
+    return tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"))
 
 
 def reference_scores(folder: Path, query: str, passages: list[str]) -> np.ndarray:
@@ -126,7 +102,7 @@ def test_bad_parameters_are_named(tiny: Path, params: dict[str, Any], bad: str) 
 
 
 def test_more_than_one_label_is_refused(tmp_path: Path) -> None:
-    folder = _tiny_cross_encoder(tmp_path, num_labels=2)
+    folder = tiny_cross_encoder(tmp_path, num_labels=2)
     policy = RerankPolicy(model=str(folder), backend="transformers")
     with pytest.raises(ConfigurationError, match="2 output labels"):
         policy.scorer  # noqa: B018 - loading is what raises

@@ -291,25 +291,50 @@ def test_neighbour_added_twice_keeps_the_larger_margin(make_store: StoreFactory)
 
 
 class CountingStore:
-    """Wraps a store and counts the calls a policy makes."""
+    """Wraps a store and records the calls a policy makes, with their arguments."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
-        self.calls: list[str] = []
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
 
     def __getattr__(self, name: str) -> Any:
-        self.calls.append(name)
-        return getattr(self._store, name)
+        attribute = getattr(self._store, name)
+        if not callable(attribute):
+            return attribute
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append((name, args))
+            return attribute(*args, **kwargs)
+
+        return recorded
 
 
-def test_one_batched_store_call_per_query(make_store: StoreFactory) -> None:
+def test_one_batched_neighbourhood_fetch_per_query(make_store: StoreFactory) -> None:
     store = make_store({"d": [e(i) for i in range(10)], "f": [e(i) for i in range(5)]})
     hits = hits_for(store, ["d#1", "d#5", "f#2", "d#8"], QUERY)
     spy = CountingStore(store)
     ScarPolicy(radius=2).select(PolicyRequest("q", QUERY, hits, 4, spy))  # type: ignore[arg-type]
-    # The in-memory table, then one batched product of every chunk within r of a seed with
-    # the query: no SQL, no chunk objects per neighbour.
-    assert spy.calls == ["chunk_table", "query_cosines"]
+    # A server store answers each call with a round trip: SCAR asks for the hits' whole
+    # neighbourhood (every hit ±r) once, then the query cosines of those rows once.
+    assert [name for name, _ in spy.calls] == ["neighbourhood", "query_cosines"]
+    (ranges,) = spy.calls[0][1]
+    assert sorted(ranges) == [("d", -1, 3), ("d", 3, 7), ("d", 6, 10), ("f", 0, 4)]
+
+
+def test_store_round_trips_do_not_grow_with_hits_or_radius(make_store: StoreFactory) -> None:
+    """A query costs the same few store calls whether it expands 1 hit by 1 or 4 hits by 2:
+    neighbours come from the in-memory table, never one fetch per neighbour."""
+    store = make_store({"d": [e(i) for i in range(10)], "f": [e(i) for i in range(5)]})
+    counts = []
+    for hit_ids, radius in ((["d#5"], 1), (["d#1", "d#5", "f#2", "d#8"], 2)):
+        hits = hits_for(store, hit_ids, QUERY)
+        spy = CountingStore(store)
+        policy = ScarPolicy(lam=0.5, tau=0.1, radius=radius)
+        spied = policy.select(PolicyRequest("q", QUERY, hits, len(hits), spy))  # type: ignore[arg-type]
+        direct = policy.select(PolicyRequest("q", QUERY, hits, len(hits), store))
+        assert chosen(spied) == chosen(direct) and len(chosen(direct)) > len(hit_ids)
+        counts.append(len(spy.calls))
+    assert counts[0] == counts[1] <= 2
 
 
 def test_only_the_first_k_hits_are_seeds(make_store: StoreFactory) -> None:
@@ -474,24 +499,31 @@ RFC_QUERIES = [
 ]
 
 
+#: the least share of a ±1 window's chunks SCAR must save on RFC_QUERIES (k = 5). Measured
+#: when written with all-MiniLM-L6-v2: window 123 chunks, scar (0.5, 0.1) 113 (8.1% saved),
+#: scar (0.1, 0.8) 77 (37.4%). The floors are half of that: a model, chunker or rule
+#: change that halves SCAR's saving fails here; smaller drifts are left to docs/results.md.
+MIN_SAVING = {(0.5, 0.1): 0.04, (0.1, 0.8): 0.18}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("lam", "tau"), [(0.5, 0.1), (0.1, 0.8)])
-def test_scar_returns_fewer_chunks_than_window_on_rfc9293(
+def test_scar_saves_chunks_against_window_on_rfc9293(
     rfc_index: Any, lam: float, tau: float
 ) -> None:
-    # Measured when written (k = 5, 10 queries): window 123 chunks; scar (0.5, 0.1) 113;
-    # scar (0.1, 0.8) 77.
     total_scar = total_window = 0
     for query, vector in zip(RFC_QUERIES, rfc_index.embed_queries(RFC_QUERIES), strict=True):
         scar = rfc_index.retrieve(query, "scar", k=5, query_vector=vector, lam=lam, tau=tau)
         window = rfc_index.retrieve(query, "window", k=5, query_vector=vector, width=1)
-        hits = {h.chunk.chunk_id for h in window.hits}
-        assert {h.chunk.chunk_id for h in scar.hits} == hits  # same first stage
-        assert hits <= set(scar.chunk_ids)  # every hit kept
+        assert {h.chunk.chunk_id for h in scar.hits} == {h.chunk.chunk_id for h in window.hits}
+        # the real model's decisions, one by one, against the rule written out plainly
+        expected = reference(rfc_index.store, vector, list(scar.hits), lam, tau, 1, "seed")
+        assert set(scar.chunk_ids) == expected
         assert set(scar.chunk_ids) <= set(window.chunk_ids)  # r = 1 only prunes the window
         total_scar += scar.chunks
         total_window += window.chunks
-    assert total_scar < total_window
+    saving = 1 - total_scar / total_window
+    assert saving >= MIN_SAVING[(lam, tau)], (total_scar, total_window)
 
 
 @pytest.mark.slow

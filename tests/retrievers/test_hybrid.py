@@ -9,8 +9,9 @@ from suture.exceptions import ConfigurationError, UnknownPluginError
 from suture.retrievers import get_retriever, retriever_names
 from suture.retrievers.dense import DenseRetriever
 from suture.retrievers.fusion import reciprocal_rank_fusion
-from suture.retrievers.hybrid import DocumentHybridRetriever, HybridRetriever
-from suture.retrievers.lexical import LexicalRetriever
+from suture.retrievers.hybrid import HybridRetriever
+from suture.retrievers.lexical import LexicalRetriever, MemoryLexicalEngine
+from suture.stores.lexical import LexicalSettings
 from suture.stores.sqlite import SQLiteStore
 
 from .conftest import CONTRACTS, vector_for
@@ -26,8 +27,9 @@ def test_registry_lists_every_retriever(contract_store: SQLiteStore) -> None:
     assert isinstance(get_retriever("dense", contract_store), DenseRetriever)
     assert isinstance(get_retriever("hybrid", contract_store, fusion="blend"), HybridRetriever)
     preset = get_retriever("document-hybrid", contract_store, head_chars=0)
-    assert isinstance(preset, DocumentHybridRetriever)
+    assert isinstance(preset, HybridRetriever) and preset.name == "document-hybrid"
     assert (preset.documents, preset.lexical_scope, preset.head_chars) == (1, "documents", 0)
+    assert preset.lexical.settings.stemmer == "english"  # the preset's other options stay
     with pytest.raises(UnknownPluginError, match="dense, lexical, hybrid, document-hybrid"):
         get_retriever("sparse", contract_store)
 
@@ -129,10 +131,9 @@ def test_dense_and_hybrid_agree_on_an_exact_vector_match(contract_store: SQLiteS
 def test_document_restriction_keeps_only_the_best_documents_chunks(
     contract_store: SQLiteStore,
 ) -> None:
-    from suture.retrievers.documents import DocumentRanker
-
     query = "Consider the agreement between BicycleTX and Nigel Crockett; governed laws?"
-    assert DocumentRanker(contract_store).best(query, 1) == ["bicycle"]
+    engine = MemoryLexicalEngine(contract_store, LexicalSettings())
+    assert [d for d, _ in engine.best_documents(engine.terms(query), 1)] == ["bicycle"]
     # The query vector points at a Cubic chunk, but only Bicycle's chunks may be returned.
     retriever = HybridRetriever(contract_store, documents=1)
     hits = retriever.retrieve(query, vector_for(CONTRACTS["cubic"][1][0]), 5)
@@ -150,15 +151,13 @@ def test_document_restriction_keeps_only_the_best_documents_chunks(
         HybridRetriever(contract_store, documents=0)
 
 
-def test_document_ranker_follows_store_changes(contract_store: SQLiteStore) -> None:
-    from suture.retrievers.documents import DocumentRanker
-
+def test_document_ranking_follows_store_changes(contract_store: SQLiteStore) -> None:
     from .conftest import write_doc
 
-    ranker = DocumentRanker(contract_store)
-    assert ranker.best("zebra", 1) == []
+    engine = MemoryLexicalEngine(contract_store, LexicalSettings())
+    assert engine.best_documents(["zebra"], 1) == []
     write_doc(contract_store, "zoo", ["zebra"], title="Zoo")
-    assert ranker.best("zebra", 1) == ["zoo"]
+    assert [d for d, _ in engine.best_documents(["zebra"], 1)] == ["zoo"]
 
 
 # A contract that names its parties in the opening chunk, not in its title, and a query
@@ -204,32 +203,30 @@ def test_head_terms_are_dropped_from_the_in_document_lexical_query(
 
 
 def test_head_terms_come_from_title_and_opening(supply_store: SQLiteStore) -> None:
-    from suture.retrievers.documents import DocumentRanker
-
-    ranker = DocumentRanker(supply_store, head_chars=len(SUPPLY[0]))
-    assert ranker.best(SUPPLY_QUERY, 1) == ["acme"]
-    head = ranker.head_terms(["acme"])
+    engine = MemoryLexicalEngine(supply_store, LexicalSettings())
+    assert [d for d, _ in engine.best_documents(engine.terms(SUPPLY_QUERY), 1)] == ["acme"]
+    head = engine.naming_terms(["acme"], len(SUPPLY[0]))
     assert {"supply", "agreement", "acme", "corp", "widget", "ltd"} <= head
     assert not {"payment", "deliver", "terminate"} & head
-    assert DocumentRanker(supply_store, head_chars=0).head_terms(["acme"]) == {
-        "supply", "agreement"}
-    assert DocumentRanker(supply_store).head_terms(["acme"]) == frozenset()
+    assert engine.naming_terms(["acme"], 0) == {"supply", "agreement"}
 
 
 def test_documents_scope_reports_local_bm25(supply_store: SQLiteStore) -> None:
     retriever = HybridRetriever(supply_store, documents=1, lexical_scope="documents")
     hits = retriever.retrieve(SUPPLY_QUERY, vector_for(SUPPLY[2]), 4)
-    index = retriever.lexical.index()
+    engine = retriever.lexical.engine
+    assert isinstance(engine, MemoryLexicalEngine)
+    index = engine.chunk_index()
     rows = index.document_rows(["acme"])
+    query_ids = index.term_ids(engine.terms(SUPPLY_QUERY))
     local = dict(zip([index.chunk_ids[r] for r in rows],
-                     index.local_scores(index.term_ids(SUPPLY_QUERY), rows).tolist(),
-                     strict=True))
+                     index.local_scores(query_ids, rows).tolist(), strict=True))
     assert {h.chunk.doc_id for h in hits} == {"acme"}
     for hit in hits:
         assert hit.scores["lexical"] == pytest.approx(local[hit.chunk.chunk_id])
     # "supply" and "agreement" are in every chunk's indexed text (the title): no weight,
     # unlike in the corpus-wide BM25.
-    assert not index.local_scores(index.term_ids("supply agreement"), rows).any()
+    assert not index.local_scores(index.term_ids(["supply", "agreement"]), rows).any()
     corpus = index.scores("supply agreement")
     assert corpus is not None and corpus[rows].all()
 

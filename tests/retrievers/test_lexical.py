@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import shutil
 from collections import Counter
 from collections.abc import Sequence
 
@@ -16,15 +15,21 @@ from suture.chunking.contextual import embedding_text
 from suture.exceptions import ConfigurationError
 from suture.retrievers import get_retriever
 from suture.retrievers.lexical import (
-    LEXICAL_DIR,
+    LEXICAL_PREFIX,
     LexicalIndex,
     LexicalRetriever,
     LexicalSettings,
+    MemoryLexicalEngine,
     Tokenizer,
 )
 from suture.stores.sqlite import SQLiteStore
 
 from .conftest import CONTRACTS, StoreFactory, write_doc
+
+
+def term_ids(index: LexicalIndex, text: str) -> list[int]:
+    """The vocabulary ids of `text`'s BM25 terms."""
+    return index.term_ids(index.tokenizer(text))
 
 
 def reference_bm25(
@@ -137,7 +142,7 @@ def test_local_bm25_matches_reference_on_chosen_rows(
                                     settings=LexicalSettings(k1=k1, b=b))
     tokenize = Tokenizer()
     expected = reference_local_bm25([tokenize(t) for t in CORPUS], rows, tokenize(query), k1, b)
-    got = index.local_scores(index.term_ids(query), np.asarray(rows, dtype=np.int64))
+    got = index.local_scores(term_ids(index, query), np.asarray(rows, dtype=np.int64))
     assert got.shape == (len(rows),)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
@@ -156,7 +161,7 @@ def test_local_bm25_matches_reference_on_random_corpora(
     index = LexicalIndex.from_texts([f"d#{i}" for i in range(len(docs))],
                                     [" ".join(d) for d in docs])
     expected = reference_local_bm25(docs, rows, query) if any(docs) else [0.0] * len(rows)
-    got = index.local_scores(index.term_ids(" ".join(query)), np.asarray(rows, dtype=np.int64))
+    got = index.local_scores(term_ids(index, " ".join(query)), np.asarray(rows, dtype=np.int64))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -170,23 +175,23 @@ def test_local_bm25_gives_a_term_in_every_chosen_row_no_weight() -> None:
     index = LexicalIndex.from_texts([f"acme#{i}" for i in range(3)] + ["other#0"], texts)
     rows = np.arange(3, dtype=np.int64)
     # "acme" is in every chosen row: no weight there, though the corpus BM25 weighs it.
-    assert not index.local_scores(index.term_ids("acme widget supply"), rows).any()
+    assert not index.local_scores(term_ids(index, "acme widget supply"), rows).any()
     corpus = index.scores("acme")
     assert corpus is not None and (corpus[:3] > 0).all()
     # So adding it to a query changes nothing in the chosen rows.
     np.testing.assert_array_equal(
-        index.local_scores(index.term_ids("acme payment"), rows),
-        index.local_scores(index.term_ids("payment"), rows),
+        index.local_scores(term_ids(index, "acme payment"), rows),
+        index.local_scores(term_ids(index, "payment"), rows),
     )
     # "payment" is in one chosen row of three: that row alone scores, by the local idf.
-    assert np.flatnonzero(index.local_scores(index.term_ids("payment"), rows)).tolist() == [1]
+    assert np.flatnonzero(index.local_scores(term_ids(index, "payment"), rows)).tolist() == [1]
 
 
 def test_local_bm25_is_lucene_only() -> None:
     index = LexicalIndex.from_texts(["d#0", "d#1"], ["royalties due", "law"],
                                     settings=LexicalSettings(method="bm25+"))
     with pytest.raises(ConfigurationError, match="Lucene"):
-        index.local_scores(index.term_ids("royalties"), np.arange(2, dtype=np.int64))
+        index.local_scores(term_ids(index, "royalties"), np.arange(2, dtype=np.int64))
 
 
 def test_tokenizer_lowercases_drops_stopwords_and_single_characters() -> None:
@@ -236,16 +241,20 @@ def test_empty_store(make_store: StoreFactory) -> None:
 
 
 def full_rebuild(store: SQLiteStore) -> LexicalIndex:
-    return LexicalIndex.from_store(store)
+    return MemoryLexicalEngine(store, LexicalSettings(), persist=False).chunk_index()
+
+
+def engine_of(retriever: LexicalRetriever) -> MemoryLexicalEngine:
+    engine = retriever.engine
+    assert isinstance(engine, MemoryLexicalEngine)
+    return engine
 
 
 def assert_in_step(store: SQLiteStore, retriever: LexicalRetriever) -> None:
     """The lexical index holds exactly the stored chunks, scored as a fresh build would."""
-    index = retriever.index()
+    index = engine_of(retriever).chunk_index()
     assert index.generation == store.generation
     assert sorted(index.chunk_ids) == sorted(c.chunk_id for c in store.iter_chunks())
-    stored_rows = set(store.vectors(index.chunk_ids).shape[:1])
-    assert stored_rows == {len(index.chunk_ids)}
     fresh = full_rebuild(store)
     for query in ["governing law", "royalties net revenue", "merger terminate", "Glu"]:
         assert dict(index.top(query, 50)) == pytest.approx(dict(fresh.top(query, 50)))
@@ -268,51 +277,73 @@ def test_add_replace_delete_keep_lexical_index_in_step(contract_store: SQLiteSto
     assert contract_store.delete_document("bicycle")
     assert_in_step(contract_store, retriever)
     assert all(not c.startswith("bicycle#") for c, _ in retriever.rank("England Wales", 10))
-    assert retriever.builds == 4
+    assert engine_of(retriever).builds == 4
+
+
+def saved_keys(store: SQLiteStore) -> list[str]:
+    return store.derived.keys(LEXICAL_PREFIX)
 
 
 def test_index_is_saved_tagged_with_generation_and_reused(contract_store: SQLiteStore) -> None:
     first = LexicalRetriever(contract_store)
     first.prepare()
-    folder = contract_store.path / LEXICAL_DIR
-    saved = [p.name for p in folder.iterdir()]
-    assert saved == [f"g{contract_store.generation}-{LexicalSettings().key}"]
+    assert saved_keys(contract_store) == [f"{LEXICAL_PREFIX}{LexicalSettings().key}.zip"]
 
     second = LexicalRetriever(contract_store)
     assert second.rank("governing law", 3) == first.rank("governing law", 3)
-    assert second.builds == 0  # loaded from disk
+    assert engine_of(second).builds == 0  # loaded from the saved copy
 
     write_doc(contract_store, "late", ["late addition"])
     second.prepare()
-    assert [p.name for p in folder.iterdir()] == [
-        f"g{contract_store.generation}-{LexicalSettings().key}"
-    ]  # the stale generation is removed
+    assert engine_of(second).builds == 1  # the saved copy is of an older generation
+    third = LexicalRetriever(contract_store)
+    third.prepare()
+    assert engine_of(third).builds == 0  # ... and was replaced by the new one
 
 
-def test_other_settings_get_their_own_folder(contract_store: SQLiteStore) -> None:
+def test_other_settings_get_their_own_saved_index(contract_store: SQLiteStore) -> None:
     LexicalRetriever(contract_store).prepare()
     other = LexicalRetriever(contract_store, k1=1.2, b=0.5)
     other.prepare()
-    assert other.builds == 1
-    assert len(list((contract_store.path / LEXICAL_DIR).iterdir())) == 2
+    assert engine_of(other).builds == 1
+    assert len(saved_keys(contract_store)) == 2
 
 
-@pytest.mark.parametrize("damage", ["delete_file", "garbage_meta", "truncate_array", "remove"])
-def test_damaged_lexical_index_is_rebuilt(contract_store: SQLiteStore, damage: str) -> None:
+def test_folders_of_the_older_layout_are_removed(contract_store: SQLiteStore) -> None:
+    old = contract_store.path / "lexical" / "g3-abcdef0123"
+    old.mkdir(parents=True)
+    (old / "params.index.json").write_text("{}")
     LexicalRetriever(contract_store).prepare()
-    (saved,) = list((contract_store.path / LEXICAL_DIR).iterdir())
-    if damage == "delete_file":
-        (saved / "data.csc.index.npy").unlink()
-    elif damage == "garbage_meta":
-        (saved / "suture_lexical.json").write_text("{not json")
-    elif damage == "truncate_array":
-        (saved / "chunk_ids.npy").write_bytes(b"\x93NUMPY")
+    assert saved_keys(contract_store) == [f"{LEXICAL_PREFIX}{LexicalSettings().key}.zip"]
+    assert not old.exists()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "other_zip", "remove"])
+def test_damaged_lexical_index_is_rebuilt(contract_store: SQLiteStore, damage: str) -> None:
+    import io
+    import zipfile
+
+    LexicalRetriever(contract_store).prepare()
+    (key,) = saved_keys(contract_store)
+    data = contract_store.derived.read(key)
+    assert data is not None
+    if damage == "garbage":
+        contract_store.derived.write(key, b"not a zip at all")
+    elif damage == "truncate":
+        contract_store.derived.write(key, data[: len(data) // 2])
+    elif damage == "other_zip":
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("suture_lexical.json", "{not json")
+        contract_store.derived.write(key, buffer.getvalue())
     else:
-        shutil.rmtree(contract_store.path / LEXICAL_DIR)
+        contract_store.derived.delete(key)
     fresh = LexicalRetriever(contract_store)
     assert fresh.rank("governed laws", 2)[0][0] in {"fox#2", "bicycle#2"}
-    assert fresh.builds == 1
-    assert LexicalRetriever(contract_store).index().generation == contract_store.generation
+    assert engine_of(fresh).builds == 1
+    reloaded = LexicalRetriever(contract_store)
+    assert engine_of(reloaded).chunk_index().generation == contract_store.generation
+    assert engine_of(reloaded).builds == 0  # the rebuilt index was saved again
 
 
 def test_read_only_folder_still_works(
@@ -321,7 +352,7 @@ def test_read_only_folder_still_works(
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError("read-only")
 
-    monkeypatch.setattr(LexicalIndex, "save", refuse)
+    monkeypatch.setattr(type(contract_store.derived), "write", refuse)
     assert LexicalRetriever(contract_store).rank("merger", 1)[0][0].startswith("cubic#")
 
 

@@ -100,7 +100,7 @@ def served(rfc_index: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """The real model over a copy of the RFC 9293 index, with a read and a write key."""
     folder = tmp_path_factory.mktemp("served")
     index = folder / "index"
-    shutil.copytree(rfc_index.store.path, index)
+    shutil.copytree(rfc_index.store.location, index)
     with run_server(
         index, folder / "server.log", "--max-query-chars", str(MAX_QUERY_CHARS),
         "--max-body-mb", str(MAX_BODY_MB),

@@ -77,7 +77,7 @@ def test_training_and_the_policy_apply_the_same_adapter() -> None:
 
 
 def _with_adapter(store: SQLiteStore, adapter: dict[str, Any] | None) -> None:
-    trees = TreeStore(store.path)
+    trees = TreeStore.of(store)
     trees.write_config({**(trees.read_config() or {}), "adapter": adapter})
 
 
@@ -231,8 +231,8 @@ def test_adapter_goes_from_the_weights_file_into_the_policy(
     request_ = request(sprout_store, query.tolist(), k=2)
     build_sprout_trees(sprout_store, weights=weights[RANK], encoder=encoder, progress=False)
     saved = json.loads(weights[RANK].read_text("utf-8"))["adapter"]
-    assert (TreeStore(sprout_store.path).read_config() or {})["adapter"] == saved
-    assert load_forest(sprout_store.path).config["adapter"] == saved
+    assert (TreeStore.of(sprout_store).read_config() or {})["adapter"] == saved
+    assert load_forest(TreeStore.of(sprout_store)).config["adapter"] == saved
     result = get_policy("sprout").select(request_)
     assert result.selections
     expected = _reference(query, np.asarray(saved["u"]), np.asarray(saved["v"]))
@@ -240,6 +240,6 @@ def test_adapter_goes_from_the_weights_file_into_the_policy(
     assert not np.allclose(seen[-1], query, rtol=0, atol=1e-7)  # the adapter did something
     # weights without an adapter replace the stored one: the policy searches with q itself
     build_sprout_trees(sprout_store, weights=weights[0], encoder=encoder, progress=False)
-    assert (TreeStore(sprout_store.path).read_config() or {})["adapter"] is None
+    assert (TreeStore.of(sprout_store).read_config() or {})["adapter"] is None
     get_policy("sprout").select(request_)
     np.testing.assert_array_equal(seen[-1], query)

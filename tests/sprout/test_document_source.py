@@ -48,7 +48,7 @@ def store(tmp_path: Path) -> SQLiteStore:
     for doc_id in [*LEAVES, "bare"]:
         store.write_document(Document(doc_id, TEXT), f"hash-{doc_id}", [_chunk(doc_id)],
                              np.ones((1, 3), np.float32))
-    trees = TreeStore(store.path)
+    trees = TreeStore.of(store)
     trees.write_config({"settings": {}, "alpha": [1.0], "layers": 1, "heads": 1,
                         "dimension": 3, "embedder": "hashing", "embedder_options": {}})
     for doc_id, leaves in LEAVES.items():

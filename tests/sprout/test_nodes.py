@@ -119,7 +119,7 @@ def _store(path: Path) -> SQLiteStore:
 
 
 def _tree(store: SQLiteStore) -> SproutTree:
-    loaded = TreeStore(store.path).load_tree("doc")
+    loaded = TreeStore.of(store).load_tree("doc")
     assert loaded is not None
     return loaded[0]
 

@@ -147,7 +147,7 @@ def test_index_build_query_and_incremental_update(small_index: Any, tmp_path: Pa
     changed.write_text(changed.read_text("utf-8") + "\n\nA new closing sentence was added.",
                        "utf-8")
     index = Index.build([docs], index.store.path, embedder="minilm")  # keeps trees in step
-    headers = TreeStore(index.store.path).tree_headers()
+    headers = TreeStore.of(index.store).tree_headers()
     assert headers[changed.name][1] == index.store.document_hashes()[changed.name]
     assert build_sprout_trees(index, progress=False, encoder=encoder).built == ()
     # an explicit list rebuilds exactly those documents
@@ -158,5 +158,5 @@ def test_index_build_query_and_incremental_update(small_index: Any, tmp_path: Pa
     alpha[5] = 1.0
     retreed = build_sprout_trees(index, weights=alpha, progress=False)
     assert len(retreed.built) == 2 and all(b.from_cache for b in retreed.built)
-    config = TreeStore(index.store.path).read_config() or {}
+    config = TreeStore.of(index.store).read_config() or {}
     assert config["alpha"][5] == 1.0

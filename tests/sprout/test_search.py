@@ -89,13 +89,14 @@ def test_damaged_tree_and_signal_files_are_reported_or_recomputed(tmp_path: Path
     from suture.sprout.attention import PairAttention
     from suture.sprout.storage import DocumentSignal
 
-    store = TreeStore(tmp_path)
+    store = TreeStore.in_folder(tmp_path)
     store.save_tree(hand_tree(), "digest")
     empty = np.zeros(0, dtype=np.int64)
     signal = DocumentSignal(SPANS, PairAttention(4, 1, 1, empty, empty, np.zeros((0, 1),
                                                  np.float32), empty), LEAVES)
     store.save_signal("doc", "hash", "digest", signal)
-    for path in (store.tree_path("doc"), store.signal_path("doc")):
+    for key in (store.tree_key("doc"), store.signal_key("doc")):
+        path = tmp_path / key
         data = path.read_bytes()
         path.write_bytes(data[: len(data) // 2])  # e.g. a partial copy of the index
     assert store.load_signal("doc", "hash", "digest") is None  # recomputed, not a crash
@@ -114,7 +115,7 @@ def make_index(tmp_path: Path, with_trees: bool = True) -> SQLiteStore:
             Document(doc_id, TEXT), f"hash-{doc_id}", [chunk], np.ones((1, 3), np.float32)
         )
     if with_trees:
-        trees = TreeStore(store.path)
+        trees = TreeStore.of(store)
         trees.write_config(
             {
                 "settings": {},

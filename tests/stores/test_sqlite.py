@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suture.exceptions import IndexError_
+from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.stores import Manifest
 from suture.stores.sqlite import DATABASE_FILE, MATRIX_FILE, DocumentCache, SQLiteStore
 from suture.tokens import TokenMap, count_tokens
@@ -132,10 +132,17 @@ def test_wrong_dimension_is_a_clear_error(store: SQLiteStore) -> None:
 
 
 def test_open_missing_and_create_twice(tmp_path: Path, store: SQLiteStore) -> None:
-    with pytest.raises(IndexError_, match="suture index PATH"):
+    with pytest.raises(IndexNotFoundError, match="suture index PATH"):
         SQLiteStore.open(tmp_path / "nowhere")
-    with pytest.raises(IndexError_, match="already exists"):
-        SQLiteStore.create(store.path, _manifest())
+    # The same settings join the existing index (a second writer); its data stays.
+    joined = SQLiteStore.create(store.path, _manifest())
+    assert joined.document_hashes() == store.document_hashes()
+    # Other settings are refused, naming both.
+    other = Manifest(suture_version="test", embedder="hashing", dimension=DIM, chunk_size=300,
+                     chunk_overlap=30, contextual=True)
+    with pytest.raises(ConfigurationError, match=r"created with .* 600/60.* asked for .*300/30"):
+        SQLiteStore.create(store.path, other)
+    assert SQLiteStore.open(store.path).manifest.chunk_size == 600
 
 
 def test_chunks_from_memory_equal_the_stored_rows(store: SQLiteStore) -> None:
@@ -188,15 +195,21 @@ def test_document_cache_is_bounded_by_characters() -> None:
     cache = DocumentCache(max_chars=10, max_documents=3)
     entries = {d: (Document(d, "x" * n), None) for d, n in [("a", 4), ("b", 4), ("c", 4),
                                                              ("big", 50)]}
-    cache.put("a", entries["a"])
-    cache.put("b", entries["b"])
-    assert cache.get("a") is entries["a"]  # a is now the most recent
-    cache.put("c", entries["c"])  # 12 characters > 10: b, the least recent, goes
-    assert cache.get("b") is None and cache.get("a") is not None and len(cache) == 2
-    cache.put("big", entries["big"])  # alone over the budget, but the last read stays
-    assert len(cache) == 1 and cache.get("big") is entries["big"]
+
+    def entry(doc_id: str) -> object:
+        found = cache.get(doc_id)
+        return None if found is None else found[0]
+
+    cache.put("a", entries["a"], 1, "ha")
+    cache.put("b", entries["b"], 1, "hb")
+    assert entry("a") is entries["a"]  # a is now the most recent
+    cache.put("c", entries["c"], 1, "hc")  # 12 characters > 10: b, the least recent, goes
+    assert entry("b") is None and entry("a") is not None and len(cache) == 2
+    cache.put("big", entries["big"], 1, "hbig")  # alone over the budget; the last read stays
+    assert len(cache) == 1 and entry("big") is entries["big"]
+    assert cache.get("big") == (entries["big"], 1, "hbig")  # with its generation and hash
     cache.discard("big")
     for d in "abc":
-        cache.put(d, (Document(d, "x"), None))
-    cache.put("d", (Document("d", "x"), None))  # a fourth document: over max_documents
-    assert cache.get("a") is None and len(cache) == 3
+        cache.put(d, (Document(d, "x"), None), 1, d)
+    cache.put("d", (Document("d", "x"), None), 1, "d")  # a fourth document: over the count
+    assert entry("a") is None and len(cache) == 3

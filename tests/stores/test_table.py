@@ -71,7 +71,7 @@ def test_reading_pins_one_generation_and_reuses_the_search(
 
         with monkeypatch.context() as patch:  # the search's own products are reused
             patch.setattr(ChunkTable, "cosines", no_second_product)
-            reused = store.query_cosines(query, [0, 1, 2, 3])
+            reused = store.query_cosines(query, before, [0, 1, 2, 3])
         other, other_chunks = _doc("b.txt", 2)
         writer.write_document(other, "h2", other_chunks, _vectors(2, 1))
         assert store.chunk_table() is before and len(store.search(query, 10)) == 4

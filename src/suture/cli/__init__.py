@@ -43,8 +43,14 @@ def _register() -> None:
 
 
 def main() -> None:
+    from suture.cli.common import finish
+
     _register()
-    app()
+    try:
+        app()
+    except SystemExit as done:  # typer always ends this way
+        code = done.code
+        finish(code if isinstance(code, int) else 0 if code is None else 1)
 
 
 __all__ = ["app", "main"]

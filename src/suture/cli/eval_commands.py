@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from suture.cli import app
+from suture.cli.common import fail
 from suture.exceptions import SutureError
 
 if TYPE_CHECKING:
@@ -42,11 +43,6 @@ def _command_line(ctx: typer.Context) -> str:
         for item in value if isinstance(value, list | tuple) else [value]:
             words += [param.opts[0], str(item)]
     return shlex.join(words)
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    return typer.Exit(code=2)
 
 
 def _load(
@@ -153,7 +149,7 @@ def eval_command(
         )
         result.write(out, command=_command_line(ctx), plots=plots)
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     done = time.perf_counter()
     _print_summary(result.to_json())
     typer.echo(
@@ -253,5 +249,5 @@ def sweep_command(
             transfer.write(out, command=_command_line(ctx))
             typer.echo(transfer.summary_text())
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     typer.echo(f"wrote {out}/sweep.md, sweep.json and pareto.png")

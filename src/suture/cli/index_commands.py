@@ -1,61 +1,48 @@
-"""`suture index`, `query`, `compare`, `info` and `delete`."""
+"""`suture index`, `query`, `compare`, `info`, `ls`, `delete` and `policies`."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from suture.cli import app
+from suture.cli.common import (
+    EmbedderOption,
+    IndexOption,
+    RetrieverParamOption,
+    StoreOption,
+    console,
+    err_console,
+    fail,
+    parse_params,
+    writes_nothing,
+)
 from suture.exceptions import SutureError
+from suture.indexing import IndexReport
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
-
-IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
 PolicyOption = Annotated[
-    str, typer.Option("--policy", "-p", help="topk, window, window2, parent, scar, rerank, sprout.")
+    str,
+    typer.Option(
+        "--policy", "-p",
+        help="topk, window, window2, parent, scar, rerank, sprout (`suture policies` lists "
+        "each one's parameters).",
+    ),
 ]
 ParamOption = Annotated[
     list[str] | None,
-    typer.Option("--param", help="Policy parameter NAME=VALUE, repeatable (e.g. --param lam=0.5)."),
+    typer.Option(
+        "--param",
+        help="Policy parameter NAME=VALUE, repeatable (e.g. --param lam=0.5); "
+        "`suture policies` lists them with their defaults.",
+    ),
 ]
-
-
-def parse_params(items: list[str] | None) -> dict[str, Any]:
-    """Turn ["lam=0.5", "radius=2", "model=/x"] into typed keyword arguments."""
-    params: dict[str, Any] = {}
-    for item in items or []:
-        name, sep, raw = item.partition("=")
-        if not sep or not name:
-            raise typer.BadParameter(f"{item!r} is not NAME=VALUE (e.g. --param lam=0.5)")
-        params[name.strip()] = _coerce(raw.strip())
-    return params
-
-
-def _coerce(raw: str) -> Any:
-    lowered = raw.lower()
-    if lowered in {"true", "false"}:
-        return lowered == "true"
-    if lowered in {"none", "null"}:
-        return None
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
-
-
-def fail(exc: Exception) -> typer.Exit:
-    """Print a suture error as one readable line and exit with status 2."""
-    err_console.print(f"[bold red]error:[/] {exc}")
-    return typer.Exit(code=2)
 
 
 @app.command("index")
@@ -64,9 +51,11 @@ def index_command(
         list[Path], typer.Argument(help="Files or folders (.txt .md .html .pdf .jsonl).")
     ],
     index: IndexOption,
+    store: StoreOption = None,
     embedder: Annotated[
         str, typer.Option(help="minilm, wordllama, onnx-minilm, openai, hashing.")
     ] = "minilm",
+    embedder_option: EmbedderOption = None,
     chunk_size: Annotated[int, typer.Option(help="Target characters per chunk.")] = 600,
     chunk_overlap: Annotated[
         int, typer.Option(help="Characters shared by neighbouring chunks.")
@@ -81,56 +70,127 @@ def index_command(
         str | None, typer.Option(
             help="Default first stage of this index: dense, lexical, hybrid, document-hybrid.")
     ] = None,
+    retriever_param: RetrieverParamOption = None,
     sprout: Annotated[bool, typer.Option(help="Also build SproutRAG sentence trees.")] = False,
     sprout_weights: Annotated[
         Path | None,
         typer.Option(help="Head weights from `suture train-sprout` (implies --sprout)."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    ray: Annotated[bool, typer.Option(
+        "--ray", help="Embed on a Ray cluster (a local one unless --ray-address is given); "
+                      "needs suture[ray].")] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        help="Address of a running Ray cluster (e.g. ray://head:10001 or auto); implies "
+             "--ray.")] = None,
+    ray_workers: Annotated[int | None, typer.Option(
+        help="Embedding actors (default: one per CPU of the cluster).")] = None,
 ) -> None:
-    """Index documents into an index folder (adds to it when it exists)."""
+    """Index documents into an index (adds to it when it exists)."""
+    from suture.exceptions import NothingToIndexError
     from suture.index import Index
 
+    distributed = None
+    if ray or ray_address is not None:
+        from suture.distributed import RayOptions
+
+        distributed = RayOptions(address=ray_address, workers=ray_workers)
+    report = IndexReport()
     try:
         built = Index.build(
             paths,
             index,
+            store=store,
             embedder=embedder,
+            embedder_options=parse_params(embedder_option),
             chunk_size=chunk_size,
             chunk_overlap=chunk_overlap,
             contextual=contextual,
             show_progress=not quiet,
             prune=prune,
             retriever=retriever,
+            retriever_options=parse_params(retriever_param) if retriever_param else None,
             sprout=sprout,
             sprout_weights=sprout_weights,
+            ray=distributed,
+            report=report,
         )
+    except NothingToIndexError as exc:
+        if exc.report is not None:
+            _print_skips(exc.report)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(code=1) from None
     except SutureError as exc:
         raise fail(exc) from None
-    report = built.last_report
-    assert report is not None
-    for skipped in report.skipped:
-        reason = (
-            skipped.reason
-            if skipped.source in skipped.reason
-            else (f"{skipped.source}: {skipped.reason}")
-        )
-        err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
+    except KeyboardInterrupt:
+        raise _interrupted(index, store, report) from None
+    _print_skips(report)
     console.print(report.summary())
     if built.has_sprout_trees():
         from suture.sprout import TreeStore
 
-        trees = len(TreeStore(built.store.path).tree_headers())
+        trees = len(TreeStore.of(built.store).tree_headers())
         console.print(f"SproutRAG trees: {trees} documents up to date")
     if report.indexed == 0:
         err_console.print("[bold red]error:[/] nothing could be indexed")
         raise typer.Exit(code=1)
 
 
+def _print_skips(report: IndexReport) -> None:
+    """One line per skipped file and per file already stored under another id."""
+    for skipped in report.skipped:
+        reason = (
+            skipped.reason
+            if skipped.source in skipped.reason
+            else (f"{skipped.source}: {skipped.reason}")
+        )
+        err_console.print(f"[yellow]skipped[/] {escape(reason)}", highlight=False)
+    for given, kept in report.already_indexed.items():
+        err_console.print(
+            f"[yellow]already indexed[/] {escape(given)} is stored as '{escape(kept)}' (same "
+            "file name and content, reached through another folder); not stored twice",
+            highlight=False,
+        )
+
+
+def _interrupted(index: str, store: str | None, report: IndexReport) -> typer.Exit:
+    """Ctrl-C during `suture index`: say what is kept and that running again resumes.
+
+    Each document is written in one transaction and embedded vectors are cached as they
+    are computed, so nothing finished is lost and nothing half-written is visible.
+    """
+    held = _stored_count(index, store)
+    if held is None:
+        err_console.print(
+            "[bold yellow]interrupted[/] before anything was stored; every vector embedded "
+            "so far is cached. Run the same command again to start", highlight=False,
+        )
+        return typer.Exit(code=130)
+    written = len(report.added) + len(report.updated)
+    err_console.print(
+        f"[bold yellow]interrupted[/]: {escape(index)} holds {held} documents "
+        f"({written} written by this run) and every vector embedded so far is cached. Run "
+        "the same command again to resume: stored documents are skipped and cached vectors "
+        "are not computed again.", highlight=False,
+    )
+    return typer.Exit(code=130)
+
+
+def _stored_count(index: str, store: str | None) -> int | None:
+    """How many documents the index holds; None when there is none yet."""
+    from suture.index import Index
+
+    try:
+        return len(Index.open(index, store=store).store.document_hashes())
+    except SutureError:
+        return None
+
+
 @app.command("query")
 def query_command(
     text: Annotated[str, typer.Argument(help="The question.")],
     index: IndexOption,
+    store: StoreOption = None,
     policy: PolicyOption = "topk",
     k: Annotated[int, typer.Option("--k", "-k", help="First-stage hits.")] = 5,
     param: ParamOption = None,
@@ -139,25 +199,32 @@ def query_command(
         str | None,
         typer.Option(help="dense (default of the index), lexical, hybrid, document-hybrid."),
     ] = None,
+    retriever_param: RetrieverParamOption = None,
+    embedder_option: EmbedderOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     explain: Annotated[bool, typer.Option(help="Show every expansion decision.")] = False,
 ) -> None:
     """Assemble the context for one question."""
     from suture.index import Index
 
+    writes_nothing()
+
     try:
-        context = Index.open(index).retrieve(
+        context = Index.open(
+            index, store=store, embedder_options=parse_params(embedder_option)
+        ).retrieve(
             text,
             policy=policy,
             k=k,
             max_tokens=max_tokens,
             retriever=retriever,
+            retriever_options=parse_params(retriever_param) if retriever_param else None,
             explain=explain,
             **parse_params(param),
         )
     except SutureError as exc:
         raise fail(exc) from None
-    if as_json:  # the same JSON as `suture serve`'s POST /v1/retrieve
+    if as_json:  # the same JSON as `suture serve`'s POST /v1/retrieve (hits: --retriever's effect)
         sys.stdout.write(json.dumps(context.to_dict(), indent=2, ensure_ascii=False) + "\n")
         return
     console.rule(
@@ -182,17 +249,21 @@ def query_command(
 def compare_command(
     text: Annotated[str, typer.Argument(help="The question.")],
     index: IndexOption,
+    store: StoreOption = None,
     policies: Annotated[
         str, typer.Option(help="Comma-separated policies.")
     ] = "topk,window,parent,scar",
     k: Annotated[int, typer.Option("--k", "-k")] = 5,
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
+    embedder_option: EmbedderOption = None,
 ) -> None:
     """Run several policies on one question and show their sizes side by side."""
     from suture.index import Index
 
+    writes_nothing()
+
     try:
-        opened = Index.open(index)
+        opened = Index.open(index, store=store, embedder_options=parse_params(embedder_option))
         contexts = opened.compare(text, [p.strip() for p in policies.split(",") if p.strip()], k)
     except SutureError as exc:
         raise fail(exc) from None
@@ -204,13 +275,15 @@ def compare_command(
             no_wrap=True,
             min_width=len(column),
         )
-    table.add_column("best span", overflow="ellipsis", no_wrap=True, max_width=30)
+    # the document and section of the best span, folded rather than cut: it is the
+    # column that tells the policies' contexts apart
+    table.add_column("best span", overflow="fold")
     for context in contexts:
         best = max(context.spans, key=lambda s: s.score, default=None)
         where = (
             ""
             if best is None
-            else (f"{best.doc_id} {' > '.join(_section(opened, best.doc_id, best.start))}")
+            else " > ".join((best.doc_id, *_section(opened, best.doc_id, best.start)))
         )
         table.add_row(
             context.policy,
@@ -235,13 +308,14 @@ def _section(index: Any, doc_id: str, offset: int) -> tuple[str, ...]:
 @app.command("info")
 def info_command(
     index: IndexOption,
+    store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show an index's documents, chunks, embedder, settings and size on disk."""
     from suture.index import Index
 
     try:
-        info = Index.open(index).info()
+        info = Index.open(index, store=store).info()
     except SutureError as exc:
         raise fail(exc) from None
     if as_json:
@@ -250,21 +324,22 @@ def info_command(
     table = Table(show_header=False)
     for key, value in info.items():
         if key == "size_on_disk_bytes":
-            key, value = "size on disk", f"{value / 1e6:.1f} MB"
+            key, value = "size on disk", "?" if value is None else f"{value / 1e6:.1f} MB"
         table.add_row(key, str(value))
     console.print(table)
 
 
 @app.command("delete")
 def delete_command(
-    doc_ids: Annotated[list[str], typer.Argument(help="Document ids (see `suture info`).")],
+    doc_ids: Annotated[list[str], typer.Argument(help="Document ids (see `suture ls`).")],
     index: IndexOption,
+    store: StoreOption = None,
 ) -> None:
     """Delete documents from an index."""
     from suture.index import Index
 
     try:
-        deleted = Index.open(index).delete(doc_ids)
+        deleted = Index.open(index, store=store).delete(doc_ids)
     except SutureError as exc:
         raise fail(exc) from None
     missing = sorted(set(doc_ids) - set(deleted))
@@ -272,3 +347,65 @@ def delete_command(
     if missing:
         err_console.print(f"[yellow]not in the index:[/] {', '.join(missing)}")
         raise typer.Exit(code=1)
+
+
+@app.command("ls")
+def ls_command(
+    index: IndexOption,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List an index's documents: id, title, characters and chunks."""
+    from suture.index import Index
+
+    try:
+        summary = Index.open(index, store=store).documents()
+    except SutureError as exc:
+        raise fail(exc) from None
+    rows: list[dict[str, Any]] = [
+        {"doc_id": d.doc_id, "title": d.title, "characters": d.characters, "chunks": d.chunks}
+        for d in summary
+    ]
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+        return
+    table = Table(title=f"{len(rows)} documents in {index}")
+    table.add_column("id", overflow="fold")
+    table.add_column("title", overflow="ellipsis", no_wrap=True, max_width=40)
+    table.add_column("characters", justify="right")
+    table.add_column("chunks", justify="right")
+    for row in rows:
+        table.add_row(
+            escape(row["doc_id"]), escape(row["title"]), str(row["characters"]), str(row["chunks"])
+        )
+    console.print(table)
+
+
+@app.command("policies")
+def policies_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the policies, what each returns, and its parameters with their defaults."""
+    from suture.policies import describe_parameters, policy_names, policy_parameters, policy_summary
+
+    names = policy_names()
+    if as_json:
+        data = {
+            name: {"summary": policy_summary(name),
+                   "parameters": {k: _json_default(v) for k, v in policy_parameters(name).items()}}
+            for name in names
+        }
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return
+    table = Table(title="policies (set parameters with --param NAME=VALUE)")
+    table.add_column("policy", no_wrap=True)
+    table.add_column("parameters (defaults)", overflow="fold")
+    table.add_column("what it returns", overflow="fold")
+    for name in names:
+        table.add_row(name, escape(describe_parameters(name)), escape(policy_summary(name)))
+    console.print(table)
+
+
+def _json_default(value: Any) -> Any:
+    """A default as JSON: the value itself, or null for a parameter that has none."""
+    return None if value is inspect.Parameter.empty else value

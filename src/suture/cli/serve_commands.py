@@ -10,13 +10,22 @@ from typing import Annotated
 import typer
 
 from suture.cli import app
-from suture.cli.index_commands import IndexOption, err_console, fail
+from suture.cli.common import (
+    EmbedderOption,
+    IndexOption,
+    StoreOption,
+    err_console,
+    fail,
+    parse_params,
+)
 from suture.exceptions import SutureError
 
 
 @app.command("serve")
 def serve_command(
     index: IndexOption,
+    store: StoreOption = None,
+    embedder_option: EmbedderOption = None,
     host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")]
     = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
@@ -66,8 +75,8 @@ def serve_command(
             request_timeout_s=request_timeout, read_threads=read_threads, reports=reports,
             rerank_model=rerank_model,
         )
-        service = IndexService(open_index(index), read_threads=read_threads,
-                               timeout_s=request_timeout)
+        opened = open_index(index, store, parse_params(embedder_option))
+        service = IndexService(opened, read_threads=read_threads, timeout_s=request_timeout)
         err_console.print(f"loading the model and index at {index} ...")
         service.warm_up()
     except SutureError as exc:

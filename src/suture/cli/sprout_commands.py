@@ -6,23 +6,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from suture.cli import app
+from suture.cli.common import IndexOption, StoreOption, console, fail
 from suture.exceptions import SutureError
-
-console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {exc}")
-    return typer.Exit(code=2)
 
 
 @app.command("sprout-index")
 def sprout_index_command(
-    index: Annotated[Path, typer.Option("--index", "-i", help="Index folder.")],
+    index: IndexOption,
+    store: StoreOption = None,
     weights: Annotated[Path | None, typer.Option(
         "--weights", "--sprout-weights",
         help="α from `suture train-sprout` (default: keep the index's; uniform at first).")] = None,
@@ -37,31 +30,33 @@ def sprout_index_command(
 ) -> None:
     """Build or refresh SproutRAG trees for an existing index (only changed documents)."""
     from suture.sprout import SproutSettings, TreeStore, build_sprout_trees
-    from suture.stores.sqlite import SQLiteStore
+    from suture.stores import open_store
 
     try:
-        store = SQLiteStore.open(index)
-        config = TreeStore(index).read_config() or {}
+        opened = open_store(str(index), store)
+        config = TreeStore.of(opened).read_config() or {}
         settings = SproutSettings.from_dict(config.get("settings", {}))
         changes = {k: v for k, v in {"composition": composition,
                                       "group_size": group_size}.items() if v is not None}
-        report = build_sprout_trees(store, doc, weights=weights,
+        report = build_sprout_trees(opened, doc, weights=weights,
                                     settings=settings.with_(**changes), force=force,
                                     progress=not quiet)
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     leaves = sum(b.leaves for b in report.built)
     seconds = sum(b.seconds for b in report.built)
     console.print(f"sprout trees: {len(report.built)} built ({leaves} leaves, {seconds:.1f}s), "
                   f"{report.unchanged} unchanged, {len(report.removed)} removed "
-                  f"-> {report.folder}")
+                  f"-> {report.location}")
 
 
 @app.command("train-sprout")
 def train_sprout_command(
     benchmark: Annotated[list[Path], typer.Option(
-        "--benchmark", "-b", help="LegalBench-RAG-layout JSON (repeatable).")],
-    corpus: Annotated[Path, typer.Option(help="Folder of the benchmark's documents.")],
+        "--benchmark", "-b", exists=True, dir_okay=False,
+        help="LegalBench-RAG-layout JSON (repeatable).")],
+    corpus: Annotated[Path, typer.Option(
+        exists=True, file_okay=False, help="Folder of the benchmark's documents.")],
     out: Annotated[Path, typer.Option(help="Weights file to write (JSON; plot beside it).")],
     lam: Annotated[float, typer.Option("--lambda", help="λ, weight of L_str.")] = 1.0,
     epochs: Annotated[int, typer.Option(help="Full-batch Adam steps.")] = 40,
@@ -87,7 +82,7 @@ def train_sprout_command(
         result = train_alpha(benchmark, corpus, out, config=config, cache=cache,
                              log=console.print)
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     console.print(f"validation loss {result['val_loss_start']:.4f} -> "
                   f"{result['val_loss_end']:.4f} (epoch {result['best_epoch']}); weights {out}, "
                   "curves "

@@ -9,6 +9,7 @@ from suture.documents.ingest import (
     document_files,
     iter_documents,
     load_document,
+    same_file_key,
 )
 from suture.documents.loaders import (
     PAGE_SEPARATOR,
@@ -31,5 +32,6 @@ __all__ = [
     "iter_documents",
     "load_document",
     "normalise_newlines",
+    "same_file_key",
     "title_from_filename",
 ]

@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from suture.documents.loaders import FORMAT_BY_SUFFIX, LOADERS, iter_jsonl
 from suture.documents.sections import detect_sections
@@ -32,6 +32,17 @@ def content_hash(document: Document) -> str:
         sort_keys=True, ensure_ascii=False, default=str,
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def same_file_key(doc_id: str, digest: str) -> tuple[str, str]:
+    """What one file keeps whichever folder it is reached through: its name and content hash.
+
+    A document's id is its path relative to the folder given, so indexing `corpora/` and
+    then `corpora/rfc9293/` names one file twice (`rfc9293/rfc9293.txt`, `rfc9293.txt`).
+    Two ids with equal keys are that one file; `Index.add` keeps the id stored first.
+    Copies under different names stay distinct documents (benchmarks name files apart).
+    """
+    return PurePosixPath(doc_id).name, digest
 
 
 def load_document(path: str | Path, doc_id: str | None = None) -> Document:

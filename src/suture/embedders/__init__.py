@@ -29,13 +29,25 @@ _REGISTRY: dict[EmbedderName, tuple[str, str]] = {
 DEFAULT_EMBEDDER = EmbedderName.MINILM
 
 
+def embedder_class(name: str) -> type[Embedder]:
+    """The class registered under `name` (imports its module)."""
+    cls: type[Embedder] = load_class(*_REGISTRY[lookup("embedder", EmbedderName, name)])
+    return cls
+
+
 def get_embedder(name: str | Embedder, **options: Any) -> Embedder:
     """Return an embedder instance for a registry name (or pass an instance through)."""
     if isinstance(name, Embedder):
         return name
-    cls = load_class(*_REGISTRY[lookup("embedder", EmbedderName, name)])
-    embedder: Embedder = cls(**options)
-    return embedder
+    return embedder_class(name)(**options)
 
 
-__all__ = ["DEFAULT_EMBEDDER", "Embedder", "EmbedderName", "Vectors", "get_embedder", "normalise"]
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "Embedder",
+    "EmbedderName",
+    "Vectors",
+    "embedder_class",
+    "get_embedder",
+    "normalise",
+]

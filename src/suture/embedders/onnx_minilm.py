@@ -58,6 +58,7 @@ class OnnxMiniLMEmbedder(TokenizedEmbedder):
     """Mean-pooled paraphrase-MiniLM-L3-v2 run by onnxruntime on the CPU."""
 
     name = "onnx-minilm"
+    location_options = frozenset({"model_file", "tokenizer_file"})
 
     def __init__(
         self,

@@ -41,6 +41,7 @@ class OpenAIEmbedder(Embedder):
     """Embeds through a remote OpenAI-style embeddings API, batch by batch."""
 
     name = "openai"
+    location_options = frozenset({"base_url", "api_key", "transport"})
 
     def __init__(
         self,

@@ -89,7 +89,7 @@ class Evaluator:
                 missing.append(doc)
         if missing:
             raise ConfigurationError(
-                f"the index at {self.index.store.path} lacks {len(missing)} of the "
+                f"the index at {self.index.store.location} lacks {len(missing)} of the "
                 f"{len(self.benchmark.doc_ids)} documents the benchmark points into "
                 f"(e.g. {missing[0]!r}); add them with `suture index` or let `suture eval` "
                 "build the index from --corpus"

@@ -130,20 +130,24 @@ def open_or_build_index(
     embedder: str | None = None,
     scope: str = "benchmark",
     show_progress: bool = True,
+    store: str | None = None,
 ) -> Index:
     """Open the index at `index_dir`, building it (or adding missing documents) first.
 
     `scope="benchmark"` indexes only the files the benchmark points into (LegalBench-RAG
     mini style); `scope="all"` indexes the whole corpus folder.
     """
+    from suture.exceptions import IndexNotFoundError
     from suture.index import Index
-    from suture.stores.sqlite import MANIFEST_FILE
 
-    folder = Path(index_dir)
+    folder = str(index_dir)
     if scope not in ("benchmark", "all"):
         raise ConfigurationError(f"corpus scope must be 'benchmark' or 'all', got {scope!r}")
-    if (folder / MANIFEST_FILE).exists():
-        index = Index.open(folder, embedder=embedder)
+    try:
+        index = Index.open(folder, store=store, embedder=embedder)
+    except IndexNotFoundError:
+        pass
+    else:
         stored = set(index.store.document_hashes())
         names = {d.rsplit("/", 1)[-1] for d in stored}
         wanted = benchmark.doc_ids
@@ -156,7 +160,8 @@ def open_or_build_index(
         if scope == "benchmark" and benchmark.level == "span"
         else [benchmark.corpus]
     )
-    return Index.build(paths, folder, embedder=embedder or "minilm", show_progress=show_progress)
+    return Index.build(paths, folder, store=store, embedder=embedder or "minilm",
+                       show_progress=show_progress)
 
 
 __all__ = [

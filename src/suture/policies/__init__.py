@@ -5,6 +5,8 @@ Adding a policy touches one new module and one line in `_REGISTRY`.
 
 from __future__ import annotations
 
+import inspect
+import sys
 from enum import StrEnum
 from typing import Any
 
@@ -40,12 +42,56 @@ def policy_names() -> list[str]:
     return [p.value for p in PolicyName]
 
 
+def _policy_class(name: str) -> tuple[Any, dict[str, Any]]:
+    """The policy class registered under `name` (imported now) and its preset parameters."""
+    module_name, class_name, preset = _REGISTRY[lookup("policy", PolicyName, name)]
+    return load_class(module_name, class_name), preset
+
+
+def policy_parameters(name: str) -> dict[str, Any]:
+    """Every parameter a registered policy takes, with its default (presets applied).
+
+    Read from the policy's constructor, so the list cannot drift from the code. A
+    parameter without a default maps to `inspect.Parameter.empty`.
+    """
+    cls, preset = _policy_class(name)
+    signature = inspect.signature(cls.__init__)
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {
+        p.name: preset.get(p.name, p.default)
+        for p in list(signature.parameters.values())[1:]  # after self
+        if p.kind in keyword
+    }
+
+
+def describe_parameters(name: str) -> str:
+    """"lam=1.0, tau=0.3, ..." for a policy: its parameters and defaults, in order."""
+    shown = [
+        key if default is inspect.Parameter.empty else f"{key}={default!r}"
+        for key, default in policy_parameters(name).items()
+    ]
+    return ", ".join(shown) or "(none)"
+
+
+def policy_summary(name: str) -> str:
+    """One line on what a registered policy returns (its module docstring's first line)."""
+    cls, _ = _policy_class(name)
+    doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
+    first = doc[0] if doc else ""
+    return first.split(": ", 1)[1] if first.startswith("`") and ": " in first else first
+
+
 def get_policy(name: str | Policy, **params: Any) -> Policy:
     """Instantiate a policy by registry name with its parameters (or pass one through)."""
     if isinstance(name, Policy):
         return name
-    module_name, class_name, preset = _REGISTRY[lookup("policy", PolicyName, name)]
-    cls = load_class(module_name, class_name)
+    cls, preset = _policy_class(name)
+    unknown = sorted(set(params) - set(policy_parameters(name)))
+    if unknown:
+        raise ConfigurationError(
+            f"policy {name!r} has no parameter {', '.join(map(repr, unknown))}; its "
+            f"parameters (with defaults) are: {describe_parameters(name)}"
+        )
     try:
         policy: Policy = cls(**{**preset, **params})
     except TypeError as exc:
@@ -55,4 +101,14 @@ def get_policy(name: str | Policy, **params: Any) -> Policy:
     return policy
 
 
-__all__ = ["Policy", "PolicyName", "PolicyRequest", "PolicyResult", "get_policy", "policy_names"]
+__all__ = [
+    "Policy",
+    "PolicyName",
+    "PolicyRequest",
+    "PolicyResult",
+    "describe_parameters",
+    "get_policy",
+    "policy_names",
+    "policy_parameters",
+    "policy_summary",
+]

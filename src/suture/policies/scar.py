@@ -7,11 +7,12 @@ For each top-k hit c and each adjacent chunk n within radius r (both directions)
     include n  ⇔  S(c, n) > τ · cos(e_q, e_c)       SCAR rule
 
 Everything is computed from the stored chunk vectors (nothing is re-embedded at query
-time), read from the store's in-memory `ChunkTable` (one call per query): the table
-links each chunk to its neighbours, cos(e_c, e_n) of adjacent chunks is precomputed per
-store generation, and cos(e_q, e_x) for the seeds and every chunk within r of them comes
-from one batched `Store.query_cosines` call (inside `Index.retrieve`, the dense search's
-own products), so a query costs a walk over Python lists.
+time), read from a `ChunkTable` of the hits' neighbourhood that the store hands out in
+one batched call (`Store.neighbourhood`: one round trip to a server store; SQLite's whole
+in-memory table, with adjacent cosines precomputed per store generation), and cos(e_q,
+e_x) for the seeds and every chunk within r of them comes from one `Store.query_cosines`
+call (on SQLite inside `Index.retrieve`, the dense search's own products), so a query
+costs a walk over Python lists.
 
 Decisions that the paper leaves open, and what this module does (see docs/scar.md):
 
@@ -128,9 +129,13 @@ class ScarPolicy(Policy):
         if not hits or self.radius == 0:
             return PolicyResult(selections=selections, trace=[])
 
-        table = request.store.chunk_table()
-        # The hits as rows of the table, and the chunks within r on each side of each,
-        # nearest first. (Plain loops: this runs on every query.)
+        # One batched fetch of the hits and their neighbours within r (SQLite hands out its
+        # whole in-memory table), then the hits as rows of that table and the chunks within
+        # r on each side of each, nearest first. (Plain loops: this runs on every query.)
+        r = self.radius
+        table = request.store.neighbourhood(
+            [(h.chunk.doc_id, h.chunk.position - r, h.chunk.position + r) for h in hits]
+        )
         hit_rows: set[int] = set()
         chains: list[tuple[int, int, list[int]]] = []  # (seed, direction, rows)
         reach: dict[int, None] = {}
@@ -145,7 +150,7 @@ class ScarPolicy(Policy):
                 chains.append((seed, direction, chain))
                 reach.update(dict.fromkeys(chain))
         # cos(e_q, e_x) for all of them in one batched call
-        cos_q = request.store.query_cosines(request.query_vector, list(reach))
+        cos_q = request.store.query_cosines(request.query_vector, table, list(reach))
 
         steps: list[_Step] = []
         added: dict[int, _Step] = {}  # neighbour -> its best addition

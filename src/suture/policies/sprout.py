@@ -23,6 +23,7 @@ from suture.exceptions import ConfigurationError
 from suture.policies.base import Policy, PolicyRequest, PolicyResult
 from suture.sprout.forest import Forest, load_forest
 from suture.sprout.search import Visit, beam_search, node_scores
+from suture.sprout.storage import TreeStore
 from suture.sprout.tree import SproutTree
 from suture.stores.base import Store
 from suture.types import Selection
@@ -135,13 +136,14 @@ class SproutPolicy(Policy):
         return [(t, s) for t, s in ranked if t in usable][: self.documents]
 
     def select(self, request: PolicyRequest) -> PolicyResult:
-        forest = load_forest(request.store.path)
+        trees_of = TreeStore.of(request.store)
+        forest = load_forest(trees_of)
         hashes = request.store.document_hashes()
         usable = {i for i, t in enumerate(forest.trees) if hashes.get(t.doc_id) == t.content_hash}
         if not usable:
             raise ConfigurationError(
-                f"no SproutRAG tree of the index at {request.store.path} matches its stored "
-                f"documents; rebuild them with `suture sprout-index --index {request.store.path}`")
+                f"no SproutRAG tree of the index at {trees_of.label} matches its stored "
+                f"documents; rebuild them with `suture sprout-index --index {trees_of.label}`")
         query = _adapt(self._query_vector(request, forest), forest.config.get("adapter"))
         picked = self._documents(request, forest, query, usable)
         trees = [forest.trees[t] for t, _ in picked]

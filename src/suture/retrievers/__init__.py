@@ -6,6 +6,7 @@ from enum import StrEnum
 from typing import Any
 
 from suture._registry import load_class, lookup
+from suture.exceptions import ConfigurationError
 from suture.retrievers.base import Retriever
 from suture.stores.base import Store
 
@@ -17,11 +18,16 @@ class RetrieverName(StrEnum):
     DOCUMENT_HYBRID = "document-hybrid"
 
 
-_REGISTRY: dict[RetrieverName, tuple[str, str]] = {
-    RetrieverName.DENSE: ("suture.retrievers.dense", "DenseRetriever"),
-    RetrieverName.LEXICAL: ("suture.retrievers.lexical", "LexicalRetriever"),
-    RetrieverName.HYBRID: ("suture.retrievers.hybrid", "HybridRetriever"),
-    RetrieverName.DOCUMENT_HYBRID: ("suture.retrievers.hybrid", "DocumentHybridRetriever"),
+# name -> (module, class, preset options); a preset is a setting of another retriever
+# (as `window2` is of `window`): options given by the caller override it.
+_REGISTRY: dict[RetrieverName, tuple[str, str, str | None]] = {
+    RetrieverName.DENSE: ("suture.retrievers.dense", "DenseRetriever", None),
+    RetrieverName.LEXICAL: ("suture.retrievers.lexical", "LexicalRetriever", None),
+    RetrieverName.HYBRID: ("suture.retrievers.hybrid", "HybridRetriever", None),
+    # the best document by BM25, then dense + stemmed BM25 inside it (docs/retrievers.md)
+    RetrieverName.DOCUMENT_HYBRID: (
+        "suture.retrievers.hybrid", "HybridRetriever", "DOCUMENT_HYBRID_SETTING"
+    ),
 }
 
 DEFAULT_RETRIEVER = RetrieverName.DENSE
@@ -32,9 +38,18 @@ def retriever_names() -> list[str]:
 
 
 def get_retriever(name: str, store: Store, **options: Any) -> Retriever:
-    """Instantiate a retriever over `store` by registry name."""
-    cls = load_class(*_REGISTRY[lookup("retriever", RetrieverName, name)])
-    retriever: Retriever = cls(store, **options)
+    """Instantiate a retriever over `store` by registry name with its options."""
+    key = lookup("retriever", RetrieverName, name)
+    module_name, class_name, preset_name = _REGISTRY[key]
+    cls = load_class(module_name, class_name)
+    preset = dict(load_class(module_name, preset_name)) if preset_name else {}
+    try:
+        retriever: Retriever = cls(store, **{**preset, **options})
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"invalid options {sorted(options)} for retriever {name!r}: {exc}"
+        ) from None
+    retriever.name = key.value
     return retriever
 
 

@@ -33,14 +33,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.retrievers.base import Retriever
-from suture.retrievers.documents import DocumentRanker
 from suture.retrievers.fusion import DEFAULT_RRF_K, normalised_blend, reciprocal_rank_fusion
-from suture.retrievers.lexical import LexicalIndex, LexicalRetriever, top_rows
+from suture.retrievers.lexical import LexicalRetriever
 from suture.stores.base import Store
 from suture.types import Chunk, Hit
 
@@ -113,7 +111,6 @@ class HybridRetriever(Retriever):
                 "lexical_scope='documents' is implemented for the Lucene BM25 variant only; "
                 f"got method={self.lexical.settings.method!r}"
             )
-        self._ranker: DocumentRanker | None = None
 
     def prepare(self) -> None:
         """Build (or load) the lexical index now."""
@@ -126,40 +123,34 @@ class HybridRetriever(Retriever):
         if k <= 0:
             return []
         depth = max(self.candidate_depth(k), k)
-        index = self.lexical.index()
-        chosen = self._chosen_documents(query)
-        rows = index.document_rows(chosen) if chosen else None
-        known: dict[str, Chunk] = {}
-        if rows is None:
-            dense = self.store.search(query_vector, depth)
-            dense_scores = {s.chunk.chunk_id: s.score for s in dense}
-            known.update((s.chunk.chunk_id, s.chunk) for s in dense)
-            mask = None
-        else:
-            ids = [index.chunk_ids[r] for r in rows]
-            cosines = self.store.vectors(ids) @ query_vector.astype(np.float32, copy=False)
-            # top_rows keeps positive scores only; cosines are >= -1, so shift them.
-            dense_scores = {ids[r]: float(cosines[r]) for r in top_rows(cosines + 2.0, depth)}
-            mask = np.zeros(len(index), dtype=bool)
-            mask[rows] = True
+        engine = self.lexical.engine
+        terms = engine.terms(query)
+        chosen = self._chosen_documents(terms)
+        scope = chosen or None
+        dense = self.store.search(query_vector, depth, doc_ids=scope)
+        dense_scores = {s.chunk.chunk_id: s.score for s in dense}
+        known: dict[str, Chunk] = {s.chunk.chunk_id: s.chunk for s in dense}
 
-        bm25 = self._lexical_scores(query, index, chosen, rows)
-        lexical_ids: list[str] = []
-        if bm25 is not None:
-            lexical_ids = [index.chunk_ids[r] for r in top_rows(bm25, depth, mask)]
+        if self.head_chars is not None and chosen:
+            naming = engine.naming_terms(chosen, self.head_chars)
+            terms = [t for t in terms if t not in naming]
+        local = self.lexical_scope == "documents" and scope is not None
+        ranked = engine.top(terms, depth, doc_ids=scope, local_idf=local) if terms else []
+        lexical_ids = [chunk_id for chunk_id, _ in ranked]
 
         # Exact scores of both stages for every candidate.
         missing = [c for c in lexical_ids if c not in dense_scores]
+        dense_all = dict(dense_scores)
         if missing:
             cosines = self.store.vectors(missing) @ query_vector.astype(np.float32, copy=False)
-            dense_all = {**dense_scores, **dict(zip(missing, map(float, cosines), strict=True))}
-        else:
-            dense_all = dict(dense_scores)
+            dense_all.update(zip(missing, map(float, cosines), strict=True))
         candidates = list(dict.fromkeys([*dense_scores, *lexical_ids]))
-        lexical_all = {
-            c: (float(bm25[index.rows[c]]) if bm25 is not None and c in index.rows else 0.0)
-            for c in candidates
-        }
+        lexical_all = dict(ranked)
+        unscored = [c for c in candidates if c not in lexical_all]
+        if terms and unscored:
+            lexical_all.update(engine.scores(terms, unscored, doc_ids=scope, local_idf=local))
+        else:
+            lexical_all.update(dict.fromkeys(unscored, 0.0))
 
         if self.fusion == "rrf":
             fused = reciprocal_rank_fusion(
@@ -185,39 +176,11 @@ class HybridRetriever(Retriever):
             for chunk_id, score in best
         ]
 
-    def _chosen_documents(self, query: str) -> list[str]:
+    def _chosen_documents(self, terms: list[str]) -> list[str]:
         """Ids of the best `documents` documents; empty when not restricting."""
         if self.documents is None:
             return []
-        return self._document_ranker().best(query, self.documents)
-
-    def _document_ranker(self) -> DocumentRanker:
-        if self._ranker is None:
-            self._ranker = DocumentRanker(self.store, self.lexical.settings, self.head_chars)
-        return self._ranker
-
-    def _lexical_scores(
-        self,
-        query: str,
-        index: LexicalIndex,
-        chosen: list[str],
-        rows: npt.NDArray[np.int64] | None,
-    ) -> npt.NDArray[np.float32] | None:
-        """BM25 of every row (zero outside `rows` when scoring locally); None: no terms."""
-        if rows is None:  # no restriction: the plain corpus BM25
-            return index.scores(query)
-        terms = index.tokenizer(query)
-        if self.head_chars is not None:
-            naming = self._document_ranker().head_terms(chosen)
-            terms = [t for t in terms if t not in naming]
-        ids = [index.vocab[t] for t in terms if t in index.vocab]
-        if not ids:
-            return None
-        if self.lexical_scope == "corpus":
-            return index.scores_from_ids(ids)
-        scores = np.zeros(len(index), dtype=np.float32)
-        scores[rows] = index.local_scores(ids, rows)
-        return scores
+        return [d for d, _ in self.lexical.engine.best_documents(terms, self.documents)]
 
 
 #: the document-first setting measured best on both CUAD-mini and privacy-QA
@@ -230,18 +193,3 @@ DOCUMENT_HYBRID_SETTING: dict[str, Any] = {
     "alpha": 0.5,
     "stemmer": "english",
 }
-
-
-class DocumentHybridRetriever(HybridRetriever):
-    """`hybrid` inside the one document the query names (`DOCUMENT_HYBRID_SETTING`).
-
-    For collections queried one document at a time ("In the lease between A and B,
-    when does the term end?"): every hit comes from the best document, so a query
-    whose evidence spans several documents should use `hybrid` or `dense`. Options
-    given here override the preset; stemming needs PyStemmer (`suture[stemming]`).
-    """
-
-    name = "document-hybrid"
-
-    def __init__(self, store: Store, **options: Any) -> None:
-        super().__init__(store, **{**DOCUMENT_HYBRID_SETTING, **options})

@@ -56,7 +56,7 @@ from suture.server.models import (
     RetrieveRequest,
     TextDocument,
 )
-from suture.server.service import IndexBusy, IndexService, ReadTimeout
+from suture.server.service import IndexService, ReadTimeout
 from suture.server.settings import ServerSettings
 
 log = logging.getLogger("suture.server")
@@ -91,7 +91,7 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
     _errors(app)
     read, write = _auth(settings, Scope.READ), _auth(settings, Scope.WRITE)
     errors: dict[int | str, dict[str, Any]] = {
-        code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 422, 503, 504)
+        code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 422, 504)
     }
 
     @app.get("/healthz", tags=["service"])
@@ -383,9 +383,6 @@ def _errors(app: FastAPI) -> None:
     async def timeout(_: Request, exc: ReadTimeout) -> JSONResponse:
         return answer(504, "timeout", str(exc))
 
-    async def busy(_: Request, exc: IndexBusy) -> JSONResponse:
-        return answer(503, "busy", str(exc), {"Retry-After": "1"})
-
     async def internal(_: Request, exc: Exception) -> JSONResponse:
         incident = uuid.uuid4().hex[:12]
         log.error("internal error %s", incident, exc_info=exc)
@@ -394,8 +391,7 @@ def _errors(app: FastAPI) -> None:
 
     handlers: dict[Any, Callable[[Request, Any], Awaitable[JSONResponse]]] = {
         ApiError: api_error, SutureError: suture_error, RequestValidationError: invalid,
-        StarletteHTTPException: http_error, ReadTimeout: timeout, IndexBusy: busy,
-        Exception: internal,
+        StarletteHTTPException: http_error, ReadTimeout: timeout, Exception: internal,
     }
     for kind, handler in handlers.items():
         app.add_exception_handler(kind, handler)

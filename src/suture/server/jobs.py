@@ -59,17 +59,28 @@ class JobFailed(Exception):
 
 
 class Progress:
-    """A progress bar for `Index.add_documents` that writes into a job."""
+    """A tqdm-like bar for `Index.ingest` that writes into a job (chunks done of total)."""
 
-    def __init__(self, queue: JobQueue, job: Job, total: int) -> None:
+    def __init__(self, queue: JobQueue, job: Job) -> None:
         self._queue, self._job = queue, job
-        queue.update(job, stage="embedding", done=0, total=total)
+        queue.update(job, stage="indexing")
+
+    @property
+    def total(self) -> int:
+        return self._job.total
+
+    @total.setter
+    def total(self, value: int) -> None:  # grows as documents are planned
+        self._queue.update(self._job, total=value)
+
+    def refresh(self) -> None:
+        pass
 
     def update(self, n: int) -> None:
         self._queue.update(self._job, done=self._job.done + n)
 
     def close(self) -> None:
-        self._queue.update(self._job, stage="writing")
+        pass
 
 
 Work = Callable[["Job"], dict[str, Any]]

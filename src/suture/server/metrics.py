@@ -41,9 +41,6 @@ class _IndexCollector(Collector):
         for state, count in self._service.jobs.counts().items():
             jobs.add_metric([state], count)
         yield jobs
-        yield GaugeMetricFamily(
-            "suture_read_retries", "Reads re-run because a write committed under them.",
-            value=self._service.read_retries)
 
 
 class Metrics:

@@ -1,9 +1,9 @@
 """The index behind `suture serve`: opened once, read by a pool of threads, written by one.
 
-Reads run on a small thread pool with a per-request time limit. A write commits one
-document at a time while readers keep going; a reader that overlapped a commit is
-re-run (see `IndexService.consistent`), so every answer comes from one committed
-state. Writes go through `JobQueue`, one at a time.
+Reads run on a small thread pool with a per-request time limit; each one is one
+`Index.retrieve` (or `compare`), which reads one snapshot of the store
+(`Store.reading()`), so a write committing meanwhile never mixes two states into one
+answer. Writes go through `JobQueue`, one at a time.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -26,21 +26,15 @@ from suture.types import Context, Document
 log = logging.getLogger("suture.server")
 T = TypeVar("T")
 
-#: reads re-run at most this often when writes keep committing under them
-READ_ATTEMPTS = 8
 
-
-def open_index(path: Path) -> Index:
-    """The one place `suture serve` opens its index (a store option belongs here)."""
-    return Index.open(path)
+def open_index(index: str, store: str | None = None,
+               embedder_options: Mapping[str, Any] | None = None) -> Index:
+    """The one place `suture serve` opens its index."""
+    return Index.open(index, store=store, embedder_options=embedder_options)
 
 
 class ReadTimeout(Exception):
     """A read did not finish within the per-request time limit."""
-
-
-class IndexBusy(Exception):
-    """Writes kept committing under a read; the client should retry."""
 
 
 class IndexService:
@@ -52,8 +46,6 @@ class IndexService:
         self.jobs = JobQueue()
         self._readers = ThreadPoolExecutor(max_workers=read_threads,
                                            thread_name_prefix="suture-reader")
-        #: reads re-run because a write committed under them (exported as a metric)
-        self.read_retries = 0
 
     def warm_up(self) -> None:
         """Load the model, the default retriever and the search table before serving."""
@@ -80,52 +72,22 @@ class IndexService:
                 "--request-timeout); ask for fewer policies or a smaller k, or retry"
             ) from None
 
-    def consistent(self, work: Callable[[], T]) -> T:
-        """`work()` re-run until no write committed while it ran.
-
-        The store pins its search table for a read, but document texts are read live:
-        a delete or replacement committing mid-read could fail the read or pair old
-        offsets with new text. The store's generation tells whether that can have
-        happened; writes are rare and short, so a re-run almost always succeeds.
-        """
-        for _ in range(READ_ATTEMPTS):
-            before = self.generation()
-            try:
-                result = work()
-            except Exception:
-                if self.generation() != before:
-                    self.read_retries += 1
-                    continue
-                raise
-            if self.generation() == before:
-                return result
-            self.read_retries += 1
-        raise IndexBusy(
-            f"the index changed under this read {READ_ATTEMPTS} times in a row; retry"
-        )
-
     def generation(self) -> int:
         return self.index.store.generation
 
-    # The query is embedded once, outside `consistent`: a write cannot change its vector,
-    # and embedding is most of a read's work, so a re-run costs little.
     def retrieve(self, query: str, policy: str, k: int, **options: Any) -> Context:
-        vector = self.index.embed_queries([query])[0]
-        return self.consistent(
-            lambda: self.index.retrieve(query, policy, k, query_vector=vector, **options))
+        return self.index.retrieve(query, policy, k, **options)
 
     def compare(self, query: str, policies: Sequence[str], k: int, **options: Any
                 ) -> list[Context]:
-        vector = self.index.embed_queries([query])[0]
-        return self.consistent(
-            lambda: self.index.compare(query, policies, k, query_vector=vector, **options))
+        return self.index.compare(query, policies, k, **options)
 
     def info(self) -> dict[str, Any]:
-        return self.consistent(self.index.info)
+        return self.index.info()
 
     def document(self, doc_id: str) -> Document:
         """The stored document; `KeyError` when there is none."""
-        return self.consistent(lambda: self.index.store.document(doc_id))
+        return self.index.store.document(doc_id)
 
     def has_document(self, doc_id: str) -> bool:
         try:
@@ -173,9 +135,7 @@ class IndexService:
 
     def _add(self, job: Job, documents: list[Document | Skipped]) -> dict[str, Any]:
         self.jobs.update(job, stage="indexing")
-        report = self.index.add_documents(
-            documents, show_progress=lambda total: Progress(self.jobs, job, total)
-        )
+        report = self.index.ingest(documents, show_progress=lambda: Progress(self.jobs, job))
         if report.indexed == 0:
             reasons = "; ".join(s.reason for s in report.skipped) or "no documents"
             raise JobFailed(f"nothing could be indexed: {reasons}")
@@ -204,10 +164,11 @@ def _as_upload(item: Document | Skipped, path: Path, filename: str, doc_id: str 
 def _report_json(report: IndexReport) -> dict[str, Any]:
     return {
         "added": report.added, "updated": report.updated, "unchanged": report.unchanged,
+        "already_indexed": report.already_indexed,
         "skipped": [{"source": s.source, "reason": s.reason} for s in report.skipped],
         "chunks_written": report.chunks_written, "embedded": report.embedded,
         "cached": report.cached, "seconds": round(report.seconds, 3),
     }
 
 
-__all__ = ["IndexBusy", "IndexService", "ReadTimeout", "open_index"]
+__all__ = ["IndexService", "ReadTimeout", "open_index"]

@@ -157,7 +157,8 @@ class BuildReport:
     built: tuple[DocumentBuild, ...]
     removed: tuple[str, ...]
     unchanged: int
-    folder: Path
+    #: the index the trees belong to (its `--index` argument)
+    location: str
 
 
 def _store_of(index_or_store: Any) -> Store:
@@ -205,7 +206,7 @@ def build_sprout_trees(
     New α or composition re-trees from the cached signal without the encoder.
     """
     store = _store_of(index_or_store)
-    trees = TreeStore(store.path)
+    trees = TreeStore.of(store)
     config = trees.read_config() or {}
     if settings is None:
         settings = SproutSettings.from_dict(config.get("settings", {}))
@@ -252,7 +253,7 @@ def build_sprout_trees(
         unknown = [d for d in targets if d not in hashes]
         if unknown:
             raise ConfigurationError(
-                f"document(s) {unknown[:3]!r} are not in the index at {store.path}; "
+                f"document(s) {unknown[:3]!r} are not in the index at {store.location}; "
                 "add them with `suture index` first")
         removed = ()
 
@@ -287,4 +288,4 @@ def build_sprout_trees(
         trees.save_tree(tree, digest)
         built.append(DocumentBuild(doc_id, tree.n_leaves, signal.attention.nnz, tree.depth(),
                                    from_cache, time.perf_counter() - clock, timings))
-    return BuildReport(tuple(built), removed, len(hashes) - len(targets), trees.folder)
+    return BuildReport(tuple(built), removed, len(hashes) - len(targets), trees.label)

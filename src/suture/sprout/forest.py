@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,44 +41,38 @@ class Forest:
         return [(int(t), float(best[t])) for t in order if np.isfinite(best[t])]
 
 
-_CACHE: dict[Path, tuple[tuple[Any, ...], Forest]] = {}
+_CACHE: dict[tuple[int, str], tuple[Any, Forest]] = {}
 _LOCK = threading.Lock()
 
 
-def _signature(store: TreeStore) -> tuple[Any, ...]:
-    files = [store.folder / "settings.json", *sorted((store.folder / "trees").glob("*.npz"))]
-    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files if p.exists())
-
-
-def load_forest(index_path: str | Path) -> Forest:
-    """The index's trees (cached until a tree file or the settings change on disk)."""
-    store = TreeStore(index_path)
-    config = store.read_config()
+def load_forest(trees: TreeStore) -> Forest:
+    """The index's trees (cached until a tree or the settings change)."""
+    config = trees.read_config()
     if config is None:
         raise ConfigurationError(
-            f"the index at {store.index_path} has no SproutRAG trees; build them with "
-            f"`suture sprout-index --index {store.index_path}` (or `suture index ... "
+            f"the index at {trees.label} has no SproutRAG trees; build them with "
+            f"`suture sprout-index --index {trees.label}` (or `suture index ... "
             "--sprout`) before using policy 'sprout'")
-    key = store.folder.resolve()
-    signature = _signature(store)
+    key = (id(trees.data), trees.prefix)
+    signature = trees.stamp()
     with _LOCK:
         cached = _CACHE.get(key)
         if cached is not None and cached[0] == signature:
             return cached[1]
-    loaded = list(store.iter_trees())
-    trees = tuple(t for t, _ in loaded if t.n_leaves > 0)
+    loaded = list(trees.iter_trees())
+    found = tuple(t for t, _ in loaded if t.n_leaves > 0)
     digests = tuple(d for t, d in loaded if t.n_leaves > 0)
-    if not trees:
+    if not found:
         raise ConfigurationError(
-            f"the index at {store.index_path} has SproutRAG settings but no trees; build them "
-            f"with `suture sprout-index --index {store.index_path}`")
-    leaves = [t.embeddings[: t.n_leaves] for t in trees]
+            f"the index at {trees.label} has SproutRAG settings but no trees; build them "
+            f"with `suture sprout-index --index {trees.label}`")
+    leaves = [t.embeddings[: t.n_leaves] for t in found]
     matrix = np.concatenate(leaves, axis=0).astype(np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     owner = np.concatenate([np.full(t.n_leaves, i, dtype=np.int64)
-                            for i, t in enumerate(trees)])
-    forest = Forest(config, trees, digests, matrix / norms, owner)
+                            for i, t in enumerate(found)])
+    forest = Forest(config, found, digests, matrix / norms, owner)
     with _LOCK:
         _CACHE[key] = (signature, forest)
     return forest

@@ -1,29 +1,26 @@
-"""SproutRAG trees on disk, inside the index folder.
+"""SproutRAG trees in an index's derived data (`Store.derived`).
 
-Layout::
+Layout (keys; on the SQLite backend these are files inside the index folder)::
 
-    <index>/sprout/settings.json        settings, α, encoder shape, embedder key
-    <index>/sprout/trees/<key>.npz      one tree per document (key = sha1 of doc_id)
-    <index>/sprout/signal/<key>.npz     cached leaves + pair attention + leaf embeddings
+    sprout/settings.json        settings, α, encoder shape, embedder key
+    sprout/trees/<key>.npz      one tree per document (key = sha1 of doc_id)
+    sprout/signal/<key>.npz     cached leaves + pair attention + leaf embeddings
 
-Each file is written to a temporary file in the same folder and moved into place with
-`os.replace`, so a reader never sees half a tree and a crash leaves the old one.
-The signal cache lets new weights (α) or another composition rebuild every tree
-without running the encoder again.
+Each blob is written atomically by the derived-data backend, so a reader never sees
+half a tree and a crash leaves the old one. The signal cache lets new weights (α) or
+another composition rebuild every tree without running the encoder again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import io
 import json
-import os
-import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +28,11 @@ import numpy.typing as npt
 from suture.exceptions import IndexError_
 from suture.sprout.attention import PairAttention
 from suture.sprout.tree import SproutTree
+from suture.stores.base import DerivedData
+from suture.stores.derived import FolderData
+
+if TYPE_CHECKING:
+    from suture.stores.base import Store
 
 SPROUT_DIR = "sprout"
 SETTINGS_FILE = "settings.json"
@@ -50,60 +52,59 @@ def _key(doc_id: str) -> str:
     return hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:24]
 
 
-def _write_npz_atomic(path: Path, arrays: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+def _npz_bytes(arrays: dict[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
 
 
 class TreeStore:
-    """Reads and writes the `sprout/` folder of one index."""
+    """Reads and writes the SproutRAG part of one index's derived data."""
 
-    def __init__(self, index_path: str | Path) -> None:
-        self.index_path = Path(index_path)
-        self.folder = self.index_path / SPROUT_DIR
+    def __init__(self, data: DerivedData, label: str, prefix: str = f"{SPROUT_DIR}/") -> None:
+        self.data = data
+        #: how to name the index in messages and commands (its `--index` argument)
+        self.label = label
+        self.prefix = prefix
+
+    @classmethod
+    def of(cls, store: Store) -> TreeStore:
+        """The trees of the index held by `store`."""
+        return cls(store.derived, store.index_argument)
+
+    @classmethod
+    def in_folder(cls, folder: str | Path) -> TreeStore:
+        """A signal cache of its own in `folder` (training keeps one outside any index)."""
+        return cls(FolderData(folder), str(folder), prefix="")
+
+    def stamp(self) -> Hashable:
+        """Changes whenever the settings or a tree is written or deleted."""
+        return (self.data.stamp(self.prefix + SETTINGS_FILE),
+                self.data.stamp(self.prefix + "trees/"))
 
     # -- settings ------------------------------------------------------------------
     def read_config(self) -> dict[str, Any] | None:
-        path = self.folder / SETTINGS_FILE
-        if not path.is_file():
+        raw = self.data.read(self.prefix + SETTINGS_FILE)
+        if raw is None:
             return None
         try:
-            data: dict[str, Any] = json.loads(path.read_text("utf-8"))
+            data: dict[str, Any] = json.loads(raw)
         except ValueError as exc:
-            raise IndexError_(f"damaged SproutRAG settings at {path}: {exc}; rebuild with "
-                              f"`suture sprout-index --index {self.index_path} --force`") from exc
+            raise IndexError_(f"damaged SproutRAG settings in the index at {self.label}: {exc}; "
+                              f"rebuild with `suture sprout-index --index {self.label} --force`"
+                              ) from exc
         return data
 
     def write_config(self, data: dict[str, Any]) -> None:
-        write_json_atomic(self.folder / SETTINGS_FILE, {"format": FORMAT_VERSION, **data})
+        blob = json.dumps({"format": FORMAT_VERSION, **data}, indent=2).encode("utf-8")
+        self.data.write(self.prefix + SETTINGS_FILE, blob)
 
     # -- trees ---------------------------------------------------------------------
-    def tree_path(self, doc_id: str) -> Path:
-        return self.folder / "trees" / f"{_key(doc_id)}.npz"
+    def tree_key(self, doc_id: str) -> str:
+        return f"{self.prefix}trees/{_key(doc_id)}.npz"
 
     def save_tree(self, tree: SproutTree, digest: str) -> None:
-        _write_npz_atomic(self.tree_path(tree.doc_id), {
+        self.data.write(self.tree_key(tree.doc_id), _npz_bytes({
             "doc_id": np.asarray(tree.doc_id),
             "content_hash": np.asarray(tree.content_hash),
             "digest": np.asarray(digest),
@@ -111,15 +112,16 @@ class TreeStore:
             "children": tree.children.astype(np.int64),
             "heights": tree.heights.astype(np.float64),
             "embeddings": tree.embeddings.astype(np.float32),
-        })
+        }))
 
     def load_tree(self, doc_id: str) -> tuple[SproutTree, str] | None:
-        path = self.tree_path(doc_id)
-        return self._read_tree(path) if path.is_file() else None
+        key = self.tree_key(doc_id)
+        raw = self.data.read(key)
+        return None if raw is None else self._read_tree(key, raw)
 
-    def _read_tree(self, path: Path) -> tuple[SproutTree, str]:
+    def _read_tree(self, key: str, raw: bytes) -> tuple[SproutTree, str]:
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with np.load(io.BytesIO(raw), allow_pickle=False) as data:
                 tree = SproutTree(
                     doc_id=str(data["doc_id"]),
                     leaf_spans=data["leaf_spans"],
@@ -129,32 +131,39 @@ class TreeStore:
                     content_hash=str(data["content_hash"]),
                 )
                 return tree, str(data["digest"])
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-            raise IndexError_(f"damaged SproutRAG tree {path}: {exc}; rebuild with "
-                              f"`suture sprout-index --index {self.index_path} --force`") from exc
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise IndexError_(f"damaged SproutRAG tree {key} in the index at {self.label}: "
+                              f"{exc}; rebuild with "
+                              f"`suture sprout-index --index {self.label} --force`") from exc
 
-    def tree_headers(self) -> dict[str, tuple[Path, str, str]]:
-        """doc_id -> (file, content hash, digest) of every stored tree (reads no arrays)."""
-        out: dict[str, tuple[Path, str, str]] = {}
-        for path in sorted((self.folder / "trees").glob("*.npz")):
-            with contextlib.suppress(OSError, ValueError, KeyError, zipfile.BadZipFile), \
-                    np.load(path, allow_pickle=False) as data:
-                out[str(data["doc_id"])] = (path, str(data["content_hash"]),
-                                            str(data["digest"]))
+    def tree_headers(self) -> dict[str, tuple[str, str, str]]:
+        """doc_id -> (key, content hash, digest) of every stored tree (reads no arrays)."""
+        out: dict[str, tuple[str, str, str]] = {}
+        for key in self.data.keys(self.prefix + "trees/"):
+            raw = self.data.read(key)
+            if raw is None:
+                continue
+            try:
+                with np.load(io.BytesIO(raw), allow_pickle=False) as data:
+                    out[str(data["doc_id"])] = (key, str(data["content_hash"]),
+                                                str(data["digest"]))
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+                continue
         return out
 
     def iter_trees(self) -> Iterator[tuple[SproutTree, str]]:
-        for path in sorted((self.folder / "trees").glob("*.npz")):
-            yield self._read_tree(path)
+        for key in self.data.keys(self.prefix + "trees/"):
+            raw = self.data.read(key)
+            if raw is not None:
+                yield self._read_tree(key, raw)
 
     def delete(self, doc_id: str) -> None:
-        for path in (self.tree_path(doc_id), self.signal_path(doc_id)):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+        self.data.delete(self.tree_key(doc_id))
+        self.data.delete(self.signal_key(doc_id))
 
     # -- cached signal -------------------------------------------------------------
-    def signal_path(self, doc_id: str) -> Path:
-        return self.folder / "signal" / f"{_key(doc_id)}.npz"
+    def signal_key(self, doc_id: str) -> str:
+        return f"{self.prefix}signal/{_key(doc_id)}.npz"
 
     def save_signal(self, doc_id: str, content_hash: str, digest: str,
                     signal: DocumentSignal) -> DocumentSignal:
@@ -164,7 +173,7 @@ class TreeStore:
         rerun that read it from the cache build the same trees and train the same α.
         """
         att = signal.attention
-        _write_npz_atomic(self.signal_path(doc_id), {
+        self.data.write(self.signal_key(doc_id), _npz_bytes({
             "doc_id": np.asarray(doc_id),
             "content_hash": np.asarray(content_hash),
             "digest": np.asarray(digest),
@@ -176,17 +185,17 @@ class TreeStore:
             "values": att.values.astype(np.float16),
             "windows": att.windows.astype(np.int32),
             "leaf_embeddings": signal.leaf_embeddings.astype(np.float32),
-        })
+        }))
         stored = replace(att, values=att.values.astype(np.float16).astype(np.float32))
         return DocumentSignal(signal.leaf_spans, stored, signal.leaf_embeddings)
 
     def load_signal(self, doc_id: str, content_hash: str, digest: str) -> DocumentSignal | None:
         """The cached signal if it matches this content and these settings, else None."""
-        path = self.signal_path(doc_id)
-        if not path.is_file():
+        raw = self.data.read(self.signal_key(doc_id))
+        if raw is None:
             return None
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with np.load(io.BytesIO(raw), allow_pickle=False) as data:
                 if str(data["content_hash"]) != content_hash or str(data["digest"]) != digest:
                     return None
                 n, layers, heads = (int(v) for v in data["shape"])
@@ -198,5 +207,5 @@ class TreeStore:
                 )
                 return DocumentSignal(data["leaf_spans"].astype(np.int64), attention,
                                       data["leaf_embeddings"].astype(np.float32))
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return None  # a damaged cache is recomputed

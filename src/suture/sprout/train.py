@@ -33,8 +33,9 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.exceptions import ConfigurationError
+from suture.files import write_json_atomic
 from suture.sprout.settings import SproutSettings
-from suture.sprout.storage import DocumentSignal, TreeStore, write_json_atomic
+from suture.sprout.storage import DocumentSignal, TreeStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,8 +251,7 @@ def prepare(docs: Sequence[TrainDocument], settings: SproutSettings, cache: Path
 
     from suture.sprout.build import SproutEncoder
 
-    store = TreeStore(cache)
-    store.folder = cache
+    store = TreeStore.in_folder(cache)
     encoder: SproutEncoder | None = None
     digest = settings.signal_digest()
     out: list[_Prepared] = []

@@ -1,7 +1,79 @@
-"""Persistent stores for chunks, vectors and documents."""
+"""Where documents, chunks and vectors live: the `Store` contract and its backends.
+
+`--store` (CLI) / `store=` (Python) picks the backend; `--index` names the index in it:
+
+* omitted or ``sqlite``: the embedded default, an index folder (`stores/sqlite.py`);
+* ``postgresql://user@host/db``: PostgreSQL + pgvector, tables prefixed by the index name
+  (`stores/postgres.py`, extra ``suture[postgres]``);
+* ``qdrant://host:6333`` (a server) or ``qdrant:PATH`` (qdrant-client's local mode, an
+  in-process emulation kept in a folder): one collection per index
+  (`stores/qdrant.py`, extra ``suture[qdrant]``).
+
+Adding a backend is one module and one line in `_REGISTRY`.
+"""
 
 from __future__ import annotations
 
-from suture.stores.base import Manifest, ScoredChunk, Store
+from enum import StrEnum
+from urllib.parse import urlsplit
 
-__all__ = ["Manifest", "ScoredChunk", "Store"]
+from suture._registry import load_class, lookup
+from suture.stores.base import DerivedData, DocumentSummary, Manifest, ScoredChunk, Store
+
+
+class StoreName(StrEnum):
+    SQLITE = "sqlite"
+    POSTGRESQL = "postgresql"
+    QDRANT = "qdrant"
+
+
+_REGISTRY: dict[StoreName, tuple[str, str]] = {
+    StoreName.SQLITE: ("suture.stores.sqlite", "SQLiteStore"),
+    StoreName.POSTGRESQL: ("suture.stores.postgres", "PostgresStore"),
+    StoreName.QDRANT: ("suture.stores.qdrant", "QdrantStore"),
+}
+
+#: URL schemes that name a backend (besides the backend names themselves)
+_SCHEMES = {"postgres": StoreName.POSTGRESQL, "postgresql": StoreName.POSTGRESQL,
+            "qdrant": StoreName.QDRANT, "sqlite": StoreName.SQLITE}
+
+
+def store_backend(store: str | None) -> tuple[StoreName, str | None]:
+    """The backend a `--store` argument names, and the URL to hand it (None: no URL)."""
+    if store is None or store == "":
+        return StoreName.SQLITE, None
+    scheme = urlsplit(store).scheme.lower() if ":" in store else ""
+    if scheme in _SCHEMES and store.lower() != scheme:
+        return _SCHEMES[scheme], store
+    return lookup("store", StoreName, store.lower()), None
+
+
+def store_class(store: str | None) -> type[Store]:
+    name, _ = store_backend(store)
+    cls: type[Store] = load_class(*_REGISTRY[name])
+    return cls
+
+
+def open_store(index: str, store: str | None = None) -> Store:
+    """Open the existing index `index` in the backend `store` names (default: SQLite)."""
+    _, url = store_backend(store)
+    return store_class(store).open_index(str(index), url)
+
+
+def create_store(index: str, manifest: Manifest, store: str | None = None) -> Store:
+    """Create (or join, with the same settings) the index `index` in the backend `store`."""
+    _, url = store_backend(store)
+    return store_class(store).create_index(str(index), url, manifest)
+
+
+__all__ = [
+    "DerivedData",
+    "DocumentSummary",
+    "Manifest",
+    "ScoredChunk",
+    "Store",
+    "StoreName",
+    "create_store",
+    "open_store",
+    "store_backend",
+]

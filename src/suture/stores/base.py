@@ -1,23 +1,62 @@
-"""The `Store` base class: where chunks, their vectors and documents live."""
+"""The store contract: where documents, chunks and their vectors live.
+
+Everything above `stores/` (the index facade, retrievers, policies, SproutRAG,
+evaluation, the server) reaches stored data only through `Store`. A backend is one
+module under `stores/` that subclasses it, plus one line in the registry
+(`suture.stores.open_store`); the contract tests in `tests/stores/test_contract.py`
+and the parity tests then run against it.
+
+What a backend must provide (abstract below), in the words of the data flow:
+
+* the `Manifest` it was created with, kept inside the store itself;
+* a `generation` that grows with every write (derived data compares against it);
+* per-document atomic writes and deletes (`write_document`, `delete_document`);
+* documents by id (`document`, `token_map`, `document_hashes`, `documents_summary`);
+* exact or approximate cosine `search` (top-k, optionally only within some documents);
+* one batched `neighbours` fetch: for many (doc_id, low, high) position ranges, the
+  chunks with their vectors, in one round trip;
+* every chunk in (doc_id, position) order (`iter_chunks`, for lexical indexes);
+* `derived`: named blobs for data derived from the store (BM25, SproutRAG trees).
+
+What it may override for speed (defaults are built on the above): `chunks`, `vectors`,
+`neighbourhood` (a `ChunkTable` around the hits: SQLite hands out its whole in-memory
+table), `query_cosines`, `reading` (one consistent snapshot per query), the embedding
+cache, and `lexical_engine` (a backend that can score BM25 itself, as PostgreSQL does).
+
+Ties are broken the same way on every backend: by score, then document id, then
+position, so two backends holding the same chunks return the same contexts.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.stores.table import ChunkTable
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document
 
+if TYPE_CHECKING:
+    from suture.stores.lexical import LexicalEngine, LexicalSettings
+
+#: ranges asked of `Store.neighbours`: (doc_id, lowest position, highest position)
+PositionRange = tuple[str, int, int]
+
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """What an index was built with; saved as JSON next to the data."""
+    """What an index was built with; the store keeps it with the data.
+
+    `embedder_options` records how the vectors were made, for people and for checks;
+    suture never feeds options read from a store back into an embedder (an index is
+    data, not configuration: see docs/architecture.md, "What an index is trusted for").
+    """
 
     suture_version: str
     embedder: str
@@ -27,16 +66,37 @@ class Manifest:
     contextual: bool
     embedder_options: Mapping[str, Any] = field(default_factory=dict)
     retriever: str = "dense"
+    retriever_options: Mapping[str, Any] = field(default_factory=dict)
+    #: the embedder's identity (`Embedder.key`), e.g. "minilm:all-MiniLM-L6-v2:384"
+    embedder_key: str = ""
+    #: how source files were read into text (`suture.documents.TextReading`)
+    text_reading: str = ""
+    #: the index's own defaults per policy, e.g. {"scar": {"lam": 0.7, "tau": 0.4}} as
+    #: `suture calibrate` chose them; a call's own parameters override them
+    policy_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["embedder_options"] = dict(self.embedder_options)
+        data["retriever_options"] = dict(self.retriever_options)
+        data["policy_defaults"] = {k: dict(v) for k, v in self.policy_defaults.items()}
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    def settings(self) -> dict[str, Any]:
+        """What must agree between two writers of one index (not the defaults a user may
+        change later, such as the retriever)."""
+        return {
+            "embedder": self.embedder,
+            "dimension": self.dimension,
+            "chunk_size": self.chunk_size,
+            "chunk_overlap": self.chunk_overlap,
+            "contextual": self.contextual,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +105,83 @@ class ScoredChunk:
     score: float
 
 
-class Store(ABC):
-    """Persistent chunks + vectors + documents, with exact cosine search."""
+@dataclass(frozen=True, slots=True)
+class DocumentSummary:
+    """One stored document, without its text (for listings)."""
 
-    path: Path
+    doc_id: str
+    title: str
+    characters: int
+    chunks: int
+    content_hash: str
+
+
+class DerivedData(ABC):
+    """Named blobs of data derived from a store (lexical indexes, SproutRAG trees).
+
+    Keys are '/'-separated names such as "sprout/trees/ab12.npz". Everything here can
+    be rebuilt from the store, so a backend that cannot write (a read-only folder)
+    raises `OSError` and callers carry on in memory.
+    """
+
+    @abstractmethod
+    def read(self, key: str) -> bytes | None:
+        """The blob, or None when there is none."""
+
+    @abstractmethod
+    def write(self, key: str, data: bytes) -> None:
+        """Store the blob atomically (a reader sees the old or the new one, never half)."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove the blob (nothing happens when it does not exist)."""
+
+    @abstractmethod
+    def keys(self, prefix: str = "") -> list[str]:
+        """Every key starting with `prefix`, sorted."""
+
+    @abstractmethod
+    def stamp(self, prefix: str = "") -> Hashable:
+        """A value that changes whenever a blob under `prefix` is written or deleted."""
+
+
+class Store(ABC):
+    """Documents, chunks and vectors of one index (see the module docstring)."""
+
+    #: registry name of the backend ("sqlite", "postgresql", "qdrant")
+    backend: str = ""
     manifest: Manifest
 
-    # -- writing ---------------------------------------------------------------
+    # -- opening ------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def open_index(cls, index: str, url: str | None) -> Store:
+        """Open the existing index named `index` (a folder, a table prefix or a collection)
+        at `url` (the `--store` argument; None for the embedded default)."""
+
+    @classmethod
+    @abstractmethod
+    def create_index(cls, index: str, url: str | None, manifest: Manifest) -> Store:
+        """Create the index, or join it when another writer just created it with the same
+        settings (`Manifest.settings`); other settings raise `ConfigurationError`."""
+
+    # -- identity -----------------------------------------------------------------
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the index lives, for messages ("folder ./idx", "postgresql://h/db, index x")."""
+
+    @property
+    @abstractmethod
+    def index_argument(self) -> str:
+        """What to pass as `--index` to reach this index again."""
+
+    @property
+    def store_argument(self) -> str | None:
+        """What to pass as `--store` to reach this index again (None: the default store)."""
+        return None
+
+    # -- writing ------------------------------------------------------------------
     @abstractmethod
     def write_document(
         self,
@@ -69,25 +199,42 @@ class Store(ABC):
 
     @abstractmethod
     def delete_document(self, doc_id: str) -> bool:
-        """Remove a document and its chunks; False when it was not stored."""
+        """Remove a document and its chunks atomically; False when it was not stored."""
 
-    # -- embedding cache (keyed by embedder key and text hash) ------------------
     @abstractmethod
+    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
+        """Attach `TokenMap.of(stored text)` to a stored document; nothing else changes."""
+
+    @abstractmethod
+    def update_manifest(self, manifest: Manifest) -> None:
+        """Persist a changed manifest (only defaults such as the retriever may change)."""
+
+    # -- embedding cache (optional) -------------------------------------------------
     def cached_embeddings(self, embedder_key: str, text_hashes: Sequence[str]) -> dict[str, Any]:
         """Vectors already computed for these text hashes (missing ones are absent)."""
+        return {}
 
-    @abstractmethod
     def cache_embeddings(self, embedder_key: str, vectors: Mapping[str, Any]) -> None:
-        """Persist freshly computed vectors (committed immediately, so work survives a crash)."""
+        """Persist freshly computed vectors (committed at once, so work survives a crash)."""
+        return None
 
-    # -- reading ---------------------------------------------------------------
+    # -- documents ----------------------------------------------------------------
+    @property
+    @abstractmethod
+    def generation(self) -> int:
+        """Increases with every write; derived structures compare against it."""
+
     @abstractmethod
     def document_hashes(self) -> dict[str, str]:
         """doc_id -> content hash of every stored document."""
 
     @abstractmethod
+    def documents_summary(self) -> list[DocumentSummary]:
+        """Every stored document without its text, sorted by id."""
+
+    @abstractmethod
     def document(self, doc_id: str) -> Document:
-        """The stored document (text and sections)."""
+        """The stored document (text and sections); `KeyError` when it is not stored."""
 
     @abstractmethod
     def token_map(self, doc_id: str) -> TokenMap | None:
@@ -97,56 +244,124 @@ class Store(ABC):
     def documents_without_token_map(self) -> set[str]:
         """Ids of stored documents written without a token map (older indexes)."""
 
-    @abstractmethod
-    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
-        """Attach `TokenMap.of(stored text)` to a stored document; nothing else changes."""
-
+    # -- chunks -------------------------------------------------------------------
     @abstractmethod
     def chunk_count(self) -> int: ...
 
     @abstractmethod
-    def chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
-        """Chunks by id, in the order asked."""
+    def search(
+        self, query: Vectors, k: int, doc_ids: Collection[str] | None = None
+    ) -> list[ScoredChunk]:
+        """The k chunks most cosine-similar to `query`, best first; with `doc_ids`, only
+        chunks of those documents. Ties: document id, then position."""
 
     @abstractmethod
-    def vectors(self, chunk_ids: Sequence[str]) -> Vectors:
-        """Stored vectors by chunk id, in the order asked (no re-embedding)."""
+    def neighbours(self, ranges: Sequence[PositionRange]) -> tuple[list[Chunk], Vectors]:
+        """One batched fetch of the chunks with doc_id == d and lo <= position <= hi.
 
-    @abstractmethod
-    def neighbours(
-        self, ranges: Sequence[tuple[str, int, int]]
-    ) -> tuple[list[Chunk], Vectors]:
-        """One batched fetch of chunks with doc_id == d and lo <= position <= hi.
-
-        Returns the chunks (ordered by doc_id as asked, then position; duplicates
-        removed) and their vectors row-aligned.
+        Returns the chunks (in the order of the ranges asked, then by position;
+        duplicates removed) and their vectors, row-aligned.
         """
-
-    @abstractmethod
-    def chunk_table(self) -> ChunkTable:
-        """The in-memory columns of every chunk of the current generation (no texts)."""
-
-    def reading(self) -> AbstractContextManager[None]:
-        """A block whose reads all see one generation (one query: search, policy, assembly).
-
-        The default does nothing; a store that checks for changes on every read can
-        check once on entry instead.
-        """
-        return nullcontext()
-
-    def query_cosines(self, query: Vectors, rows: Sequence[int]) -> dict[int, float]:
-        """cos(query, vector) by chunk-table row; may reuse the last search's scores."""
-        return self.chunk_table().cosines(query, rows)
-
-    @abstractmethod
-    def search(self, query: Vectors, k: int) -> list[ScoredChunk]:
-        """Exact cosine top-k over all chunks, best first."""
 
     @abstractmethod
     def iter_chunks(self) -> Iterator[Chunk]:
-        """Every stored chunk (for lexical indexes and evaluation)."""
+        """Every stored chunk, ordered by document id, then position."""
 
     @property
     @abstractmethod
-    def generation(self) -> int:
-        """Increases with every write; derived structures compare against it."""
+    def derived(self) -> DerivedData:
+        """Where data derived from this store is kept."""
+
+    # -- derived reads with defaults --------------------------------------------------
+    def chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """Chunks by id, in the order asked; `KeyError` names one that is not stored."""
+        return list(self._by_id(chunk_ids)[0])
+
+    def vectors(self, chunk_ids: Sequence[str]) -> Vectors:
+        """Stored vectors by chunk id, in the order asked (no re-embedding)."""
+        return self._by_id(chunk_ids)[1]
+
+    def _by_id(self, chunk_ids: Sequence[str]) -> tuple[list[Chunk], Vectors]:
+        ranges = []
+        for chunk_id in chunk_ids:
+            doc_id, position = split_chunk_id(chunk_id)
+            ranges.append((doc_id, position, position))
+        found, vectors = self.neighbours(ranges)
+        row = {c.chunk_id: i for i, c in enumerate(found)}
+        missing = [c for c in chunk_ids if c not in row]
+        if missing:
+            raise KeyError(f"no chunk {missing[0]!r} in the index at {self.location}")
+        order = [row[c] for c in chunk_ids]
+        return [found[i] for i in order], vectors[order]
+
+    def neighbourhood(self, ranges: Sequence[PositionRange]) -> ChunkTable:
+        """A `ChunkTable` holding at least the chunks in `ranges` (SCAR walks it).
+
+        The default fetches them in one `neighbours` call; a store that keeps every
+        chunk in memory (SQLite) hands out its whole table instead.
+        """
+        chunks, vectors = self.neighbours(ranges)
+        return ChunkTable.build(
+            generation=-1,  # a neighbourhood is not a whole generation's table
+            matrix=vectors if len(chunks) else np.zeros((0, self.manifest.dimension), np.float32),
+            chunk_ids=[c.chunk_id for c in chunks],
+            doc_ids=[c.doc_id for c in chunks],
+            positions=[c.position for c in chunks],
+            starts=[c.start for c in chunks],
+            ends=[c.end for c in chunks],
+            section_paths=[c.section_path for c in chunks],
+        )
+
+    def query_cosines(
+        self, query: Vectors, table: ChunkTable, rows: Sequence[int]
+    ) -> dict[int, float]:
+        """cos(query, vector) for rows of `table` (from `neighbourhood`).
+
+        A store may answer from the scores of the search that just ran in this read.
+        """
+        return table.cosines(query, rows)
+
+    def reading(self) -> AbstractContextManager[None]:
+        """A block whose reads all see one state of the store (one query: search,
+        policy and assembly). The default does nothing special."""
+        return nullcontext()
+
+    def lexical_engine(self, settings: LexicalSettings) -> LexicalEngine | None:
+        """A BM25 engine that runs inside the backend, or None to use suture's own
+        in-memory index (kept in `derived`)."""
+        return None
+
+    def prepare(self) -> None:
+        """Bring derived search structures up to date now (after writes), rather than at
+        the first query."""
+        return None
+
+    def size_on_disk(self) -> int | None:
+        """Bytes the index takes where it lives, when the backend can tell."""
+        return None
+
+    def close(self) -> None:
+        """Release connections and files."""
+        return None
+
+
+def split_chunk_id(chunk_id: str) -> tuple[str, int]:
+    """(doc_id, position) of a chunk id made by `Chunk.make_id`."""
+    doc_id, sep, position = chunk_id.rpartition("#")
+    if not sep or not position.isdigit():
+        raise KeyError(f"{chunk_id!r} is not a chunk id (expected '<doc_id>#<position>')")
+    return doc_id, int(position)
+
+
+def check_vectors(store: Store, chunks: Sequence[Chunk], vectors: Vectors) -> None:
+    """The checks every backend runs before a write (same messages everywhere)."""
+    from suture.exceptions import IndexError_
+
+    if len(chunks) != len(vectors):
+        raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+    if len(vectors) and vectors.shape[1] != store.manifest.dimension:
+        raise IndexError_(
+            f"vectors of dimension {vectors.shape[1]} cannot go into the index at "
+            f"{store.location}, built with {store.manifest.embedder} "
+            f"({store.manifest.dimension}-d)"
+        )

@@ -10,21 +10,30 @@ disk (`matrix.npz`) so that opening a large index is fast.
 
 Layout of an index folder::
 
-    manifest.json   what the index was built with (embedder, dimension, chunking)
-    store.sqlite    documents, chunks with vectors, embedding cache, generation
-    matrix.npz      derived search matrix (safe to delete)
+    manifest.json   what the index was built with (a copy; the database holds the original)
+    store.sqlite    documents, chunks with vectors, embedding cache, generation, manifest
+    matrix.npz      derived search matrix and chunk columns (safe to delete)
+    lexical/ sprout/  other derived data (`FolderData`)
+
+Concurrency: every thread has its own connection (WAL: readers never block the writer,
+writers from several processes queue on SQLite's lock with a busy timeout). `reading()`
+opens a read transaction, so one query's search, neighbour fetch, document texts and
+token maps all come from one snapshot even while another process writes; cached
+documents are checked against that snapshot before use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import os
 import sqlite3
-import tempfile
 import threading
+import zipfile
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,8 +42,24 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.embedders.base import Vectors
-from suture.exceptions import IndexError_
-from suture.stores.base import Manifest, ScoredChunk, Store
+from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
+from suture.files import write_json_atomic
+from suture.stores.ann import (
+    ANN_MIN_CHUNKS,
+    KeyRows,
+    VectorGraph,
+    ann_available,
+    candidate_count,
+)
+from suture.stores.base import (
+    DocumentSummary,
+    Manifest,
+    PositionRange,
+    ScoredChunk,
+    Store,
+    check_vectors,
+)
+from suture.stores.derived import FolderData
 from suture.stores.table import ChunkTable
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document, Section
@@ -42,6 +67,13 @@ from suture.types import Chunk, Document, Section
 MANIFEST_FILE = "manifest.json"
 DATABASE_FILE = "store.sqlite"
 MATRIX_FILE = "matrix.npz"
+#: seconds a writer waits for another process's write to finish before failing
+BUSY_TIMEOUT_S = 60.0
+#: version of matrix.npz's layout; rows are in (doc_id, position) order since 2, with
+#: their SQLite row ids since 3
+_MATRIX_LAYOUT = 3
+#: how `search` finds the top k (see `suture.stores.ann`)
+SEARCH_MODES = ("auto", "exact", "ann")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -78,78 +110,207 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 _CHUNK_COLUMNS = 'id, chunk_id, doc_id, position, start, "end", section_path, text'
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON through a temporary file and a rename, so readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class SQLiteStore(Store):
     """Chunks, vectors and documents in SQLite; exact cosine search in numpy."""
 
-    def __init__(self, path: Path, manifest: Manifest) -> None:
+    backend = "sqlite"
+
+    def __init__(self, path: Path, manifest: Manifest, *, read_only: bool = False,
+                 search: str = "auto") -> None:
+        if search not in SEARCH_MODES:
+            raise ConfigurationError(
+                f"unknown SQLite search mode {search!r}; choose one of "
+                f"{', '.join(SEARCH_MODES)} (e.g. --store 'sqlite:?search=exact')"
+            )
         self.path = path
         self.manifest = manifest
-        self._lock = threading.RLock()
-        self._conn = sqlite3.connect(path / DATABASE_FILE, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(_SCHEMA)
-        _add_missing_columns(self._conn)
+        self.read_only = read_only
+        #: "exact" (float32 scan), "ann" (HNSW + exact re-scoring) or "auto" (ann from
+        #: `ANN_MIN_CHUNKS` chunks on)
+        self.search_mode = search
+        self._graph: VectorGraph | None = None
+        self._graph_rows: tuple[int, KeyRows] | None = None
+        self._lock = threading.RLock()  # guards the shared table and the document cache
+        self._local = threading.local()  # per thread: connection, pinned read, last scores
         self._state: ChunkTable | None = None
-        #: per thread, inside `reading()`: the pinned table, and the last search's query,
-        #: scores and table
-        self._read = threading.local()
         self._documents = DocumentCache()
+        self._derived = FolderData(path)
 
-    # -- lifecycle ---------------------------------------------------------------
+    # -- lifecycle -----------------------------------------------------------------
+    @classmethod
+    def open_index(cls, index: str, url: str | None) -> SQLiteStore:
+        store = cls.open(index)
+        store._set_search(url)
+        return store
+
+    @classmethod
+    def create_index(cls, index: str, url: str | None, manifest: Manifest) -> SQLiteStore:
+        store = cls.create(index, manifest)
+        store._set_search(url)
+        return store
+
+    def _set_search(self, url: str | None) -> None:
+        """`--store "sqlite:?search=exact|ann|auto"` picks the search (default auto)."""
+        if url is None:
+            return
+        from urllib.parse import parse_qs, urlsplit
+
+        options = parse_qs(urlsplit(url).query)
+        unknown = sorted(set(options) - {"search"})
+        if unknown:
+            raise ConfigurationError(
+                f"unknown SQLite store option {unknown[0]!r} in {url!r}; the only option is "
+                "search=exact|ann|auto"
+            )
+        mode = options.get("search", [self.search_mode])[-1]
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(
+                f"unknown SQLite search mode {mode!r} in {url!r}; choose exact, ann or auto"
+            )
+        self.search_mode = mode
+
     @classmethod
     def create(cls, path: str | Path, manifest: Manifest) -> SQLiteStore:
-        """Create a new index folder (it may exist but must not hold an index)."""
+        """Create the index in folder `path`, or join it when another writer just created
+        it with the same settings; other settings are an error naming both."""
         folder = Path(path)
-        if (folder / MANIFEST_FILE).exists():
+        if folder.exists() and not folder.is_dir():
             raise IndexError_(
-                f"an index already exists at {folder}; open it with Index.open / "
-                "`suture index ... --index DIR` adds to it, or choose another folder"
+                f"--index {folder} is a file, not a folder; pass a folder for the index "
+                "(it is created when missing)"
             )
-        folder.mkdir(parents=True, exist_ok=True)
-        store = cls(folder, manifest)
-        write_json_atomic(folder / MANIFEST_FILE, manifest.to_dict())
+        if (folder / MANIFEST_FILE).exists():  # an existing index (perhaps from before 0.3)
+            store = cls.open(folder)
+            _check_same_settings(store, manifest)
+            return store
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IndexError_(f"cannot create the index folder {folder}: {exc.strerror}") from exc
+        connection = _connect(folder / DATABASE_FILE, read_only=False)
+        try:
+            _prepare_schema(connection, folder / DATABASE_FILE)
+            # Atomic across processes: the first writer's manifest wins, a later one with
+            # other settings fails below.
+            connection.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('manifest', ?)",
+                (json.dumps(manifest.to_dict(), sort_keys=True),),
+            )
+        finally:
+            connection.close()
+        store = cls.open(folder)
+        _check_same_settings(store, manifest)
         return store
 
     @classmethod
     def open(cls, path: str | Path) -> SQLiteStore:
         """Open an existing index folder."""
         folder = Path(path)
-        manifest_path = folder / MANIFEST_FILE
-        if not manifest_path.is_file():
+        database = folder / DATABASE_FILE
+        if folder.exists() and not folder.is_dir():
             raise IndexError_(
-                f"no index at {folder} (missing {MANIFEST_FILE}); build one with "
-                f"`suture index PATH... --index {folder}`"
+                f"--index {folder} is a file, not a folder; pass a folder for the index "
+                "(it is created when missing)"
             )
-        try:
-            manifest = Manifest.from_dict(json.loads(manifest_path.read_text("utf-8")))
-        except (ValueError, TypeError) as exc:
-            raise IndexError_(f"damaged manifest at {manifest_path}: {exc}") from exc
-        if not (folder / DATABASE_FILE).is_file():
-            raise IndexError_(f"index at {folder} has a manifest but no {DATABASE_FILE}")
-        return cls(folder, manifest)
+        if not database.is_file():
+            hint = (
+                f"(the folder is there but holds no {DATABASE_FILE})" if folder.is_dir() else ""
+            )
+            raise IndexNotFoundError(
+                f"no index at {folder} {hint}; build one with "
+                f"`suture index PATH... --index {folder}`".replace("  ", " ")
+            )
+        if not os.access(folder, os.R_OK | os.X_OK) or not os.access(database, os.R_OK):
+            raise IndexError_(
+                f"no permission to read the index at {folder}; ask its owner to grant "
+                "read access (chmod -R a+rX) or copy it"
+            )
+        read_only = not (os.access(folder, os.W_OK) and os.access(database, os.W_OK))
+        manifest = _read_manifest(folder, read_only)
+        return cls(folder, manifest, read_only=read_only)
 
     def close(self) -> None:
-        self._conn.close()
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    @property
+    def index_argument(self) -> str:
+        return str(self.path)
+
+    @property
+    def derived(self) -> FolderData:
+        return self._derived
 
     def update_manifest(self, manifest: Manifest) -> None:
-        with self._lock:
-            write_json_atomic(self.path / MANIFEST_FILE, manifest.to_dict())
-            self.manifest = manifest
+        if manifest.settings() != self.manifest.settings():
+            raise ConfigurationError(
+                f"the index at {self.path} cannot change its embedder or chunking; build a "
+                "new index for other settings"
+            )
+        with self._writing() as connection:
+            connection.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('manifest', ?)",
+                (json.dumps(manifest.to_dict(), sort_keys=True),),
+            )
+        write_json_atomic(self.path / MANIFEST_FILE, manifest.to_dict())
+        self.manifest = manifest
+
+    # -- connections and transactions -----------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = _connect(self.path / DATABASE_FILE, read_only=self.read_only)
+            self._local.connection = connection
+        return connection
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE: queued behind other writers)."""
+        if self.read_only:
+            raise IndexError_(
+                f"the index at {self.path} is read-only here (no write permission on the "
+                "folder or store.sqlite); writing needs write access"
+            )
+        if getattr(self._local, "table", None) is not None:
+            raise RuntimeError("a store write cannot run inside a reading() block")
+        connection = self._connection()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield connection
+        except BaseException:
+            connection.rollback()
+            raise
+        connection.commit()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """One read transaction; inside, every read of this thread sees one snapshot and
+        uses one chunk table. Nested blocks share the outer one."""
+        if getattr(self._local, "table", None) is not None:
+            yield
+            return
+        connection = self._connection()
+        connection.execute("BEGIN")
+        try:
+            self._local.generation = _generation(connection)  # fixes the snapshot
+            self._local.table = self._search_state()
+            self._local.scores = None
+            yield
+        finally:
+            self._local.table = None
+            self._local.scores = None
+            self._local.generation = None
+            connection.rollback()
+
+    def _pinned_generation(self) -> int | None:
+        generation: int | None = getattr(self._local, "generation", None)
+        return generation
 
     # -- writing -------------------------------------------------------------------
     def write_document(
@@ -160,17 +321,11 @@ class SQLiteStore(Store):
         vectors: Vectors,
         token_map: TokenMap | None = None,
     ) -> None:
-        if len(chunks) != len(vectors):
-            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
-        if len(vectors) and vectors.shape[1] != self.manifest.dimension:
-            raise IndexError_(
-                f"vectors of dimension {vectors.shape[1]} cannot go into index {self.path} "
-                f"built with {self.manifest.embedder} ({self.manifest.dimension}-d)"
-            )
+        check_vectors(self, chunks, vectors)
         blobs = np.ascontiguousarray(vectors, dtype=np.float32)
-        with self._lock, self._conn:  # one transaction: all of the document or none of it
-            self._conn.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
-            self._conn.execute(
+        with self._writing() as connection:  # all of the document or none of it
+            connection.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
+            connection.execute(
                 "INSERT OR REPLACE INTO documents (doc_id, content_hash, title, source, "
                 "metadata, sections, text, token_map) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -184,7 +339,7 @@ class SQLiteStore(Store):
                     token_map.to_bytes() if token_map is not None else None,
                 ),
             )
-            self._conn.executemany(
+            connection.executemany(
                 f"INSERT INTO chunks ({_CHUNK_COLUMNS}, vector) "
                 "VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
@@ -193,55 +348,46 @@ class SQLiteStore(Store):
                     for i, c in enumerate(chunks)
                 ],
             )
-            self._bump_generation()
+            _bump_generation(connection)
 
     def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
-        with self._lock, self._conn:
-            self._conn.execute(
+        with self._writing() as connection:
+            connection.execute(
                 "UPDATE documents SET token_map = ? WHERE doc_id = ?",
                 (token_map.to_bytes(), doc_id),
             )
+        with self._lock:
             self._documents.discard(doc_id)
 
     def delete_document(self, doc_id: str) -> bool:
-        with self._lock, self._conn:
-            self._conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
-            deleted = self._conn.execute(
+        with self._writing() as connection:
+            connection.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+            deleted = connection.execute(
                 "DELETE FROM documents WHERE doc_id = ?", (doc_id,)
             ).rowcount
             if deleted:
-                self._bump_generation()
+                _bump_generation(connection)
         return bool(deleted)
 
-    def _bump_generation(self) -> None:
-        self._conn.execute(
-            "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) "
-            "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
-        )
-        self._state = None
-        self._documents.clear()
-
     # -- embedding cache -------------------------------------------------------------
-    def cached_embeddings(
-        self, embedder_key: str, text_hashes: Sequence[str]
-    ) -> dict[str, Any]:
+    def cached_embeddings(self, embedder_key: str, text_hashes: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
         unique = list(dict.fromkeys(text_hashes))
-        with self._lock:
-            for i in range(0, len(unique), 500):
-                part = unique[i : i + 500]
-                rows = self._conn.execute(
-                    "SELECT text_hash, vector FROM embedding_cache WHERE embedder = ? "
-                    f"AND text_hash IN ({','.join('?' * len(part))})",
-                    (embedder_key, *part),
-                )
-                for text_hash, blob in rows:
-                    found[text_hash] = np.frombuffer(blob, dtype=np.float32)
+        connection = self._connection()
+        for i in range(0, len(unique), 500):
+            part = unique[i : i + 500]
+            rows = connection.execute(
+                "SELECT text_hash, vector FROM embedding_cache WHERE embedder = ? "
+                f"AND text_hash IN ({','.join('?' * len(part))})",
+                (embedder_key, *part),
+            )
+            for text_hash, blob in rows:
+                found[text_hash] = np.frombuffer(blob, dtype=np.float32)
         return found
 
     def cache_embeddings(self, embedder_key: str, vectors: Mapping[str, Any]) -> None:
-        with self._lock, self._conn:
-            self._conn.executemany(
+        with self._writing() as connection:
+            connection.executemany(
                 "INSERT OR REPLACE INTO embedding_cache VALUES (?, ?, ?)",
                 [
                     (embedder_key, text_hash, np.asarray(vec, dtype=np.float32).tobytes())
@@ -252,15 +398,20 @@ class SQLiteStore(Store):
     # -- reading -----------------------------------------------------------------------
     @property
     def generation(self) -> int:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT value FROM meta WHERE key = 'generation'"
-            ).fetchone()
-        return int(row[0]) if row else 0
+        pinned = self._pinned_generation()
+        return pinned if pinned is not None else _generation(self._connection())
 
     def document_hashes(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self._conn.execute("SELECT doc_id, content_hash FROM documents"))
+        return dict(self._connection().execute("SELECT doc_id, content_hash FROM documents"))
+
+    def documents_summary(self) -> list[DocumentSummary]:
+        rows = self._connection().execute(
+            "SELECT d.doc_id, d.title, length(d.text), "
+            "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.doc_id), d.content_hash "
+            "FROM documents d ORDER BY d.doc_id"
+        )
+        return [DocumentSummary(str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]))
+                for r in rows]
 
     def document(self, doc_id: str) -> Document:
         return self._document_entry(doc_id)[0]
@@ -269,61 +420,68 @@ class SQLiteStore(Store):
         return self._document_entry(doc_id)[1]
 
     def documents_without_token_map(self) -> set[str]:
-        with self._lock:
-            return {row[0] for row in self._conn.execute(
-                "SELECT doc_id FROM documents WHERE token_map IS NULL"
-            )}
+        return {row[0] for row in self._connection().execute(
+            "SELECT doc_id FROM documents WHERE token_map IS NULL"
+        )}
 
     def _document_entry(self, doc_id: str) -> tuple[Document, TokenMap | None]:
-        """The document and its token map, from the cache of recent reads or SQLite."""
+        """The document and its token map, from the cache when it is still what this
+        thread's snapshot holds, else from SQLite."""
+        connection = self._connection()
+        generation = self.generation
         with self._lock:
             cached = self._documents.get(doc_id)
-            if cached is not None:
-                return cached
-            row = self._conn.execute(
-                "SELECT doc_id, title, source, metadata, sections, text, token_map "
-                "FROM documents WHERE doc_id = ?",
-                (doc_id,),
+        if cached is not None:
+            entry, seen_at, digest = cached
+            if seen_at == generation:
+                return entry
+            row = connection.execute(
+                "SELECT content_hash FROM documents WHERE doc_id = ?", (doc_id,)
             ).fetchone()
-            if row is None:
-                raise KeyError(f"no document {doc_id!r} in index {self.path}")
-            document = Document(
-                doc_id=row[0],
-                title=row[1],
-                source=row[2],
-                metadata=json.loads(row[3]),
-                sections=tuple(_section_from_json(s) for s in json.loads(row[4])),
-                text=row[5],
-            )
-            entry = (document, _token_map(row[6]))
-            self._documents.put(doc_id, entry)
-            return entry
-
-    def documents_summary(self) -> list[tuple[str, str, int]]:
-        """(doc_id, title, characters) of every stored document, sorted by id."""
+            if row is not None and row[0] == digest:
+                with self._lock:
+                    self._documents.put(doc_id, entry, generation, digest)
+                return entry
+        row = connection.execute(
+            "SELECT doc_id, title, source, metadata, sections, text, token_map, content_hash "
+            "FROM documents WHERE doc_id = ?",
+            (doc_id,),
+        ).fetchone()
+        if row is None:
+            raise KeyError(f"no document {doc_id!r} in the index at {self.path}")
+        document = Document(
+            doc_id=row[0],
+            title=row[1],
+            source=row[2],
+            metadata=json.loads(row[3]),
+            sections=tuple(_section_from_json(s) for s in json.loads(row[4])),
+            text=row[5],
+        )
+        fresh = (document, _token_map(row[6]))
         with self._lock:
-            return list(self._conn.execute(
-                "SELECT doc_id, title, length(text) FROM documents ORDER BY doc_id"
-            ))
+            self._documents.put(doc_id, fresh, generation, row[7])
+        return fresh
 
     def chunk_count(self) -> int:
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        return int(self._connection().execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
     def chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         state = self._search_state()
         try:
             rows = [state.rows[c] for c in chunk_ids]
         except KeyError as exc:
-            raise KeyError(f"no chunk {exc.args[0]!r} in index {self.path}") from None
+            raise KeyError(f"no chunk {exc.args[0]!r} in the index at {self.path}") from None
         return self._chunks_at(rows, state)
 
     def vectors(self, chunk_ids: Sequence[str]) -> Vectors:
         state = self._search_state()
-        rows = [state.rows[c] for c in chunk_ids]
+        try:
+            rows = [state.rows[c] for c in chunk_ids]
+        except KeyError as exc:
+            raise KeyError(f"no chunk {exc.args[0]!r} in the index at {self.path}") from None
         return state.matrix[rows]
 
-    def neighbours(self, ranges: Sequence[tuple[str, int, int]]) -> tuple[list[Chunk], Vectors]:
+    def neighbours(self, ranges: Sequence[PositionRange]) -> tuple[list[Chunk], Vectors]:
         state = self._search_state()
         rows: dict[int, None] = {}
         for doc_id, low, high in ranges:
@@ -331,69 +489,135 @@ class SQLiteStore(Store):
         order = list(rows)
         return self._chunks_at(order, state), state.matrix[order]
 
-    def chunk_table(self) -> ChunkTable:
+    def neighbourhood(self, ranges: Sequence[PositionRange]) -> ChunkTable:
+        """The whole in-memory table: every neighbour is already in it."""
         return self._search_state()
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """Check the generation once; inside, every read of this thread uses that table.
-
-        Writes made inside the block (this store's or another process's) are seen by
-        the next block, not by this one. Nested blocks share the outer one.
-        """
-        if getattr(self._read, "table", None) is not None:
-            yield
-            return
-        self._read.table = self._search_state()
-        self._read.scores = None
-        try:
-            yield
-        finally:
-            self._read.table = None
-            self._read.scores = None
-
-    def query_cosines(self, query: Vectors, rows: Sequence[int]) -> dict[int, float]:
+    def query_cosines(
+        self, query: Vectors, table: ChunkTable, rows: Sequence[int]
+    ) -> dict[int, float]:
         # Inside a read, the dense search may already have every chunk's product with it.
-        last: tuple[Vectors, Vectors, ChunkTable] | None = getattr(self._read, "scores", None)
-        if last is not None and (last[0] is query or np.array_equal(last[0], query)):
-            _, products, table = last
-            return table.cosines(query, rows, products)
-        return self._search_state().cosines(query, rows)
+        last: tuple[Vectors, Vectors, ChunkTable] | None = getattr(self._local, "scores", None)
+        if last is not None and last[2] is table and (
+            last[0] is query or np.array_equal(last[0], query)
+        ):
+            return table.cosines(query, rows, last[1])
+        return table.cosines(query, rows)
 
-    def search(self, query: Vectors, k: int) -> list[ScoredChunk]:
+    def search(
+        self, query: Vectors, k: int, doc_ids: Collection[str] | None = None
+    ) -> list[ScoredChunk]:
         state = self._search_state()
         n = len(state.chunk_ids)
         if n == 0 or k <= 0:
             return []
         if query.shape != (state.matrix.shape[1],):
             raise IndexError_(
-                f"query vector has shape {query.shape}; index {self.path} holds "
+                f"query vector has shape {query.shape}; the index at {self.path} holds "
                 f"{self.manifest.embedder} vectors of dimension {state.matrix.shape[1]}"
             )
-        scores = state.matrix @ query.astype(np.float32, copy=False)
-        if getattr(self._read, "table", None) is state:
-            self._read.scores = (query, scores, state)
-        top = min(k, n)
-        best = np.argpartition(-scores, top - 1)[:top] if top < n else np.arange(n)
-        # Ties are broken by row order so results are deterministic.
-        best = best[np.lexsort((best, -scores[best]))]
-        chunks = self._chunks_at([int(r) for r in best], state)
-        return [ScoredChunk(c, float(scores[r])) for c, r in zip(chunks, best, strict=True)]
+        vector = query.astype(np.float32, copy=False)
+        if doc_ids is not None:
+            rows = np.fromiter(
+                (r for d in sorted(set(doc_ids)) for r in state.doc_rows.get(d, ((), ()))[1]),
+                dtype=np.int64,
+            )
+            if len(rows) == 0:
+                return []
+            scores = state.matrix[rows] @ vector
+            best = _best(scores, k)
+            chosen = [int(rows[i]) for i in best]
+            values = [float(scores[i]) for i in best]
+        elif (graph := self._active_graph(state)) is not None:
+            # approximate candidates, re-scored exactly; ties by row as in exact search
+            keys = graph.search(vector, candidate_count(k, n))
+            rows = np.asarray(self._key_rows(state).rows(keys), dtype=np.int64)
+            scores = state.matrix[rows] @ vector
+            ranked = _best_of(scores, rows, k)
+            chosen = [int(rows[i]) for i in ranked]
+            values = [float(scores[i]) for i in ranked]
+        else:
+            scores = state.matrix @ vector
+            if getattr(self._local, "table", None) is state:
+                self._local.scores = (query, scores, state)
+            best = _best(scores, k)
+            chosen = [int(r) for r in best]
+            values = [float(scores[r]) for r in best]
+        chunks = self._chunks_at(chosen, state)
+        return [ScoredChunk(c, s) for c, s in zip(chunks, values, strict=True)]
 
     def iter_chunks(self) -> Iterator[Chunk]:
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks ORDER BY doc_id, position"
-            ).fetchall()
+        rows = self._connection().execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks ORDER BY doc_id, position"
+        ).fetchall()
         for row in rows:
             yield _chunk_from_row(row)
 
     def size_on_disk(self) -> int:
-        return sum(p.stat().st_size for p in self.path.iterdir() if p.is_file())
+        total = 0
+        for folder, _, files in os.walk(self.path):
+            for name in files:
+                try:
+                    total += Path(folder, name).stat().st_size
+                except OSError:
+                    continue
+        return total
+
+    def chunk_table(self) -> ChunkTable:
+        """The in-memory columns of every chunk of the current generation (SQLite only)."""
+        return self._search_state()
+
+    def prepare(self) -> None:
+        """Build the search matrix (and, for a large index, the graph) now."""
+        self._active_graph(self._search_state())
+
+    def _uses_graph(self, state: ChunkTable) -> bool:
+        if self.search_mode == "exact" or state.keys is None:
+            return False
+        if self.search_mode == "ann":
+            return True  # a missing usearch is then an error naming the extra
+        return len(state) >= ANN_MIN_CHUNKS and ann_available()
+
+    def _active_graph(self, state: ChunkTable) -> VectorGraph | None:
+        """The HNSW graph matching `state`, brought up to date first; None for exact search."""
+        if not self._uses_graph(state):
+            return None
+        graph = self._graph
+        if graph is not None and graph.generation == state.generation:
+            return graph
+        with self._lock:
+            graph = self._graph
+            if graph is not None and graph.generation == state.generation:
+                return graph
+            assert state.keys is not None
+            keys = np.sort(state.keys.astype(np.uint64))
+            rows = self._key_rows(state)
+            if graph is None:
+                graph = VectorGraph.load(self._derived)
+            if graph is None:
+                graph = VectorGraph.build(state.matrix.shape[1], state.keys.astype(np.uint64),
+                                          state.matrix, state.generation)
+            elif graph.generation != state.generation:
+                graph.updated(keys, lambda fresh: state.matrix[rows.rows(fresh)],
+                              state.generation)
+            if not self.read_only:
+                with contextlib.suppress(OSError):
+                    graph.save(self._derived)
+            self._graph = graph
+            return graph
+
+    def _key_rows(self, state: ChunkTable) -> KeyRows:
+        cached = self._graph_rows
+        if cached is not None and cached[0] == state.generation:
+            return cached[1]
+        assert state.keys is not None
+        rows = KeyRows(state.keys)
+        self._graph_rows = (state.generation, rows)
+        return rows
 
     # -- internals ---------------------------------------------------------------------
     def _chunks_at(self, rows: Sequence[int], state: ChunkTable) -> list[Chunk]:
-        """Chunks for matrix rows of `state` (in the order given), built from memory.
+        """Chunks for rows of `state` (in the order given), built from memory.
 
         The text is a slice of the document (`Chunk` guarantees text == document.text
         [start:end]); the documents of hits are read by context assembly anyway, so the
@@ -412,37 +636,58 @@ class SQLiteStore(Store):
         return chunks
 
     def _search_state(self) -> ChunkTable:
-        pinned: ChunkTable | None = getattr(self._read, "table", None)
+        pinned: ChunkTable | None = getattr(self._local, "table", None)
         if pinned is not None:
             return pinned
+        generation = self.generation
         with self._lock:
-            generation = self.generation
             if self._state is not None and self._state.generation == generation:
                 return self._state
-            self._state = self._load_matrix(generation) or self._build_matrix(generation)
-            return self._state
+        # Built outside the lock from this thread's connection, in one snapshot.
+        state = self._load_matrix(generation) or self._build_matrix()
+        with self._lock:
+            if self._state is None or self._state.generation < state.generation:
+                self._state = state
+        return state
 
     def _load_matrix(self, generation: int) -> ChunkTable | None:
-        path = self.path / MATRIX_FILE
-        if not path.is_file():
+        data = self._derived.read(MATRIX_FILE)
+        if data is None:
             return None
         try:
-            with np.load(path, allow_pickle=False) as data:
-                if int(data["generation"]) != generation:
+            with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+                if (int(arrays["generation"]) != generation
+                        or int(arrays.get("layout", 1)) != _MATRIX_LAYOUT):
                     return None
-                return _make_state(generation, {key: data[key] for key in _STATE_ARRAYS})
-        except (OSError, ValueError, KeyError):
-            return None  # a damaged or older cache is rebuilt from SQLite
+                return _make_state(generation, {key: arrays[key] for key in _STATE_ARRAYS})
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return None  # a damaged or older cache is derived data: rebuilt from SQLite
 
-    def _build_matrix(self, generation: int) -> ChunkTable:
-        rows = self._conn.execute(
-            'SELECT NULL, chunk_id, doc_id, position, start, "end", section_path, vector '
-            "FROM chunks ORDER BY id"
-        ).fetchall()
+    def _build_matrix(self) -> ChunkTable:
+        connection = self._connection()
+        own = getattr(self._local, "table", None) is None and not connection.in_transaction
+        if own:
+            connection.execute("BEGIN")  # the generation and the rows from one snapshot
+        try:
+            generation = _generation(connection)
+            rows = connection.execute(
+                'SELECT id, chunk_id, doc_id, position, start, "end", section_path, vector '
+                "FROM chunks ORDER BY doc_id, position"
+            ).fetchall()
+        finally:
+            if own:
+                connection.rollback()
         dim = self.manifest.dimension
         matrix = np.empty((len(rows), dim), dtype=np.float32)
         for i, r in enumerate(rows):
-            matrix[i] = np.frombuffer(r[7], dtype=np.float32)
+            vector = np.frombuffer(r[7], dtype=np.float32)
+            if vector.shape != (dim,):
+                raise IndexError_(
+                    f"the index at {self.path} holds a {vector.shape[0]}-d vector for chunk "
+                    f"{r[1]!r} but its manifest says {dim}-d; the index is damaged: rebuild "
+                    "it into a new folder"
+                )
+            matrix[i] = vector
         path_texts = list(dict.fromkeys(r[6] for r in rows))
         path_number = {raw: i for i, raw in enumerate(path_texts)}
         arrays: dict[str, Any] = {  # Any: numpy.savez types its keywords loosely
@@ -454,54 +699,234 @@ class SQLiteStore(Store):
             "ends": np.array([r[5] for r in rows], dtype=np.int64),
             "section_path_numbers": np.array([path_number[r[6]] for r in rows], dtype=np.int64),
             "section_path_texts": np.array(path_texts, dtype=str),
+            "keys": np.array([r[0] for r in rows], dtype=np.int64),
         }
-        try:
-            fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".matrix.", suffix=".npz")
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, generation=np.int64(generation), **arrays)
-            os.replace(tmp, self.path / MATRIX_FILE)
-        except OSError:
-            pass  # the cache is an optimisation; a read-only folder still works
+        if not self.read_only:
+            buffer = io.BytesIO()
+            np.savez(buffer, generation=np.int64(generation), layout=np.int64(_MATRIX_LAYOUT),
+                     **arrays)
+            # the cache is an optimisation; the index still works without it
+            with contextlib.suppress(OSError):
+                self._derived.write(MATRIX_FILE, buffer.getvalue())
         return _make_state(generation, arrays)
+
+
+def _best_of(scores: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: int
+             ) -> list[int]:
+    """Positions of the k best scores, best first; ties by row."""
+    order = np.lexsort((rows, -scores))
+    return [int(i) for i in order[:k]]
+
+
+def _best(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
+    """Indices of the k best scores, best first; ties by index (= document id, position)."""
+    n = len(scores)
+    top = min(k, n)
+    best = np.argpartition(-scores, top - 1)[:top] if top < n else np.arange(n)
+    ordered: npt.NDArray[np.intp] = best[np.lexsort((best, -scores[best]))]
+    return ordered
+
+
+def _connect(database: Path, read_only: bool) -> sqlite3.Connection:
+    """A connection in WAL mode (or a read-only one), with a busy timeout for writers.
+
+    A file that is not an SQLite database becomes an `IndexError_` naming the file.
+    """
+    try:
+        if read_only:
+            return _connect_read_only(database)
+        connection = sqlite3.connect(database, timeout=BUSY_TIMEOUT_S,
+                                     check_same_thread=False, isolation_level=None)
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise IndexError_(
+            f"{database} is not a readable suture index database ({exc}); it is damaged or "
+            "not an index: restore it from a backup, or rebuild the index in a new folder"
+        ) from None
+    return connection
+
+
+def _connect_read_only(database: Path) -> sqlite3.Connection:
+    """Read a database in a folder this process may not write.
+
+    A WAL database normally needs its shared-memory file next to it; when that cannot be
+    created, the file is opened as immutable, which is only safe when no un-checkpointed
+    writes wait in the WAL file, so that case is refused with the fix.
+    """
+    uri = database.resolve().as_uri()
+
+    def connect(query: str) -> sqlite3.Connection:
+        connection = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=BUSY_TIMEOUT_S,
+                                     check_same_thread=False, isolation_level=None)
+        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return connection
+
+    try:
+        return connect("mode=ro")
+    except sqlite3.OperationalError:
+        pass
+    wal = database.with_name(database.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise IndexError_(
+            f"the index at {database.parent} is read-only here and {wal.name} holds writes "
+            "not yet folded into the database; open it once with write access (any suture "
+            "command), or copy the folder somewhere writable"
+        )
+    return connect("mode=ro&immutable=1")
+
+
+def _prepare_schema(connection: sqlite3.Connection, database: Path) -> None:
+    """Create missing tables and add columns an older suture did not write."""
+    try:
+        connection.executescript(_SCHEMA)
+        _add_missing_columns(connection)
+    except sqlite3.DatabaseError as exc:
+        raise IndexError_(f"cannot prepare the index database {database}: {exc}") from None
+
+
+def _read_manifest(folder: Path, read_only: bool) -> Manifest:
+    """The manifest the database holds, checked against manifest.json (the database wins;
+    a missing manifest.json is rewritten, a contradicting one is an error)."""
+    connection = _connect(folder / DATABASE_FILE, read_only)
+    try:
+        if not read_only:
+            _prepare_schema(connection, folder / DATABASE_FILE)
+        try:
+            row = connection.execute("SELECT value FROM meta WHERE key = 'manifest'").fetchone()
+        except sqlite3.OperationalError:  # no meta table: not written by suture
+            row = None
+        stored = Manifest.from_dict(json.loads(row[0])) if row else None
+        path = folder / MANIFEST_FILE
+        on_disk = _manifest_file(path)
+        if stored is None:
+            if on_disk is None:
+                raise IndexError_(
+                    f"the index at {folder} records no settings (no {MANIFEST_FILE}, and its "
+                    "database predates suture 0.3); suture cannot tell which embedder made its "
+                    f"vectors. Restore {MANIFEST_FILE} from a backup, or rebuild the index"
+                )
+            _check_dimension(connection, folder, on_disk)
+            if not read_only:  # an index from before suture 0.3: keep its settings inside
+                connection.execute(
+                    "INSERT OR IGNORE INTO meta VALUES ('manifest', ?)",
+                    (json.dumps(on_disk.to_dict(), sort_keys=True),),
+                )
+            return on_disk
+        _check_dimension(connection, folder, stored)
+        if on_disk is not None and on_disk.settings() != stored.settings():
+            raise IndexError_(
+                f"{path} says {_describe(on_disk)} but the index database holds "
+                f"{_describe(stored)}; the database is authoritative: delete {MANIFEST_FILE} "
+                "to have it rewritten from the database"
+            )
+        if on_disk != stored and not read_only:
+            write_json_atomic(path, stored.to_dict())
+        return stored
+    finally:
+        connection.close()
+
+
+def _manifest_file(path: Path) -> Manifest | None:
+    if not path.exists():
+        return None
+    try:
+        return Manifest.from_dict(json.loads(path.read_text("utf-8")))
+    except PermissionError as exc:
+        raise IndexError_(
+            f"no permission to read {path}; ask the index's owner to grant read access"
+        ) from exc
+    except (ValueError, TypeError) as exc:
+        raise IndexError_(
+            f"damaged manifest at {path}: {exc}; delete it to have it rewritten from the "
+            "database"
+        ) from exc
+
+
+def _check_dimension(connection: sqlite3.Connection, folder: Path, manifest: Manifest) -> None:
+    row = connection.execute("SELECT length(vector) FROM chunks LIMIT 1").fetchone()
+    if row is not None and int(row[0]) != 4 * manifest.dimension:
+        raise IndexError_(
+            f"{folder / MANIFEST_FILE} says {_describe(manifest)} but the stored vectors are "
+            f"{int(row[0]) // 4}-d; restore the index's own {MANIFEST_FILE}, or rebuild it"
+        )
+
+
+def _describe(manifest: Manifest) -> str:
+    return (
+        f"embedder {manifest.embedder} ({manifest.dimension}-d), chunks of "
+        f"{manifest.chunk_size}/{manifest.chunk_overlap}, contextual={manifest.contextual}"
+    )
+
+
+def _check_same_settings(store: Store, wanted: Manifest) -> None:
+    """A second writer creating the same index must ask for the same settings."""
+    if store.manifest.settings() != wanted.settings():
+        raise ConfigurationError(
+            f"the index at {store.location} was created with {_describe(store.manifest)}; "
+            f"this call asked for {_describe(wanted)}. Use the index's settings, or build "
+            "a new index elsewhere"
+        )
+
+
+def _generation(connection: sqlite3.Connection) -> int:
+    row = connection.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _bump_generation(connection: sqlite3.Connection) -> None:
+    connection.execute(
+        "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) "
+        "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )
 
 
 class DocumentCache:
     """Recently read documents with their token maps, least recently used out first.
 
+    Each entry remembers the store generation it was last checked at and the content
+    hash it was read with, so a reader can tell whether another process replaced it.
     Bounded by characters of text rather than by count, so a corpus of many short
-    documents stays cached while a few long filings do not crowd out memory; the
-    entry just read is always kept.
+    documents stays cached while a few long filings do not crowd out memory; the entry
+    just read is always kept.
     """
 
     def __init__(self, max_chars: int = 32_000_000, max_documents: int = 10_000) -> None:
         self.max_chars = max_chars
         self.max_documents = max_documents
-        self._entries: OrderedDict[str, tuple[Document, TokenMap | None]] = OrderedDict()
+        self._entries: OrderedDict[
+            str, tuple[tuple[Document, TokenMap | None], int, str]
+        ] = OrderedDict()
         self._chars = 0
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, doc_id: str) -> tuple[Document, TokenMap | None] | None:
-        entry = self._entries.get(doc_id)
-        if entry is not None:
+    def get(self, doc_id: str) -> tuple[tuple[Document, TokenMap | None], int, str] | None:
+        """(entry, generation it was checked at, content hash) or None."""
+        found = self._entries.get(doc_id)
+        if found is not None:
             self._entries.move_to_end(doc_id)
-        return entry
+        return found
 
-    def put(self, doc_id: str, entry: tuple[Document, TokenMap | None]) -> None:
+    def put(self, doc_id: str, entry: tuple[Document, TokenMap | None], generation: int,
+            content_hash: str) -> None:
         self.discard(doc_id)
-        self._entries[doc_id] = entry
+        self._entries[doc_id] = (entry, generation, content_hash)
         self._chars += len(entry[0].text)
         while len(self._entries) > 1 and (
             self._chars > self.max_chars or len(self._entries) > self.max_documents
         ):
-            _, (evicted, _) = self._entries.popitem(last=False)
+            _, ((evicted, _), _, _) = self._entries.popitem(last=False)
             self._chars -= len(evicted.text)
 
     def discard(self, doc_id: str) -> None:
-        entry = self._entries.pop(doc_id, None)
-        if entry is not None:
-            self._chars -= len(entry[0].text)
+        found = self._entries.pop(doc_id, None)
+        if found is not None:
+            self._chars -= len(found[0][0].text)
 
     def clear(self) -> None:
         self._entries.clear()
@@ -523,13 +948,12 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
     """Bring an index written by an older suture up to the current schema (in place)."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
     if "token_map" not in columns:  # before 0.2: token counts fall back to the tokenizer
-        with conn:
-            conn.execute("ALTER TABLE documents ADD COLUMN token_map BLOB")
+        conn.execute("ALTER TABLE documents ADD COLUMN token_map BLOB")
 
 
 #: the arrays of a search state, as saved in matrix.npz
 _STATE_ARRAYS = ("matrix", "chunk_ids", "doc_ids", "positions", "starts", "ends",
-                 "section_path_numbers", "section_path_texts")
+                 "section_path_numbers", "section_path_texts", "keys")
 
 
 def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> ChunkTable:
@@ -543,6 +967,7 @@ def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> Chun
         starts=arrays["starts"].tolist(),
         ends=arrays["ends"].tolist(),
         section_paths=[paths[i] for i in arrays["section_path_numbers"].tolist()],
+        keys=arrays["keys"],
     )
 
 

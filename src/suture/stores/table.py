@@ -47,6 +47,8 @@ class ChunkTable:
     next_cosine: list[float]
     #: |matrix[row]| (1.0 for an embedder's normalised vectors)
     norms: list[float]
+    #: the backend's own key of each row (SQLite: the chunk's row id), when it has one
+    keys: npt.NDArray[np.int64] | None = None
 
     @classmethod
     def build(
@@ -59,6 +61,7 @@ class ChunkTable:
         starts: list[int],
         ends: list[int],
         section_paths: list[tuple[str, ...]],
+        keys: npt.NDArray[np.int64] | None = None,
     ) -> ChunkTable:
         by_doc: dict[str, list[int]] = {}
         for row, doc_id in enumerate(doc_ids):
@@ -90,6 +93,7 @@ class ChunkTable:
             next_row=next_row,
             next_cosine=_next_cosines(matrix, np.asarray(next_row, dtype=np.int64)),
             norms=np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)).tolist(),
+            keys=keys,
         )
 
     def __len__(self) -> int:

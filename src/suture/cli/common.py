@@ -1,0 +1,106 @@
+"""What every command shares: the consoles, `--param` parsing and the error exit."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+IndexOption = Annotated[str, typer.Option(
+    "--index", "-i",
+    help="The index: a folder for the default store, or its name in a --store server.")]
+StoreOption = Annotated[str | None, typer.Option(
+    "--store", envvar="SUTURE_STORE",
+    help="Where the index lives: sqlite (default, a folder), postgresql://user@host/db, "
+         "qdrant://host:6333 or qdrant:PATH (local mode).")]
+RetrieverParamOption = Annotated[
+    list[str] | None,
+    typer.Option("--retriever-param",
+                 help="First-stage option NAME=VALUE, repeatable (e.g. --retriever-param "
+                      "documents=1)."),
+]
+EmbedderOption = Annotated[
+    list[str] | None,
+    typer.Option("--embedder-option",
+                 help="Embedder option NAME=VALUE, repeatable (e.g. --embedder-option "
+                      "model_path=/models/mine). Model folders and URLs are only ever taken "
+                      "from here or the environment, never from an index."),
+]
+
+
+def parse_params(items: list[str] | None) -> dict[str, Any]:
+    """Turn ["lam=0.5", "radius=2", "model=/x"] into typed keyword arguments."""
+    params: dict[str, Any] = {}
+    for item in items or []:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"{item!r} is not NAME=VALUE (e.g. --param lam=0.5)")
+        params[name.strip()] = _coerce(raw.strip())
+    return params
+
+
+def _coerce(raw: str) -> Any:
+    lowered = raw.lower()
+    if lowered in {"true", "false"}:
+        return lowered == "true"
+    if lowered in {"none", "null"}:
+        return None
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def fail(exc: Exception) -> typer.Exit:
+    """Print a suture error as one readable line and exit with status 2."""
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+    return typer.Exit(code=2)
+
+
+#: set by a command that wrote nothing (query, compare): see `finish`
+_read_only = False
+
+
+def writes_nothing() -> None:
+    """Mark the running command as read-only, so `finish` may skip the interpreter teardown."""
+    global _read_only
+    _read_only = True
+
+
+def finish(code: int) -> NoReturn:
+    """End the `suture` process with `code`.
+
+    After a read-only command the output is flushed and the process ends at once:
+    tearing down the interpreter with torch loaded costs about a second of CPU
+    (docs/performance.md, "A cold suture query"), a sixth of a cold query, and a query
+    has nothing to close that matters (SQLite needs no close after reads). Every other
+    command ends normally, running its atexit handlers.
+    """
+    if not _read_only:
+        sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+__all__ = [
+    "EmbedderOption",
+    "IndexOption",
+    "RetrieverParamOption",
+    "StoreOption",
+    "console",
+    "err_console",
+    "fail",
+    "finish",
+    "parse_params",
+    "writes_nothing",
+]

@@ -1,0 +1,264 @@
+"""The ingestion pipeline: load → chunk → embed → write, one bounded batch at a time.
+
+Documents stream from the loaders; each is compared with the store by content hash
+(unchanged: skipped; changed: replaced; new: added), chunked, and collected into a
+batch of about `EMBED_STEP` chunk texts. A batch's texts are looked up in the store's
+embedding cache, the rest embedded in steps of `EMBED_STEP` and cached at once (so a
+killed run resumes without re-embedding), then each document of the batch is written
+in one atomic store write. Memory is bounded by one batch (plus the largest single
+document), not by the corpus.
+
+The stages are separate functions so that other executors (the Ray pipeline in
+`suture.distributed`) run the same steps: `plan_documents` (load, compare, chunk),
+`batches` (group), `embed_batch` (cache + embed) and `write_batch` (store writes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from suture.chunking import chunk_document, embedding_text
+from suture.documents import Skipped, content_hash, same_file_key
+from suture.embedders import Embedder, Vectors
+from suture.stores.base import Manifest, Store
+from suture.tokens import TokenMap
+from suture.types import Chunk, Document
+
+#: how many texts are embedded (and cached) per step; bounds work lost to a crash
+EMBED_STEP = 256
+#: makes a tqdm-like progress bar: `total` (grows as documents are planned), `refresh()`,
+#: `update(n)` and `close()`
+ProgressFactory = Callable[[], Any]
+
+
+@dataclass
+class IndexReport:
+    """What one indexing run did (filled in as it goes, so an interrupted run can tell)."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    #: id given in this run -> the stored id of the same file (same name and content),
+    #: reached before through another folder; not stored twice (see `same_file_key`)
+    already_indexed: dict[str, str] = field(default_factory=dict)
+    chunks_written: int = 0
+    embedded: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+
+    @property
+    def indexed(self) -> int:
+        return (
+            len(self.added) + len(self.updated) + len(self.unchanged) + len(self.already_indexed)
+        )
+
+    def summary(self) -> str:
+        parts = [
+            f"{len(self.added)} added",
+            f"{len(self.updated)} updated",
+            f"{len(self.unchanged)} unchanged",
+            *([f"{len(self.already_indexed)} already indexed under another id"]
+              if self.already_indexed else []),
+            f"{len(self.deleted)} deleted",
+            f"{len(self.skipped)} skipped",
+        ]
+        return (
+            f"documents: {', '.join(parts)}; chunks written: {self.chunks_written} "
+            f"({self.embedded} embedded, {self.cached} from cache) in {self.seconds:.1f}s"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingDocument:
+    """A new or changed document, chunked, with the text each chunk is embedded as."""
+
+    document: Document
+    content_hash: str
+    chunks: tuple[Chunk, ...]
+    #: sha256 of each chunk's embedding text (the embedding cache key), chunk-aligned
+    text_hashes: tuple[str, ...]
+    texts: tuple[str, ...]
+    replaces: bool
+
+
+def pending_document(document: Document, digest: str, manifest: Manifest,
+                     replaces: bool) -> PendingDocument | None:
+    """Chunk `document` as the index does; None when it has no text to index."""
+    chunks = chunk_document(document, manifest.chunk_size, manifest.chunk_overlap)
+    if not chunks:
+        return None
+    texts = tuple(embedding_text(c, document.title, manifest.contextual) for c in chunks)
+    hashes = tuple(hashlib.sha256(t.encode()).hexdigest() for t in texts)
+    return PendingDocument(document, digest, tuple(chunks), hashes, texts, replaces)
+
+
+def plan_documents(
+    store: Store, documents: Iterable[Document | Skipped], report: IndexReport
+) -> Iterator[PendingDocument]:
+    """The documents that need embedding, one at a time; the rest go into `report`.
+
+    Unchanged documents (same content hash) are skipped; so is a file already stored
+    under another id (reached before through another folder: same name and content, see
+    `same_file_key`). An unchanged document written by an older suture without a token
+    map gets one, without re-embedding.
+    """
+    stored = store.document_hashes()
+    unmapped = store.documents_without_token_map()
+    same_file = {same_file_key(doc_id, digest): doc_id for doc_id, digest in stored.items()}
+    for item in documents:
+        if isinstance(item, Skipped):
+            report.skipped.append(item)
+            continue
+        digest = content_hash(item)
+        key = same_file_key(item.doc_id, digest)
+        if item.doc_id not in stored and key in same_file:
+            report.already_indexed[item.doc_id] = same_file[key]
+            continue
+        same_file.setdefault(key, item.doc_id)
+        if stored.get(item.doc_id) == digest:
+            report.unchanged.append(item.doc_id)
+            if item.doc_id in unmapped:
+                text = store.document(item.doc_id).text
+                store.set_token_map(item.doc_id, TokenMap.of(text))
+            continue
+        pending = pending_document(item, digest, store.manifest, item.doc_id in stored)
+        if pending is None:
+            report.skipped.append(Skipped(item.source or item.doc_id, "no text to index"))
+            continue
+        yield pending
+
+
+def batches(pending: Iterable[PendingDocument], size: int = EMBED_STEP
+            ) -> Iterator[list[PendingDocument]]:
+    """Whole documents grouped until a batch holds at least `size` chunk texts."""
+    batch: list[PendingDocument] = []
+    count = 0
+    for item in pending:
+        batch.append(item)
+        count += len(item.chunks)
+        if count >= size:
+            yield batch
+            batch, count = [], 0
+    if batch:
+        yield batch
+
+
+EmbedFn = Callable[[Sequence[str]], Vectors]
+
+#: one embedding step: (text hash, text) pairs, at most `EMBED_STEP` of them
+Step = list[tuple[str, str]]
+
+
+def plan_embedding(store: Store, embedder_key: str, batch: Sequence[PendingDocument],
+                   report: IndexReport) -> tuple[dict[str, Vectors], list[Step]]:
+    """The vectors of `batch` already in the store's cache, and the steps that embed the
+    rest (longest texts first, so a step's texts have similar lengths: less padding)."""
+    texts: dict[str, str] = {}
+    for item in batch:
+        for digest, text in zip(item.text_hashes, item.texts, strict=True):
+            texts.setdefault(digest, text)
+    vectors: dict[str, Vectors] = store.cached_embeddings(embedder_key, list(texts))
+    report.cached += len(vectors)
+    missing = sorted((h for h in texts if h not in vectors), key=lambda h: -len(texts[h]))
+    steps = [[(h, texts[h]) for h in missing[i : i + EMBED_STEP]]
+             for i in range(0, len(missing), EMBED_STEP)]
+    return vectors, steps
+
+
+def keep_step(store: Store, embedder_key: str, step: Step, fresh: Vectors,
+              vectors: dict[str, Vectors], report: IndexReport) -> None:
+    """Cache one embedded step at once (a crash after this loses none of it)."""
+    embedded = dict(zip((h for h, _ in step), fresh, strict=True))
+    store.cache_embeddings(embedder_key, embedded)
+    vectors.update(embedded)
+    report.embedded += len(step)
+
+
+def embed_batch(
+    store: Store,
+    embedder_key: str,
+    embed: EmbedFn,
+    batch: Sequence[PendingDocument],
+    report: IndexReport,
+    on_embedded: Callable[[int], Any] | None = None,
+) -> dict[str, Vectors]:
+    """Vectors for every chunk text of `batch`: from the cache, else embedded and cached
+    `EMBED_STEP` texts at a time (each step is committed before the next starts)."""
+    vectors, steps = plan_embedding(store, embedder_key, batch, report)
+    started = time.perf_counter()
+    for step in steps:
+        keep_step(store, embedder_key, step, embed([text for _, text in step]), vectors,
+                  report)
+        if on_embedded is not None:
+            on_embedded(len(step))
+    report.embed_seconds += time.perf_counter() - started
+    return vectors
+
+
+def write_batch(store: Store, batch: Sequence[PendingDocument], vectors: dict[str, Vectors],
+                report: IndexReport) -> None:
+    """One atomic store write per document of `batch`."""
+    import numpy as np
+
+    for item in batch:
+        rows = np.stack([vectors[h] for h in item.text_hashes])
+        store.write_document(item.document, item.content_hash, item.chunks, rows,
+                             TokenMap.of(item.document.text))
+        (report.updated if item.replaces else report.added).append(item.document.doc_id)
+        report.chunks_written += len(item.chunks)
+
+
+def ingest(
+    store: Store,
+    embedder: Embedder,
+    documents: Iterable[Document | Skipped],
+    report: IndexReport,
+    *,
+    show_progress: bool | ProgressFactory = False,
+) -> IndexReport:
+    """Index `documents` into `store` with `embedder`; `report` is filled in as it goes.
+
+    `show_progress` may be a `ProgressFactory` instead of True for a tqdm bar.
+    """
+    started = time.perf_counter()
+    bar = _progress(show_progress)
+    planned = plan_documents(store, documents, report)
+
+    def counted(items: Iterable[PendingDocument]) -> Iterator[PendingDocument]:
+        for item in items:
+            if bar is not None:
+                bar.total = (bar.total or 0) + len(item.chunks)
+                bar.refresh()
+            yield item
+
+    try:
+        for batch in batches(counted(planned)):
+            embedded_before = report.embedded
+            vectors = embed_batch(store, embedder.key, embedder.embed_documents, batch, report,
+                                  bar.update if bar is not None else None)
+            if bar is not None:  # chunks served from the cache (or repeated) count as done
+                chunks = sum(len(item.chunks) for item in batch)
+                bar.update(chunks - (report.embedded - embedded_before))
+            write_batch(store, batch, vectors, report)
+    finally:
+        if bar is not None:
+            bar.close()
+        report.seconds += time.perf_counter() - started
+    return report
+
+
+def _progress(show: bool | ProgressFactory) -> Any:
+    if callable(show):
+        return show()
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=0, unit="chunk", desc="indexing", dynamic_ncols=True)

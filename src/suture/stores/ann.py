@@ -1,0 +1,164 @@
+"""`VectorGraph`: the SQLite store's approximate search for large indexes (usearch HNSW).
+
+Exact search reads the whole float32 matrix per query (1.5 GB at a million 384-d
+chunks: far over 20 ms on two cores). Past `ANN_MIN_CHUNKS` the embedded store asks an
+HNSW graph (usearch, vectors kept as float16) for a few times more candidates than
+wanted and re-scores them exactly against the float32 matrix, so scores are exact and
+only a candidate the graph misses can be lost (recall@10 is measured in
+docs/performance.md). Exact search stays selectable (`--store "sqlite:?search=exact"`).
+
+The graph is derived data like `matrix.npz`: keyed by each chunk's SQLite row id, saved
+in the index folder with the generation it matches, and brought up to date by
+removing and adding only the chunks that changed since.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from suture.embedders.base import Vectors
+from suture.exceptions import missing_dependency
+from suture.stores.base import DerivedData
+
+#: below this many chunks exact search is fast enough (about 8 ms at 100k) and used
+ANN_MIN_CHUNKS = 200_000
+#: candidates asked of the graph per wanted hit (re-scored exactly)
+OVERSAMPLE = 10
+#: fewest candidates asked of the graph
+MIN_CANDIDATES = 100
+#: HNSW settings: edges per node, and the beam widths for building and searching
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+EXPANSION_SEARCH = 256
+_GRAPH_KEY = "ann/graph.usearch"
+_META_KEY = "ann/graph.json"
+_KEYS_KEY = "ann/keys.npy"
+_FORMAT = 1
+
+Keys = npt.NDArray[np.uint64]
+
+
+def ann_available() -> bool:
+    """Whether usearch is installed (`auto` search falls back to exact without it)."""
+    try:
+        _usearch()
+    except ImportError:
+        return False
+    return True
+
+
+def _usearch() -> Any:
+    try:
+        from usearch.index import Index
+    except ImportError:
+        raise missing_dependency("usearch", "ann") from None
+    return Index
+
+
+class VectorGraph:
+    """An HNSW graph over chunk vectors, keyed by SQLite row id."""
+
+    def __init__(self, graph: Any, keys: Keys, generation: int) -> None:
+        self._graph = graph
+        self.keys = keys
+        self.generation = generation
+        self._lock = threading.Lock()
+
+    @classmethod
+    def build(cls, dimension: int, keys: Keys, vectors: Vectors, generation: int,
+              threads: int = 0) -> VectorGraph:
+        graph = _usearch()(ndim=dimension, metric="cos", dtype="f16",
+                           connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+                           expansion_search=EXPANSION_SEARCH)
+        if len(keys):
+            graph.add(keys, np.ascontiguousarray(vectors, dtype=np.float32), threads=threads)
+        return cls(graph, np.sort(keys), generation)
+
+    def updated(self, keys: Keys, vectors_of: Any, generation: int,
+                threads: int = 0) -> VectorGraph:
+        """This graph brought to `keys` (sorted): stale keys removed, new ones added with
+        `vectors_of(new_keys)`; returns self."""
+        with self._lock:
+            stale = np.setdiff1d(self.keys, keys, assume_unique=True)
+            fresh = np.setdiff1d(keys, self.keys, assume_unique=True)
+            if len(stale):
+                self._graph.remove(stale)
+            if len(fresh):
+                self._graph.add(fresh, np.ascontiguousarray(vectors_of(fresh), dtype=np.float32),
+                                threads=threads)
+            self.keys = keys
+            self.generation = generation
+        return self
+
+    def search(self, query: Vectors, count: int) -> Keys:
+        """Keys of about the `count` nearest vectors (approximate), nearest first."""
+        if not len(self.keys):
+            return np.zeros(0, dtype=np.uint64)
+        matches = self._graph.search(np.asarray(query, dtype=np.float32), count)
+        found: Keys = np.asarray(matches.keys, dtype=np.uint64)
+        return found
+
+    # -- persistence in the store's derived data -----------------------------------------
+    def save(self, derived: DerivedData) -> None:
+        keys = io.BytesIO()
+        np.save(keys, self.keys)
+        derived.write(_GRAPH_KEY, bytes(self._graph.save()))
+        derived.write(_KEYS_KEY, keys.getvalue())
+        derived.write(_META_KEY, json.dumps({
+            "format": _FORMAT, "generation": self.generation, "count": len(self.keys),
+            "connectivity": CONNECTIVITY}).encode())
+
+    @classmethod
+    def load(cls, derived: DerivedData) -> VectorGraph | None:
+        """The saved graph (of any generation), or None when absent or damaged."""
+        try:
+            meta_raw = derived.read(_META_KEY)
+            graph_raw = derived.read(_GRAPH_KEY)
+            keys_raw = derived.read(_KEYS_KEY)
+            if meta_raw is None or graph_raw is None or keys_raw is None:
+                return None
+            meta = json.loads(meta_raw)
+            if meta.get("format") != _FORMAT or meta.get("connectivity") != CONNECTIVITY:
+                return None
+            keys = np.load(io.BytesIO(keys_raw), allow_pickle=False).astype(np.uint64)
+            graph = _usearch().restore(bytearray(graph_raw))
+            if graph is None or len(graph) != len(keys) or len(keys) != meta.get("count"):
+                return None
+            graph.expansion_search = EXPANSION_SEARCH
+            return cls(graph, keys, int(meta["generation"]))
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError):
+            return None
+
+
+def candidate_count(k: int, total: int) -> int:
+    """How many graph candidates to re-score for a final top k."""
+    return min(total, max(MIN_CANDIDATES, OVERSAMPLE * k))
+
+
+class KeyRows:
+    """Table rows by storage key (sorted once per table, looked up per query)."""
+
+    def __init__(self, table_keys: npt.NDArray[np.int64]) -> None:
+        self._order = np.argsort(table_keys, kind="stable")
+        self._sorted = table_keys[self._order]
+
+    def rows(self, keys: Keys) -> list[int]:
+        """Rows of the keys that the table holds, in the order given."""
+        if not len(self._sorted):
+            return []
+        wanted = keys.astype(np.int64)
+        position = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
+        found = self._sorted[position] == wanted
+        return [int(r) for r in self._order[position[found]]]
+
+
+__all__: Sequence[str] = [
+    "ANN_MIN_CHUNKS", "KeyRows", "VectorGraph", "ann_available", "candidate_count",
+]

@@ -1,0 +1,80 @@
+"""`FolderData`: derived data kept as files under a folder (the SQLite backend's choice).
+
+Key "sprout/trees/ab12.npz" is the file `<folder>/sprout/trees/ab12.npz`; writes go
+through `suture.files.write_bytes_atomic`. Keys are checked so that none can name a
+file outside the folder.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable
+from pathlib import Path, PurePosixPath
+
+from suture.files import write_bytes_atomic
+from suture.stores.base import DerivedData
+
+
+class FolderData(DerivedData):
+    """Blobs as files under `folder` (hidden and temporary files are not keys)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+
+    def _path(self, key: str) -> Path:
+        parts = PurePosixPath(key).parts
+        if not parts or key.startswith("/") or any(p in ("..", ".") for p in parts):
+            raise ValueError(f"derived-data key {key!r} must be a relative path inside the index")
+        return self.folder.joinpath(*parts)
+
+    def read(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def write(self, key: str, data: bytes) -> None:
+        write_bytes_atomic(self._path(key), data)
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        path.unlink(missing_ok=True)
+        # drop folders the delete left empty, up to the index folder itself
+        parent = path.parent
+        while parent != self.folder and parent.is_dir():
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+
+    def keys(self, prefix: str = "") -> list[str]:
+        start = self._walk_root(prefix)
+        if start is None:
+            return []
+        found = []
+        for folder, dirs, files in os.walk(start):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for name in files:
+                if name.startswith("."):
+                    continue
+                key = Path(folder, name).relative_to(self.folder).as_posix()
+                if key.startswith(prefix):
+                    found.append(key)
+        return sorted(found)
+
+    def stamp(self, prefix: str = "") -> Hashable:
+        stamps = []
+        for key in self.keys(prefix):
+            try:
+                stat = self._path(key).stat()
+            except FileNotFoundError:
+                continue
+            stamps.append((key, stat.st_mtime_ns, stat.st_size))
+        return tuple(stamps)
+
+    def _walk_root(self, prefix: str) -> Path | None:
+        """The deepest existing folder that holds every key starting with `prefix`."""
+        directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        root = self._path(directory) if directory else self.folder
+        return root if root.is_dir() else None

@@ -1,0 +1,297 @@
+"""`suture index`, `query`, `compare`, `info`, `ls`, `delete` and `policies` as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import suture
+
+
+def test_index_query_info_delete(docs: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    built = suture("index", docs, "--index", idx, "--embedder", "hashing", "--quiet")
+    assert built.returncode == 0, built.stderr
+    assert "2 added" in built.stdout and "2 skipped" in built.stdout
+    assert "line 2: invalid JSON" in built.stderr and "unsupported file type .xml" in built.stderr
+
+    query = suture(
+        "query", "three-way handshake", "--index", idx, "--policy", "window", "--k", "2", "--json"
+    )
+    assert query.returncode == 0, query.stderr
+    data = json.loads(query.stdout)
+    assert set(data) >= {"query", "policy", "spans", "chunks", "tokens"}
+    assert data["policy"] == "window" and data["spans"]
+    text = (docs / "tcp.md").read_text()
+    for span in data["spans"]:
+        assert set(span) >= {"doc_id", "start", "end", "text", "chunk_ids", "score"}
+        if span["doc_id"] == "tcp.md":
+            assert text[span["start"] : span["end"]] == span["text"]
+
+    info = json.loads(suture("info", "--index", idx, "--json").stdout)
+    assert info["documents"] == 2 and info["embedder"] == "hashing"
+
+    deleted = suture("delete", "j1", "--index", idx)
+    assert deleted.returncode == 0 and "deleted 1" in deleted.stdout
+    assert json.loads(suture("info", "--index", idx, "--json").stdout)["documents"] == 1
+
+
+def test_errors_are_one_clear_line(tmp_path: Path) -> None:
+    missing = suture("query", "x", "--index", tmp_path / "none")
+    assert missing.returncode == 2
+    assert "no index at" in missing.stderr and "Traceback" not in missing.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "blank.txt").write_text("   \n")
+    nothing = suture("index", empty, "--index", tmp_path / "idx", "--embedder", "hashing")
+    assert nothing.returncode == 1 and "nothing could be indexed" in nothing.stderr
+    assert "blank.txt" in nothing.stderr  # the reason each file was skipped
+    assert not (tmp_path / "idx").exists()  # and no empty index left behind
+
+
+def test_bad_policy_param_names_the_problem(docs: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    assert suture("index", docs, "--index", idx, "--embedder", "hashing", "-q").returncode == 0
+    bad = suture("query", "x", "--index", idx, "--policy", "window", "--param", "width=-1")
+    assert bad.returncode == 2 and "window width must be >= 0" in bad.stderr
+    unknown = suture("query", "x", "--index", idx, "--policy", "nope")
+    assert unknown.returncode == 2 and "unknown policy 'nope'" in unknown.stderr
+
+
+def test_version() -> None:
+    from suture import __version__
+
+    result = suture("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"suture {__version__}"
+
+
+@pytest.mark.slow
+def test_readme_flow_does_not_store_a_file_twice(shared_data: Path, tmp_path: Path) -> None:
+    """README: `suture index corpora/`, then the Python snippet on one of its folders, then
+    `suture delete`. The hashing embedder stands in for MiniLM (ids and counts do not
+    depend on the model)."""
+    from suture import Index
+
+    corpora, idx = shared_data / "corpora", tmp_path / "my-index"
+    built = suture("index", corpora, "--index", idx, "--embedder", "hashing", "--quiet")
+    assert built.returncode == 0, built.stderr
+    listed = {row["doc_id"] for row in json.loads(suture("ls", "--index", idx, "--json").stdout)}
+    assert "rfc9293/rfc9293.txt" in listed
+
+    # the snippet's other way in: the same file through its own folder (id "rfc9293.txt")
+    index = Index.build([corpora / "rfc9293"], idx, embedder="hashing")
+    assert index.last_report is not None
+    assert index.last_report.already_indexed == {"rfc9293.txt": "rfc9293/rfc9293.txt"}
+    assert index.last_report.added == [] and index.last_report.chunks_written == 0
+    assert set(index.store.document_hashes()) == listed
+    context = index.retrieve("How is a TCP connection established?", policy="scar", k=5)
+    rfc_spans = [(s.start, s.end) for s in context.spans if s.doc_id.endswith("rfc9293.txt")]
+    assert rfc_spans and {s.doc_id for s in context.spans} <= listed
+    assert len(rfc_spans) == len(set(rfc_spans))  # no span twice under two ids
+
+    again = suture("index", corpora / "rfc9293", "--index", idx, "--embedder", "hashing", "-q")
+    assert again.returncode == 0, again.stderr
+    assert "1 already indexed under another id" in again.stdout
+    assert "rfc9293.txt is stored as 'rfc9293/rfc9293.txt'" in again.stderr
+
+    deleted = suture("delete", "rfc9293/rfc9293.txt", "--index", idx)
+    assert deleted.returncode == 0, deleted.stderr
+    left = {row["doc_id"] for row in json.loads(suture("ls", "--index", idx, "--json").stdout)}
+    assert left == listed - {"rfc9293/rfc9293.txt"}
+    answer = json.loads(suture("query", "How is a TCP connection established?", "--index", idx,
+                               "--policy", "scar", "--json").stdout)
+    assert not any("rfc9293" in span["doc_id"] for span in answer["spans"])
+
+
+def test_ls_lists_every_document_with_its_size(docs: Path, tmp_path: Path) -> None:
+    from suture import Index
+
+    idx = tmp_path / "idx"
+    assert suture("index", docs, "--index", idx, "--embedder", "hashing", "-q").returncode == 0
+    listed = suture("ls", "--index", idx, "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    store = Index.open(idx).store
+    chunks_per_doc: dict[str, int] = {}
+    for chunk in store.iter_chunks():
+        chunks_per_doc[chunk.doc_id] = chunks_per_doc.get(chunk.doc_id, 0) + 1
+    assert rows == [
+        {"doc_id": doc_id, "title": store.document(doc_id).title,
+         "characters": len(store.document(doc_id).text), "chunks": chunks_per_doc[doc_id]}
+        for doc_id in sorted(chunks_per_doc)
+    ]
+    table = suture("ls", "--index", idx)
+    assert table.returncode == 0 and "2 documents" in table.stdout
+    assert all(row["doc_id"] in table.stdout for row in rows)
+    missing = suture("ls", "--index", tmp_path / "none")
+    assert missing.returncode == 2 and "no index at" in missing.stderr
+
+
+def test_an_unknown_param_lists_the_policys_parameters(docs: Path, tmp_path: Path) -> None:
+    import inspect
+
+    from suture.policies.scar import ScarPolicy
+
+    idx = tmp_path / "idx"
+    assert suture("index", docs, "--index", idx, "--embedder", "hashing", "-q").returncode == 0
+    bad = suture("query", "x", "--index", idx, "--policy", "scar", "--param", "foo=1")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "policy 'scar' has no parameter 'foo'" in bad.stderr
+    signature = inspect.signature(ScarPolicy.__init__).parameters.values()
+    for parameter in list(signature)[1:]:
+        assert f"{parameter.name}={parameter.default!r}" in bad.stderr
+
+
+def test_policies_lists_each_policys_parameters_and_defaults() -> None:
+    from suture.policies import PolicyName
+    from suture.policies.scar import ScarPolicy
+
+    listed = suture("policies", "--json")
+    assert listed.returncode == 0, listed.stderr
+    data = json.loads(listed.stdout)
+    assert list(data) == [name.value for name in PolicyName]
+    scar = ScarPolicy()
+    assert data["scar"]["parameters"] == {
+        "lam": scar.lam, "tau": scar.tau, "radius": scar.radius,
+        "penalty_against": scar.penalty_against,
+    }
+    assert data["window"]["parameters"] == {"width": 1}
+    assert data["window2"]["parameters"] == {"width": 2}  # the registry's preset
+    assert all(entry["summary"] for entry in data.values())
+    table = suture("policies")
+    assert table.returncode == 0 and "lam=1.0" in table.stdout
+    assert "suture policies" in suture("query", "--help").stdout
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_index_says_what_was_kept_and_a_rerun_resumes(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """A real SIGINT, sent once the first embedding step is cached (the progress bar
+    shows 256 chunks done) while about 3,700 chunks are still to come."""
+    corpus, idx = shared_data / "corpora" / "merger", tmp_path / "idx"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "suture", "index", str(corpus), "--index", str(idx),
+         "--embedder", "hashing"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    progress = b""
+    while b" 256/" not in progress:
+        block = os.read(process.stderr.fileno(), 4096)
+        assert block, f"suture index ended before the first step: {progress!r}"
+        progress += block
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr
+    message = stderr.decode()
+    assert "interrupted" in message and "Traceback" not in message
+    assert "every vector embedded so far is cached" in message
+    assert "Run the same command again to resume" in message
+
+    resumed = suture("index", corpus, "--index", idx, "--embedder", "hashing", "-q")
+    assert resumed.returncode == 0, resumed.stderr
+    cached = int(re.search(r"(\d+) from cache", resumed.stdout).group(1))  # type: ignore[union-attr]
+    assert cached >= 256
+    fresh = suture("index", corpus, "--index", tmp_path / "fresh", "--embedder", "hashing", "-q")
+    listing = [json.loads(suture("ls", "--index", folder, "--json").stdout)
+               for folder in (idx, tmp_path / "fresh")]
+    assert fresh.returncode == 0 and listing[0] == listing[1]
+
+
+def _compare_rows(output: str) -> dict[str, list[str]]:
+    """policy -> its cells, from `suture compare`'s table (one line per row)."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if len(cells) == 6 and cells[1].isdigit():
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+@pytest.mark.slow
+def test_compare_shows_what_each_policy_returns(rfc_hashing_index: Path) -> None:
+    question = "What happens when a retransmission timeout expires?"
+    policies = ["topk", "window", "parent", "scar"]
+    result = suture("compare", question, "--index", rfc_hashing_index, "--k", "3",
+                    "--policies", ",".join(policies), env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    rows = _compare_rows(result.stdout)
+    assert list(rows) == policies
+    for policy in policies:
+        alone = json.loads(suture("query", question, "--index", rfc_hashing_index, "--k", "3",
+                                  "--policy", policy, "--json").stdout)
+        chunks, characters, tokens, spans, best = rows[policy]
+        assert [int(chunks), int(characters), int(tokens), int(spans)] == [
+            alone["chunks"], alone["characters"], alone["tokens"], len(alone["spans"])]
+        top = max(alone["spans"], key=lambda span: span["score"])
+        assert best.startswith(f"{top['doc_id']} > ")  # document, then its section
+    assert int(rows["window"][0]) > int(rows["topk"][0])
+    unknown = suture("compare", question, "--index", rfc_hashing_index, "--policies", "topk,x")
+    assert unknown.returncode == 2 and "unknown policy 'x'" in unknown.stderr
+
+
+@pytest.mark.slow
+def test_explain_shows_every_decision_of_the_scar_rule(rfc_hashing_index: Path) -> None:
+    question = "What happens when a retransmission timeout expires?"
+    args = ["query", question, "--index", rfc_hashing_index, "--policy", "scar", "--k", "4",
+            "--param", "lam=0.1", "--param", "tau=0.1", "--explain"]
+    data = json.loads(suture(*args, "--json").stdout)
+    trace = data["trace"]
+    assert {row["decision"] for row in trace} >= {"added", "rejected"}
+    for row in trace:
+        if row["b"] is None:
+            continue  # not reached
+        assert row["b"] == pytest.approx(1 - row["cos_anchor_neighbour"], abs=1e-6)
+        assert row["S"] == pytest.approx(row["cos_q_neighbour"] - 0.1 * row["b"], abs=1e-6)
+        assert row["threshold"] == pytest.approx(0.1 * row["cos_q_seed"], abs=1e-6)
+        if row["decision"] == "added":
+            assert row["S"] > row["threshold"]
+        if row["decision"] == "rejected":
+            assert row["S"] <= row["threshold"]
+    hits = [hit["chunk_id"] for hit in data["hits"]]
+    added = {row["neighbour"] for row in trace if row["decision"] == "added"}
+    in_context = {chunk for span in data["spans"] for chunk in span["chunk_ids"]}
+    assert in_context == set(hits) | added
+
+    shown = suture(*args, env={"COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    assert f"{len(added)} added" in shown.stdout
+    assert "added when S > τ·cos(q,c)" in shown.stdout
+
+
+@pytest.mark.slow
+def test_max_tokens_keeps_whole_chunks_under_the_budget(rfc_hashing_index: Path) -> None:
+    question = "How does the receiver acknowledge data?"
+    args = ["query", question, "--index", rfc_hashing_index, "--policy", "window", "--json"]
+    full = json.loads(suture(*args).stdout)
+    budget = full["tokens"] // 2
+    cut = json.loads(suture(*args, "--max-tokens", str(budget)).stdout)
+    assert 0 < cut["tokens"] <= budget < full["tokens"]
+    kept = {chunk for span in cut["spans"] for chunk in span["chunk_ids"]}
+    assert kept < {chunk for span in full["spans"] for chunk in span["chunk_ids"]}
+    assert cut["chunks"] == len(kept)
+    bad = suture(*args, "--max-tokens", "0")
+    assert bad.returncode == 2 and "max_tokens must be >= 1" in bad.stderr
+
+
+@pytest.mark.slow
+def test_retriever_option_chooses_the_first_stage(rfc_hashing_index: Path) -> None:
+    question = "SYN-RECEIVED state"
+    args = ["query", question, "--index", rfc_hashing_index, "--policy", "topk", "--json"]
+    for retriever in ("dense", "lexical", "hybrid"):
+        data = json.loads(suture(*args, "--retriever", retriever).stdout)
+        assert {hit["retriever"] for hit in data["hits"]} == {retriever}
+    default = json.loads(suture(*args).stdout)
+    assert {hit["retriever"] for hit in default["hits"]} == {"dense"}  # the index's default
+    lexical = json.loads(suture(*args, "--retriever", "lexical").stdout)
+    assert "SYN-RECEIVED" in lexical["spans"][0]["text"]
+    bad = suture(*args, "--retriever", "nope")
+    assert bad.returncode == 2 and "unknown retriever 'nope'" in bad.stderr

@@ -1,0 +1,109 @@
+"""The SQLite store's approximate search (HNSW graph + exact re-scoring, `stores/ann.py`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suture.exceptions import ConfigurationError
+from suture.stores import open_store
+from suture.stores.ann import VectorGraph
+from suture.stores.base import Manifest
+from suture.stores.sqlite import SQLiteStore
+from suture.types import Chunk, Document
+
+pytest.importorskip("usearch")
+
+DIM = 32
+DOCS = 40
+PER_DOC = 50
+
+
+def write(store: SQLiteStore, doc_id: str, vectors: np.ndarray) -> None:
+    pieces = [f"piece {i} of {doc_id}. " for i in range(len(vectors))]
+    chunks, start = [], 0
+    for i, piece in enumerate(pieces):
+        chunks.append(Chunk(Chunk.make_id(doc_id, i), doc_id, i, start, start + len(piece),
+                            piece))
+        start += len(piece)
+    store.write_document(Document(doc_id, "".join(pieces)), f"h-{doc_id}-{len(vectors)}",
+                         chunks, vectors)
+
+
+def unit(rows: int, rng: np.random.Generator) -> np.ndarray:
+    v = rng.standard_normal((rows, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    store = SQLiteStore.create(tmp_path / "idx", Manifest("t", "hashing", DIM, 600, 60, True))
+    rng = np.random.default_rng(0)
+    for d in range(DOCS):
+        write(store, f"d{d:02d}", unit(PER_DOC, rng))
+    return tmp_path / "idx"
+
+
+def stores(folder: Path) -> tuple[SQLiteStore, SQLiteStore]:
+    exact = open_store(str(folder), "sqlite:?search=exact")
+    graph = open_store(str(folder), "sqlite:?search=ann")
+    assert isinstance(exact, SQLiteStore) and isinstance(graph, SQLiteStore)
+    return exact, graph
+
+
+def test_graph_search_is_re_scored_exactly_and_finds_stored_vectors(folder: Path) -> None:
+    exact, graph = stores(folder)
+    chunks = list(exact.iter_chunks())
+    vectors = exact.vectors([c.chunk_id for c in chunks])
+    rng = np.random.default_rng(1)
+    recalls = []
+    for row in rng.choice(len(chunks), 50, replace=False):
+        query = vectors[row]
+        found = graph.search(query, 10)
+        assert found[0].chunk.chunk_id == chunks[row].chunk_id  # the vector itself is first
+        for hit in found:  # scores are exact cosines, not the graph's float16 distances
+            assert hit.score == pytest.approx(float(exact.vectors([hit.chunk.chunk_id])[0]
+                                                    @ query), abs=1e-6)
+        truth = {h.chunk.chunk_id for h in exact.search(query, 10)}
+        recalls.append(len(truth & {h.chunk.chunk_id for h in found}) / 10)
+    assert np.mean(recalls) >= 0.95  # random vectors: the hardest case for a graph
+
+
+def test_graph_follows_writes_incrementally_and_is_saved(folder: Path) -> None:
+    exact, graph = stores(folder)
+    rng = np.random.default_rng(2)
+    graph.search(unit(1, rng)[0], 5)  # builds and saves the graph
+    saved = VectorGraph.load(graph.derived)
+    assert saved is not None and saved.generation == graph.generation
+    assert len(saved.keys) == DOCS * PER_DOC
+    new = unit(3, rng)
+    write(exact, "d05", new)  # replace a document (its old keys go, three new ones come)
+    exact.delete_document("d07")
+    found = graph.search(new[1], 1)
+    assert found[0].chunk.chunk_id == "d05#1"
+    assert all(h.chunk.doc_id != "d07" for h in graph.search(unit(1, rng)[0], 200))
+    updated = VectorGraph.load(graph.derived)
+    assert updated is not None and updated.generation == exact.generation
+    table = exact.chunk_table()
+    assert table.keys is not None
+    assert np.array_equal(updated.keys, np.sort(table.keys.astype(np.uint64)))
+    # a new process starts from the saved graph, not from scratch
+    reopened = open_store(str(folder), "sqlite:?search=ann")
+    assert reopened.search(new[2], 1)[0].chunk.chunk_id == "d05#2"
+
+
+def test_document_filter_and_modes(folder: Path) -> None:
+    exact, graph = stores(folder)
+    query = unit(1, np.random.default_rng(3))[0]
+    assert [h.chunk.chunk_id for h in graph.search(query, 5, doc_ids=["d03"])] == [
+        h.chunk.chunk_id for h in exact.search(query, 5, doc_ids=["d03"])]
+    auto = open_store(str(folder))  # small index: exact, no graph is written
+    assert isinstance(auto, SQLiteStore) and auto.search_mode == "auto"
+    auto.search(query, 5)
+    assert VectorGraph.load(auto.derived) is None
+    with pytest.raises(ConfigurationError, match="search mode 'fast'"):
+        open_store(str(folder), "sqlite:?search=fast")
+    with pytest.raises(ConfigurationError, match="unknown SQLite store option 'cache'"):
+        open_store(str(folder), "sqlite:?cache=1")

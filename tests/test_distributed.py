@@ -1,0 +1,137 @@
+"""Indexing on a real local Ray cluster gives the index a single process gives.
+
+One Ray cluster (`ray.init(num_cpus=2)`) serves the module; the command-line test starts
+its own, as a user's `suture index --ray` does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suture.distributed import RayOptions
+from suture.index import Index, IndexReport
+
+pytestmark = pytest.mark.slow
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real text: the start of RFC 9293 and of the GDPR, plus a file that is skipped."""
+    folder = tmp_path_factory.mktemp("corpus")
+    rfc = (shared_data / "corpora" / "rfc9293" / "rfc9293.txt").read_text(encoding="utf-8")
+    gdpr = (shared_data / "corpora" / "gdpr" / "gdpr_en.md").read_text(encoding="utf-8")
+    (folder / "rfc.txt").write_text(rfc[:40_000], encoding="utf-8")
+    (folder / "gdpr.md").write_text(gdpr[:40_000], encoding="utf-8")
+    (folder / "notes.docx").write_bytes(b"PK\x03\x04 not supported")
+    return folder
+
+
+def snapshot(index: Index) -> tuple[dict[str, str], list[tuple[str, int, int]], np.ndarray]:
+    chunks = list(index.store.iter_chunks())
+    ids = [c.chunk_id for c in chunks]
+    return (index.store.document_hashes(), [(c.chunk_id, c.start, c.end) for c in chunks],
+            index.store.vectors(ids))
+
+
+def assert_same_index(got: Index, expected: Index) -> None:
+    hashes, chunks, vectors = snapshot(got)
+    want_hashes, want_chunks, want_vectors = snapshot(expected)
+    assert hashes == want_hashes
+    assert chunks == want_chunks
+    np.testing.assert_allclose(vectors, want_vectors, atol=1e-6)
+
+
+def test_ray_index_equals_the_single_process_one(
+    cluster: None, corpus: Path, tmp_path: Path, minilm: object
+) -> None:
+    single = Index.build([corpus], tmp_path / "single", embedder="minilm")
+    spread = Index.build([corpus], tmp_path / "ray", embedder="minilm",
+                         ray=RayOptions(workers=2))
+    assert_same_index(spread, single)
+    report = spread.last_report
+    assert report is not None
+    assert sorted(report.added) == ["gdpr.md", "rfc.txt"]
+    assert [s.source for s in report.skipped] == [str(corpus / "notes.docx")]
+    assert report.embedded == report.chunks_written == single.store.chunk_count()
+    # unchanged documents are skipped; a changed one is replaced
+    (corpus / "rfc.txt").write_text((corpus / "rfc.txt").read_text() + "\n\nA new line.\n")
+    again = Index.build([corpus], tmp_path / "ray", embedder="minilm",
+                        ray=RayOptions(workers=2)).last_report
+    assert again is not None and again.unchanged == ["gdpr.md"] and again.updated == ["rfc.txt"]
+    assert again.embedded < report.embedded  # unchanged chunk texts come from the cache
+
+
+def _worker_pids() -> list[int]:
+    import psutil
+
+    return [p.pid for p in psutil.process_iter(["cmdline"])
+            if any("EmbedWorker" in part for part in (p.info["cmdline"] or []))]
+
+
+def test_a_killed_worker_is_replaced_and_nothing_is_lost(
+    cluster: None, corpus: Path, tmp_path: Path
+) -> None:
+    report = IndexReport()
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            Index.build([corpus], tmp_path / "ray", embedder="minilm", report=report,
+                        ray=RayOptions(workers=2))
+        except BaseException as exc:  # the assertion below shows it
+            errors.append(exc)
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    deadline = time.monotonic() + 300
+    while report.embedded == 0 and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)  # wait until the workers are embedding
+    victims = _worker_pids()
+    assert victims, "no EmbedWorker process found"
+    os.kill(victims[0], signal.SIGKILL)
+    thread.join(timeout=600)
+    assert not thread.is_alive() and not errors, errors
+    single = Index.build([corpus], tmp_path / "single", embedder="minilm")
+    assert_same_index(Index.open(tmp_path / "ray"), single)
+    assert report.chunks_written == single.store.chunk_count()
+
+
+def test_command_line_ray_index_and_missing_extra(corpus: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    result = subprocess.run(
+        [sys.executable, "-m", "suture", "index", str(corpus), "--index", str(tmp_path / "cli"),
+         "--embedder", "hashing", "--ray", "--ray-workers", "2", "-q"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    single = Index.build([corpus], tmp_path / "single", embedder="hashing")
+    assert_same_index(Index.open(tmp_path / "cli"), single)
+    # Without Ray installed, the error names the extra to install.
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "ray.py").write_text("raise ImportError('ray is not installed here')\n")
+    env["PYTHONPATH"] = f"{blocked}{os.pathsep}{env['PYTHONPATH']}"
+    missing = subprocess.run(
+        [sys.executable, "-m", "suture", "index", str(corpus), "--index",
+         str(tmp_path / "none"), "--embedder", "hashing", "--ray"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert missing.returncode == 2 and "pip install 'suture[ray]'" in missing.stderr
+    assert "Traceback" not in missing.stderr
