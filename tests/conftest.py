@@ -14,6 +14,8 @@ import pytest
 from tests.backends import BACKENDS, RUN, StoreTarget
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: real `suture serve` processes, used by tests/server and tests/test_client.py
+pytest_plugins = ("tests.server.fixtures",)
 
 
 def shared_data_dir() -> Path:

@@ -208,3 +208,48 @@ def test_copies_under_other_names_or_with_other_text_stay_documents(tmp_path: Pa
     assert index.last_report.already_indexed == {}
     assert sorted(index.last_report.added) == ["b.txt", "copy.md"]
     assert index.store.document("copy.md").title == index.store.document("a.md").title
+
+
+class _CountingBar:
+    """A bar from a progress factory, recording what Index.ingest reports to it."""
+
+    def __init__(self) -> None:
+        self.total: int | None = 0
+        self.done, self.refreshed, self.closed = 0, 0, False
+
+    def refresh(self) -> None:
+        self.refreshed += 1
+
+    def update(self, n: int) -> None:
+        self.done += n
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_ingest_reports_progress_to_a_factorys_bar(tmp_path: Path) -> None:
+    from suture.types import Document
+
+    index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing")
+    bars: list[_CountingBar] = []
+
+    def factory() -> _CountingBar:
+        bars.append(_CountingBar())
+        return bars[-1]
+
+    text = "Gamma paragraph about congestion control and slow start. " * 40
+    report = index.ingest([Document("gamma", text, title="Gamma")], show_progress=factory)
+    assert report.added == ["gamma"] and report.chunks_written > 1
+    assert len(bars) == 1 and bars[0].total == bars[0].done == report.chunks_written
+    assert bars[0].closed
+    assert index.retrieve("congestion slow start", k=1).spans[0].doc_id == "gamma"
+
+
+def test_compare_equals_one_retrieve_per_policy(tmp_path: Path) -> None:
+    index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing")
+    policies = ["topk", "window", "scar"]
+    contexts = index.compare("timers and retransmission", policies, k=2, explain=True)
+    assert [c.policy for c in contexts] == policies
+    for context in contexts:
+        alone = index.retrieve("timers and retransmission", context.policy, 2, explain=True)
+        assert context == alone

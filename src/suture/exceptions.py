@@ -9,7 +9,8 @@
     ├── IndexError_                 the index is missing, incompatible or damaged
     │   ├── IndexNotFoundError      there is no index by that name (yet)
     │   └── EmbedderMismatchError   the index was built with another embedder / dimension
-    └── EmbeddingError              the embedder failed (e.g. remote endpoint kept failing)
+    ├── EmbeddingError              the embedder failed (e.g. remote endpoint kept failing)
+    └── ServiceError                `suture serve` answered a client's request with an error
 
 Messages name the offending value and say how to fix it.
 """
@@ -65,6 +66,16 @@ class EmbedderMismatchError(IndexError_):
 
 class EmbeddingError(SutureError):
     """The embedder failed to produce vectors."""
+
+
+class ServiceError(SutureError):
+    """A `suture serve` error answer: HTTP status, short code and the server's message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{message} (HTTP {status} {code})")
+        self.status = status
+        self.code = code
+        self.message = message
 
 
 def missing_dependency(package: str, extra: str) -> MissingDependencyError:

@@ -18,7 +18,7 @@ from suture.exceptions import (
     IndexError_,
     NothingToIndexError,
 )
-from suture.indexing import IndexReport, ingest
+from suture.indexing import IndexReport, ProgressFactory, ingest
 from suture.policies import Policy, get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
@@ -241,12 +241,16 @@ class Index:
         self,
         documents: Iterable[Document | Skipped],
         *,
-        show_progress: bool = False,
+        show_progress: bool | ProgressFactory = False,
         prune: bool = False,
         report: IndexReport | None = None,
         ray: RayOptions | None = None,
     ) -> IndexReport:
-        """Index `Document`s (e.g. from a service or a framework) like `add` does files."""
+        """Index `Document`s (e.g. from a service or a framework) like `add` does files.
+
+        `show_progress` may also be a factory of tqdm-like bars (see `suture.indexing`),
+        e.g. one that reports into a `suture serve` write job.
+        """
         report = report if report is not None else IndexReport()
         seen: set[str] = set()
 
@@ -266,7 +270,7 @@ class Index:
             name, options = self.embedder_spec()
             ingest_with_ray(self.store, noted(documents), report,
                             replace(ray, embedder=name, embedder_options=options),
-                            self.embedder.key, show_progress=show_progress)
+                            self.embedder.key, show_progress=show_progress is True)
         if prune:  # a file reached under another id keeps its stored copy
             kept = seen | set(report.already_indexed.values())
             report.deleted = self.delete(sorted(stored - kept))
@@ -276,7 +280,7 @@ class Index:
         self.store.prepare()
         self.retriever().prepare()
         if self.has_sprout_trees():
-            self.build_sprout_trees(show_progress=show_progress)
+            self.build_sprout_trees(show_progress=show_progress is True)
         return report
 
     def has_sprout_trees(self) -> bool:
@@ -375,6 +379,26 @@ class Index:
                 max_tokens=max_tokens,
                 trace=[dict(row) for row in result.trace] if explain else None,
             )
+
+    def compare(
+        self,
+        query: str,
+        policies: Sequence[str | Policy],
+        k: int = 5,
+        *,
+        query_vector: Vectors | None = None,
+        retriever: str | None = None,
+        max_tokens: int | None = None,
+        explain: bool = False,
+    ) -> list[Context]:
+        """The contexts of several policies for one query, embedding the query once."""
+        if query_vector is None:
+            query_vector = self.embed_queries([query])[0]
+        return [
+            self.retrieve(query, policy, k, query_vector=query_vector, retriever=retriever,
+                          max_tokens=max_tokens, explain=explain)
+            for policy in policies
+        ]
 
     def documents(self) -> list[DocumentSummary]:
         """Every stored document (id, title, characters, chunks), sorted by id."""

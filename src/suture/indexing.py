@@ -30,6 +30,9 @@ from suture.types import Chunk, Document
 
 #: how many texts are embedded (and cached) per step; bounds work lost to a crash
 EMBED_STEP = 256
+#: makes a tqdm-like progress bar: `total` (grows as documents are planned), `refresh()`,
+#: `update(n)` and `close()`
+ProgressFactory = Callable[[], Any]
 
 
 @dataclass
@@ -218,9 +221,12 @@ def ingest(
     documents: Iterable[Document | Skipped],
     report: IndexReport,
     *,
-    show_progress: bool = False,
+    show_progress: bool | ProgressFactory = False,
 ) -> IndexReport:
-    """Index `documents` into `store` with `embedder`; `report` is filled in as it goes."""
+    """Index `documents` into `store` with `embedder`; `report` is filled in as it goes.
+
+    `show_progress` may be a `ProgressFactory` instead of True for a tqdm bar.
+    """
     started = time.perf_counter()
     bar = _progress(show_progress)
     planned = plan_documents(store, documents, report)
@@ -248,7 +254,9 @@ def ingest(
     return report
 
 
-def _progress(show: bool) -> Any:
+def _progress(show: bool | ProgressFactory) -> Any:
+    if callable(show):
+        return show()
     if not show:
         return None
     from tqdm import tqdm

@@ -71,6 +71,35 @@ class Hit:
     retriever: str = "dense"
     scores: Mapping[str, float] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The hit with its chunk flattened in (ids, offsets, text, section path)."""
+        chunk = self.chunk
+        return {
+            "chunk_id": chunk.chunk_id,
+            "doc_id": chunk.doc_id,
+            "position": chunk.position,
+            "start": chunk.start,
+            "end": chunk.end,
+            "text": chunk.text,
+            "section_path": list(chunk.section_path),
+            "score": self.score,
+            "retriever": self.retriever,
+            "scores": dict(self.scores),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Hit:
+        chunk = Chunk(
+            chunk_id=data["chunk_id"],
+            doc_id=data["doc_id"],
+            position=data["position"],
+            start=data["start"],
+            end=data["end"],
+            text=data["text"],
+            section_path=tuple(data["section_path"]),
+        )
+        return cls(chunk, data["score"], data["retriever"], dict(data["scores"]))
+
 
 @dataclass(frozen=True, slots=True)
 class Selection:
@@ -118,6 +147,19 @@ class Span:
             "scores": list(self.scores),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Span:
+        return cls(
+            doc_id=data["doc_id"],
+            start=data["start"],
+            end=data["end"],
+            text=data["text"],
+            chunk_ids=tuple(data["chunk_ids"]),
+            score=data["score"],
+            reasons=tuple(data["reasons"]),
+            scores=tuple(data.get("scores", ())),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Context:
@@ -146,6 +188,7 @@ class Context:
         return "\n\n".join(span.text for span in self.spans)
 
     def to_dict(self) -> dict[str, Any]:
+        """Everything in the context as JSON-ready values (`suture query --json`, the API)."""
         return {
             "query": self.query,
             "policy": self.policy,
@@ -154,10 +197,21 @@ class Context:
             "characters": self.characters,
             "tokens": self.tokens,
             "dropped": self.dropped,
-            "hits": [
-                {"chunk_id": h.chunk.chunk_id, "score": h.score, "retriever": h.retriever,
-                 "scores": dict(h.scores)}
-                for h in self.hits
-            ],
+            "hits": [hit.to_dict() for hit in self.hits],
             "trace": [dict(row) for row in self.trace],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Context:
+        """The inverse of `to_dict` (a context received from `suture serve`)."""
+        return cls(
+            query=data["query"],
+            policy=data["policy"],
+            spans=tuple(Span.from_dict(span) for span in data["spans"]),
+            chunks=data["chunks"],
+            characters=data["characters"],
+            tokens=data["tokens"],
+            hits=tuple(Hit.from_dict(hit) for hit in data.get("hits", ())),
+            trace=tuple(dict(row) for row in data.get("trace", ())),
+            dropped=data.get("dropped", 0),
+        )

@@ -224,15 +224,8 @@ def query_command(
         )
     except SutureError as exc:
         raise fail(exc) from None
-    if as_json:
-        data = context.to_dict()
-        out = {key: data[key] for key in ("query", "policy", "spans", "chunks", "tokens")}
-        out["characters"] = data["characters"]
-        # which first stage found what (and with which score): --retriever's effect
-        out["hits"] = [{k: h[k] for k in ("chunk_id", "score", "retriever")} for h in data["hits"]]
-        if explain:
-            out["trace"] = data["trace"]
-        sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+    if as_json:  # the same JSON as `suture serve`'s POST /v1/retrieve (hits: --retriever's effect)
+        sys.stdout.write(json.dumps(context.to_dict(), indent=2, ensure_ascii=False) + "\n")
         return
     console.rule(
         f"[bold]{context.policy}[/]: {context.chunks} chunks, "
@@ -271,12 +264,7 @@ def compare_command(
 
     try:
         opened = Index.open(index, store=store, embedder_options=parse_params(embedder_option))
-        vector = opened.embed_queries([text])[0]
-        contexts = [
-            opened.retrieve(text, policy=p.strip(), k=k, query_vector=vector)
-            for p in policies.split(",")
-            if p.strip()
-        ]
+        contexts = opened.compare(text, [p.strip() for p in policies.split(",") if p.strip()], k)
     except SutureError as exc:
         raise fail(exc) from None
     table = Table(title=f"{text}")

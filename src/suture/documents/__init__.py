@@ -6,11 +6,17 @@ from suture.documents.ingest import (
     SUPPORTED_SUFFIXES,
     Skipped,
     content_hash,
+    document_files,
     iter_documents,
     load_document,
     same_file_key,
 )
-from suture.documents.loaders import PAGE_SEPARATOR, normalise_newlines, title_from_filename
+from suture.documents.loaders import (
+    PAGE_SEPARATOR,
+    document_from_record,
+    normalise_newlines,
+    title_from_filename,
+)
 from suture.documents.sections import Heading, build_sections, detect_sections
 
 __all__ = [
@@ -21,6 +27,8 @@ __all__ = [
     "build_sections",
     "content_hash",
     "detect_sections",
+    "document_files",
+    "document_from_record",
     "iter_documents",
     "load_document",
     "normalise_newlines",

@@ -86,13 +86,22 @@ def iter_documents(paths: Sequence[str | Path]) -> Iterator[Document | Skipped]:
 
 def _iter_one_path(root: Path) -> Iterator[Document | Skipped]:
     """One argument: a folder walked in sorted order, or a single file."""
-    if root.is_dir():
-        for path in _walk(root):
-            yield from _load_file(path, path.relative_to(root).as_posix())
-    elif root.exists():
-        yield from _load_file(root, root.name)
-    else:
+    if not root.exists():
         yield Skipped(str(root), f"{root}: no such file or folder")
+        return
+    for path, doc_id in document_files(root):
+        yield from _load_file(path, doc_id)
+
+
+def document_files(root: Path) -> list[tuple[Path, str]]:
+    """The files one argument stands for, each with the document id it gets.
+
+    A folder: its files in sorted order, ids relative to it (POSIX); a file: its name.
+    (A JSONL file's records carry their own ids.)
+    """
+    if root.is_dir():
+        return [(path, path.relative_to(root).as_posix()) for path in _walk(root)]
+    return [(root, root.name)]
 
 
 def _walk(root: Path) -> list[Path]:

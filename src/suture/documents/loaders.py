@@ -249,15 +249,15 @@ def iter_jsonl(path: Path) -> Iterator[Document | str]:
         if not line.strip():
             continue
         try:
-            yield _jsonl_document(json.loads(line), path)
+            yield document_from_record(json.loads(line), str(path))
         except json.JSONDecodeError as error:
             yield f"{path} line {number}: invalid JSON ({error.msg} at column {error.colno})"
         except DocumentError as error:
             yield f"{path} line {number}: {error}"
 
 
-def _jsonl_document(record: Any, path: Path) -> Document:
-    """One JSONL record `{"doc_id", "text", "title"?, "metadata"?}` as a Document."""
+def document_from_record(record: Any, source: str) -> Document:
+    """One record `{"doc_id", "text", "title"?, "metadata"?}` (a JSONL line, an API body)."""
     if not isinstance(record, dict):
         raise DocumentError(f"expected a JSON object, got {type(record).__name__}")
     doc_id, text = record.get("doc_id"), record.get("text")
@@ -275,7 +275,7 @@ def _jsonl_document(record: Any, path: Path) -> Document:
         )
     text = normalise_newlines(text)
     return Document(
-        doc_id=doc_id, text=text, title=_WS.sub(" ", title).strip(), source=str(path),
+        doc_id=doc_id, text=text, title=_WS.sub(" ", title).strip(), source=source,
         metadata=metadata, sections=detect_sections(text, "jsonl"),
     )
 

@@ -1,0 +1,208 @@
+"""`Client`: a `suture serve` index used from Python like a local `Index`.
+
+    from suture.client import Client
+
+    with Client("http://127.0.0.1:8000", api_key="...") as index:
+        context = index.retrieve("How is a TCP connection established?", policy="scar", k=5)
+
+`retrieve` and `compare` return the same `Context` objects as `Index`; `add` and
+`add_documents` send files or loaded documents and wait for their write jobs; an error
+answer raises `ServiceError` with the server's message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from suture.documents import Skipped, document_files
+from suture.exceptions import ServiceError
+from suture.index import IndexReport
+from suture.types import Context, Document
+
+#: job states after which a write job changes no more
+FINISHED = frozenset({"succeeded", "failed"})
+
+
+class Client:
+    """HTTP client of `suture serve`, mirroring `Index.retrieve/compare/add/delete`."""
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8000",
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout,
+                                  transport=transport)
+        self.timeout = timeout
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- reading ----------------------------------------------------------------------------
+    def retrieve(
+        self,
+        query: str,
+        policy: str = "topk",
+        k: int = 5,
+        *,
+        retriever: str | None = None,
+        max_tokens: int | None = None,
+        explain: bool = False,
+        **params: Any,
+    ) -> Context:
+        """The context of one policy for one query (`Index.retrieve`)."""
+        body = {"query": query, "policy": policy, "k": k, "params": params,
+                "retriever": retriever, "max_tokens": max_tokens, "explain": explain}
+        return Context.from_dict(self._call("POST", "/v1/retrieve", json=body))
+
+    def compare(
+        self,
+        query: str,
+        policies: Sequence[str],
+        k: int = 5,
+        *,
+        retriever: str | None = None,
+        max_tokens: int | None = None,
+        explain: bool = False,
+    ) -> list[Context]:
+        """The contexts of several policies for one query (`Index.compare`)."""
+        body = {"query": query, "policies": list(policies), "k": k, "retriever": retriever,
+                "max_tokens": max_tokens, "explain": explain}
+        answer = self._call("POST", "/v1/compare", json=body)
+        return [Context.from_dict(c) for c in answer["contexts"]]
+
+    def info(self) -> dict[str, Any]:
+        """The index's documents, chunks, embedder and settings (`Index.info`)."""
+        info: dict[str, Any] = self._call("GET", "/v1/info")["index"]
+        return info
+
+    def document(self, doc_id: str) -> Document:
+        """A stored document's extracted text (span offsets index into it)."""
+        data = self._call("GET", f"/v1/documents/{_quoted(doc_id)}")
+        return Document(doc_id=data["doc_id"], text=data["text"], title=data["title"],
+                        source=data["source"], metadata=data["metadata"])
+
+    # -- writing ----------------------------------------------------------------------------
+    def add(self, paths: Sequence[str | Path]) -> IndexReport:
+        """Upload files and folders, with the ids `Index.add` gives them; wait until written.
+
+        The server extracts the text (so sections are detected exactly as by
+        `suture index`); a file it cannot read is reported in `skipped`.
+        """
+        jobs, refused = [], []
+        for root in map(Path, paths):
+            if not root.exists():
+                refused.append(Skipped(str(root), f"{root}: no such file or folder"))
+                continue
+            for path, doc_id in document_files(root):
+                fields = {} if path.suffix.lower() == ".jsonl" else {"doc_id": doc_id}
+                try:
+                    with path.open("rb") as handle:
+                        jobs.append(self._call("POST", "/v1/documents", data=fields,
+                                               files={"file": (path.name, handle)}))
+                except ServiceError as error:  # a file the server will not take is skipped
+                    if error.status not in (400, 413):
+                        raise
+                    refused.append(Skipped(str(path), error.message))
+        report = self._report([self.wait(job["job_id"]) for job in jobs])
+        report.skipped[:0] = refused
+        return report
+
+    def add_documents(self, documents: Iterable[Document]) -> IndexReport:
+        """Send loaded documents as text (`Index.add_documents`); wait until written.
+
+        Only text, title and metadata travel: the server detects sections from the text.
+        """
+        jobs = [
+            self._call("POST", "/v1/documents", json={
+                "doc_id": d.doc_id, "text": d.text, "title": d.title,
+                "metadata": dict(d.metadata)})
+            for d in documents
+        ]
+        return self._report([self.wait(job["job_id"]) for job in jobs])
+
+    def delete(self, doc_ids: Iterable[str]) -> list[str]:
+        """Delete documents; returns the ids that were stored (`Index.delete`)."""
+        jobs = []
+        for doc_id in doc_ids:
+            try:
+                jobs.append(self._call("DELETE", f"/v1/documents/{_quoted(doc_id)}"))
+            except ServiceError as error:
+                if error.status != 404:
+                    raise
+        finished = [self.wait(job["job_id"]) for job in jobs]
+        return [doc_id for job in finished if job["state"] == "succeeded"
+                for doc_id in job["result"]["deleted"]]
+
+    def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
+        """Poll a write job until it has succeeded or failed; returns its last state."""
+        deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
+        pause = 0.02
+        while True:
+            job: dict[str, Any] = self._call("GET", f"/v1/jobs/{_quoted(job_id)}")
+            if job["state"] in FINISHED:
+                return job
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"write job {job_id} still {job['state']} after waiting; "
+                                   f"see GET /v1/jobs/{job_id}")
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.5)
+
+    # -- internals --------------------------------------------------------------------------
+    def _call(self, method: str, path: str, **options: Any) -> Any:
+        answer = self._http.request(method, path, **options)
+        if answer.is_success:
+            return answer.json()
+        try:
+            error = answer.json()
+            code, message = str(error["error"]), str(error["message"])
+        except (ValueError, KeyError, TypeError):
+            code, message = "http_error", answer.text[:200] or answer.reason_phrase
+        raise ServiceError(answer.status_code, code, message)
+
+    @staticmethod
+    def _report(jobs: list[dict[str, Any]]) -> IndexReport:
+        """One `IndexReport` for several add jobs; a failed job's reason is a skip."""
+        report = IndexReport()
+        for job in jobs:
+            if job["state"] != "succeeded":
+                source = ", ".join(job["doc_ids"]) or job["job_id"]
+                report.skipped.append(Skipped(source, str(job["error"])))
+                continue
+            result = job["result"]
+            report.added += result["added"]
+            report.updated += result["updated"]
+            report.unchanged += result["unchanged"]
+            report.already_indexed.update(result["already_indexed"])
+            report.skipped += [Skipped(s["source"], s["reason"]) for s in result["skipped"]]
+            report.chunks_written += result["chunks_written"]
+            report.embedded += result["embedded"]
+            report.cached += result["cached"]
+            report.seconds += result["seconds"]
+        return report
+
+
+def _quoted(part: str) -> str:
+    """A document id or job id as one URL path segment (slashes included)."""
+    return quote(part, safe="")
+
+
+__all__ = ["Client"]

@@ -1,0 +1,426 @@
+"""The FastAPI app of `suture serve`: a thin translation of HTTP to `Index` calls and back.
+
+Routes (all JSON; `/docs` shows them with their schemas):
+
+    GET    /healthz                   liveness, no key needed
+    GET    /metrics                   Prometheus text                        read
+    GET    /v1/info                   index, policies, limits                read
+    POST   /v1/retrieve               one policy's context                   read
+    POST   /v1/compare                several policies, one query embedding  read
+    GET    /v1/documents/{doc_id}     a stored document's text               read
+    POST   /v1/documents              add (JSON text or a file upload): job  write
+    DELETE /v1/documents/{doc_id}     delete: a job                          write
+    GET    /v1/jobs/{job_id}          a write job's state and progress       read
+    GET    /v1/reports[/view|/file]   `suture eval` reports under --reports  read
+    GET    /, /reports                the pages (static; they call the API)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from suture._version import __version__
+from suture.documents import SUPPORTED_SUFFIXES, document_from_record
+from suture.exceptions import ConfigurationError, DocumentError, SutureError
+from suture.explain import HEADERS
+from suture.policies import policy_names
+from suture.retrievers import RetrieverName
+from suture.server import reports
+from suture.server.auth import Scope
+from suture.server.limits import BodyLimit
+from suture.server.metrics import Metrics, MetricsMiddleware
+from suture.server.models import (
+    CompareRequest,
+    CompareResponse,
+    ContextResponse,
+    DocumentResponse,
+    ErrorResponse,
+    JobResponse,
+    RetrieveRequest,
+    TextDocument,
+)
+from suture.server.service import IndexService, ReadTimeout
+from suture.server.settings import ServerSettings
+
+log = logging.getLogger("suture.server")
+STATIC = Path(__file__).parent / "static"
+
+
+class ApiError(Exception):
+    """An error answered as `{"error": code, "message": message}` with an HTTP status."""
+
+    def __init__(self, status: int, code: str, message: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers
+
+
+def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
+    """The app serving `service`'s index under `settings`' keys and limits."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        service.close()
+
+    app = FastAPI(
+        title="suture",
+        version=__version__,
+        description="Context assembly for RAG: SCAR, SproutRAG and their baselines over one "
+        "index. Send `Authorization: Bearer KEY` when the server has API keys.",
+        lifespan=lifespan,
+    )
+    metrics = Metrics(service)
+    _errors(app)
+    read, write = _auth(settings, Scope.READ), _auth(settings, Scope.WRITE)
+    errors: dict[int | str, dict[str, Any]] = {
+        code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 422, 504)
+    }
+
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, str]:
+        """Liveness: the index is open and the model loaded (no key needed)."""
+        return {"status": "ok"}
+
+    @app.get("/metrics", tags=["service"], dependencies=[read],
+             response_class=PlainTextResponse)
+    def prometheus() -> Response:
+        """Prometheus text: request counts and latencies by route, index size, jobs."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/v1/info", tags=["index"], dependencies=[read], responses=errors)
+    async def info() -> dict[str, Any]:
+        """The index (documents, chunks, embedder, settings), policies and limits."""
+        return {
+            "suture_version": __version__,
+            "index": await service.read(service.info),
+            "policies": policy_names(),
+            "retrievers": [r.value for r in RetrieverName],
+            "trace_headers": HEADERS,
+            "limits": {
+                "max_body_bytes": settings.max_body_bytes,
+                "max_query_chars": settings.max_query_chars,
+                "request_timeout_s": settings.request_timeout_s,
+            },
+            "auth": settings.keys.enabled,
+        }
+
+    @app.post("/v1/retrieve", tags=["retrieval"], dependencies=[read],
+              response_model=ContextResponse, responses=errors)
+    async def retrieve(body: RetrieveRequest) -> dict[str, Any]:
+        """One policy's context: the same JSON as `suture query --json`."""
+        _check_query(body.query, settings)
+        params = _policy_params(body.policy, body.params, settings)
+        context = await service.read(lambda: service.retrieve(
+            body.query, body.policy, body.k, retriever=body.retriever,
+            max_tokens=body.max_tokens, explain=body.explain, **params))
+        return context.to_dict()
+
+    @app.post("/v1/compare", tags=["retrieval"], dependencies=[read],
+              response_model=CompareResponse, responses=errors)
+    async def compare(body: CompareRequest) -> dict[str, Any]:
+        """Several policies on one question (the query is embedded once)."""
+        _check_query(body.query, settings)
+        if "rerank" in body.policies:
+            raise ApiError(400, "invalid_request", "compare runs policies without parameters; "
+                           "ask /v1/retrieve for rerank")
+        contexts = await service.read(lambda: service.compare(
+            body.query, body.policies, body.k, retriever=body.retriever,
+            max_tokens=body.max_tokens, explain=body.explain))
+        return {"contexts": [c.to_dict() for c in contexts]}
+
+    @app.get("/v1/documents/{doc_id:path}", tags=["documents"], dependencies=[read],
+             response_model=DocumentResponse, responses=errors)
+    async def document(doc_id: str) -> dict[str, Any]:
+        """A stored document's extracted text (span offsets index into it)."""
+        try:
+            found = await service.read(lambda: service.document(doc_id))
+        except KeyError:
+            raise ApiError(404, "not_found", f"no document {doc_id!r} in the index") from None
+        return {"doc_id": found.doc_id, "title": found.title, "text": found.text,
+                "metadata": dict(found.metadata), "source": found.source}
+
+    @app.post("/v1/documents", tags=["documents"], dependencies=[write], status_code=202,
+              response_model=JobResponse, responses=errors, openapi_extra=_UPLOAD_SCHEMA)
+    async def add_document(
+        request: Request,
+        response: Response,
+        wait: Annotated[bool, Query(description="Answer when the job ends (or times out).")]
+        = False,
+    ) -> dict[str, Any]:
+        """Add or replace a document, as a JSON `TextDocument` or a multipart file upload.
+
+        Returns a job (202); the document is in the index once the job has `succeeded`.
+        Readers keep answering from the previous state until then.
+        """
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind == "application/json":
+            job = service.submit_text(await _text_document(request))
+        elif kind == "multipart/form-data":
+            job = await _upload(request, service)
+        else:
+            raise ApiError(415, "unsupported_media_type",
+                           "send application/json {doc_id, text, title?, metadata?} or a "
+                           "multipart/form-data upload with a `file` field")
+        return await _job_answer(job, wait, response, service)
+
+    @app.delete("/v1/documents/{doc_id:path}", tags=["documents"], dependencies=[write],
+                status_code=202, response_model=JobResponse, responses=errors)
+    async def delete_document(
+        doc_id: str, response: Response,
+        wait: Annotated[bool, Query(description="Answer when the job ends.")] = False,
+    ) -> dict[str, Any]:
+        """Delete a document (a job, run after every write queued before it)."""
+        if not service.jobs.pending(doc_id) and not await service.read(
+            lambda: service.has_document(doc_id)
+        ):
+            raise ApiError(404, "not_found", f"no document {doc_id!r} in the index")
+        return await _job_answer(service.submit_delete(doc_id), wait, response, service)
+
+    @app.get("/v1/jobs/{job_id}", tags=["documents"], dependencies=[read],
+             response_model=JobResponse, responses=errors)
+    def job_status(job_id: str) -> dict[str, Any]:
+        """A write job: state, stage, progress (chunks embedded of total), result or error."""
+        job = service.jobs.get(job_id)
+        if job is None:
+            raise ApiError(404, "not_found", f"no job {job_id!r} (jobs are kept in memory; "
+                           "the last 1000 finished ones are remembered)")
+        return service.jobs.snapshot(job)
+
+    @app.get("/v1/reports", tags=["reports"], dependencies=[read])
+    def report_list() -> dict[str, Any]:
+        """`suture eval` output folders found under the server's --reports folder."""
+        return {"reports": sorted(reports.find(settings.reports))}
+
+    @app.get("/v1/reports/view", tags=["reports"], dependencies=[read], responses=errors)
+    def report_view(name: str) -> dict[str, str]:
+        """One report as HTML; its plots point at /v1/reports/file."""
+        folder = reports.find(settings.reports).get(name)
+        if folder is None:
+            raise ApiError(404, "not_found", f"no report {name!r}; see /v1/reports")
+        return {"name": name, "html": reports.render(name, folder)}
+
+    @app.get("/v1/reports/file", tags=["reports"], dependencies=[read], responses=errors)
+    def report_file(name: str, file: str) -> FileResponse:
+        """A plot of a report (only image files directly in its folder)."""
+        folder = reports.find(settings.reports).get(name)
+        path = None if folder is None else reports.images(folder).get(file)
+        if path is None:
+            raise ApiError(404, "not_found", f"no image {file!r} in report {name!r}")
+        return FileResponse(path)
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/reports", include_in_schema=False)
+    def reports_page() -> FileResponse:
+        return FileResponse(STATIC / "reports.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
+
+
+# -- authentication -------------------------------------------------------------------------
+_bearer = HTTPBearer(auto_error=False, description="An API key from SUTURE_API_KEYS / --api-keys.")
+
+
+def _auth(settings: ServerSettings, needed: Scope) -> Any:
+    """A dependency: 401 without a known key, 403 for a read key on a write route."""
+
+    def check(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> None:
+        if not settings.keys.enabled:
+            return
+        challenge = {"WWW-Authenticate": "Bearer"}
+        if credentials is None:
+            raise ApiError(401, "unauthorized",
+                           "this server needs an API key: send Authorization: Bearer KEY",
+                           challenge)
+        scope = settings.keys.scope_of(credentials.credentials)
+        if scope is None:
+            raise ApiError(401, "unauthorized", "unknown API key", challenge)
+        if not scope.allows(needed):
+            raise ApiError(403, "forbidden",
+                           f"this key has {scope.value} scope; this route needs a "
+                           f"{needed.value} key")
+
+    return Depends(check)
+
+
+# -- requests -------------------------------------------------------------------------------
+def _check_query(query: str, settings: ServerSettings) -> None:
+    if len(query) > settings.max_query_chars:
+        raise ApiError(422, "query_too_long",
+                       f"the query has {len(query)} characters; this server accepts at most "
+                       f"{settings.max_query_chars} (suture serve --max-query-chars)")
+
+
+def _policy_params(policy: str, params: dict[str, Any], settings: ServerSettings
+                   ) -> dict[str, Any]:
+    """The request's policy parameters; a path (rerank's model) is the server's to choose."""
+    if policy != "rerank":
+        return params
+    if "model" in params:
+        raise ApiError(400, "invalid_request",
+                       "a request cannot name the rerank model folder; the server sets it "
+                       "(suture serve --rerank-model DIR)")
+    if settings.rerank_model is not None:
+        return {**params, "model": str(settings.rerank_model)}
+    return params
+
+
+async def _text_document(request: Request) -> Any:
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise ApiError(400, "invalid_request", f"the body is not valid JSON: {exc}") from None
+    try:
+        checked = TextDocument.model_validate(body)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_url=False)) from None
+    try:
+        return document_from_record(checked.model_dump(), "api")
+    except DocumentError as exc:
+        raise ApiError(400, "invalid_request", str(exc)) from None
+
+
+async def _upload(request: Request, service: IndexService) -> Any:
+    form = await request.form(max_files=1, max_fields=8)
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise ApiError(400, "invalid_request", "the upload needs a `file` field with the file")
+    filename = upload.filename or ""
+    suffix = PurePosixPath(filename).suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        raise ApiError(400, "invalid_request",
+                       f"{filename}: unsupported file type {suffix or '(no extension)'}; "
+                       f"supported: {', '.join(SUPPORTED_SUFFIXES)}")
+    fields = {name: form.get(name) for name in ("doc_id", "title", "metadata")}
+    if any(value is not None and not isinstance(value, str) for value in fields.values()):
+        raise ApiError(400, "invalid_request", "doc_id, title and metadata are text fields")
+    doc_id, title, raw_metadata = (v if isinstance(v, str) else None for v in fields.values())
+    if suffix == ".jsonl" and doc_id:
+        raise ApiError(400, "invalid_request",
+                       "a JSONL upload's records carry their own doc_id; drop the doc_id field")
+    try:
+        metadata = json.loads(raw_metadata) if raw_metadata else {}
+    except ValueError:
+        metadata = None
+    if not isinstance(metadata, dict):
+        raise ApiError(400, "invalid_request", "metadata must be a JSON object")
+    data = await upload.read()
+    effective_id = doc_id or (None if suffix == ".jsonl" else filename)
+    return service.submit_upload(data, filename, suffix, effective_id, title, metadata)
+
+
+async def _job_answer(job: Any, wait: bool, response: Response, service: IndexService
+                      ) -> dict[str, Any]:
+    response.headers["Location"] = f"/v1/jobs/{job.job_id}"
+    if wait:
+        deadline = asyncio.get_running_loop().time() + service.timeout_s
+        while not job.ended.is_set() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        if job.ended.is_set():
+            response.status_code = 200
+    return service.jobs.snapshot(job)
+
+
+# -- errors ---------------------------------------------------------------------------------
+def _errors(app: FastAPI) -> None:
+    """Every error as `{"error", "message"}`; never a stack trace."""
+
+    def answer(status: int, code: str, message: str,
+               headers: dict[str, str] | None = None) -> JSONResponse:
+        return JSONResponse({"error": code, "message": message}, status, headers=headers)
+
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return answer(exc.status, exc.code, exc.message, exc.headers)
+
+    async def suture_error(_: Request, exc: SutureError) -> JSONResponse:
+        if isinstance(exc, ConfigurationError | DocumentError):
+            return answer(400, "invalid_request", str(exc))
+        return answer(500, type(exc).__name__.rstrip("_").lower(), str(exc))
+
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+            problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+        return answer(422, "invalid_request", "; ".join(problems))
+
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+        code = codes.get(exc.status_code, "http_error")
+        return answer(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+
+    async def timeout(_: Request, exc: ReadTimeout) -> JSONResponse:
+        return answer(504, "timeout", str(exc))
+
+    async def internal(_: Request, exc: Exception) -> JSONResponse:
+        incident = uuid.uuid4().hex[:12]
+        log.error("internal error %s", incident, exc_info=exc)
+        return answer(500, "internal_error",
+                      f"internal error (logged on the server as {incident})")
+
+    handlers: dict[Any, Callable[[Request, Any], Awaitable[JSONResponse]]] = {
+        ApiError: api_error, SutureError: suture_error, RequestValidationError: invalid,
+        StarletteHTTPException: http_error, ReadTimeout: timeout, Exception: internal,
+    }
+    for kind, handler in handlers.items():
+        app.add_exception_handler(kind, handler)
+
+
+#: OpenAPI for POST /v1/documents, which reads its body itself (JSON or a file upload)
+_UPLOAD_SCHEMA: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": TextDocument.model_json_schema()},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary",
+                                 "description": f"One of {', '.join(SUPPORTED_SUFFIXES)}; "
+                                 "a .jsonl file may hold many documents."},
+                        "doc_id": {"type": "string",
+                                   "description": "Default: the file's name. Never a path."},
+                        "title": {"type": "string"},
+                        "metadata": {"type": "string", "description": "A JSON object."},
+                    },
+                }
+            },
+        },
+    }
+}
+
+
+__all__ = ["ApiError", "create_app"]

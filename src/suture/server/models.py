@@ -1,0 +1,137 @@
+"""Request and response bodies of the HTTP API (pydantic; they make the OpenAPI schema).
+
+Responses carry `Context.to_dict()` as it is, so `POST /v1/retrieve` answers with the
+same JSON as `suture query --json` and `Context.from_dict` reads it back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: largest k a request may ask for
+MAX_K = 200
+#: most policies one compare request may run
+MAX_POLICIES = 8
+
+ParamValue = str | int | float | bool | None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RetrieveRequest(_Strict):
+    query: str = Field(min_length=1, description="The question.")
+    policy: str = Field("topk", description="topk, window, window2, parent, scar, rerank, sprout.")
+    k: int = Field(5, ge=1, le=MAX_K, description="First-stage hits.")
+    params: dict[str, ParamValue] = Field(
+        default_factory=dict, description="Policy parameters, e.g. {\"lam\": 0.5, \"tau\": 0.1}."
+    )
+    retriever: str | None = Field(None, description="dense, lexical, hybrid, document-hybrid.")
+    max_tokens: int | None = Field(None, ge=1, description="Token budget for the context.")
+    explain: bool = Field(False, description="Include every expansion decision (`trace`).")
+
+
+class CompareRequest(_Strict):
+    query: str = Field(min_length=1)
+    policies: list[str] = Field(
+        default_factory=lambda: ["topk", "window", "parent", "scar"],
+        min_length=1, max_length=MAX_POLICIES,
+    )
+    k: int = Field(5, ge=1, le=MAX_K)
+    retriever: str | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    explain: bool = False
+
+
+class Span(BaseModel):
+    doc_id: str
+    start: int
+    end: int
+    text: str
+    chunk_ids: list[str]
+    score: float
+    reasons: list[str] = Field(description="Per chunk id: \"hit\" or \"expanded from <chunk>\".")
+    scores: list[float] = Field(
+        description="Per chunk id: the score of the piece that brought it in (a hit's "
+                    "retrieval score; a SCAR expansion's cos(query, chunk)).")
+
+
+class Hit(BaseModel):
+    chunk_id: str
+    doc_id: str
+    position: int
+    start: int
+    end: int
+    text: str
+    section_path: list[str]
+    score: float
+    retriever: str
+    scores: dict[str, float]
+
+
+class ContextResponse(BaseModel):
+    """One policy's context: `Context.to_dict()`, the JSON of `suture query --json`."""
+
+    query: str
+    policy: str
+    spans: list[Span]
+    chunks: int
+    characters: int
+    tokens: int
+    dropped: int = Field(description="Pieces left out by max_tokens.")
+    hits: list[Hit]
+    trace: list[dict[str, Any]] = Field(description="Decision rows (explain=true).")
+
+
+class CompareResponse(BaseModel):
+    contexts: list[ContextResponse]
+
+
+class TextDocument(_Strict):
+    """A document given as text (`POST /v1/documents` with a JSON body)."""
+
+    doc_id: str = Field(min_length=1, description="Any string; never used as a path.")
+    text: str = Field(min_length=1)
+    title: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobProgress(BaseModel):
+    done: int
+    total: int = Field(description="Chunks to embed (0 until known).")
+
+
+class JobResponse(BaseModel):
+    job_id: str
+    kind: str = Field(description="add or delete")
+    doc_ids: list[str]
+    state: str = Field(description="queued, running, succeeded or failed")
+    stage: str
+    progress: JobProgress
+    created: float
+    started: float | None
+    finished: float | None
+    result: dict[str, Any] | None
+    error: str | None
+
+
+class DocumentResponse(BaseModel):
+    doc_id: str
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    source: str
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(description="A short code: invalid_request, unauthorized, not_found, ...")
+    message: str = Field(description="What went wrong and how to fix it.")
+
+
+__all__ = [
+    "MAX_K", "MAX_POLICIES", "CompareRequest", "CompareResponse", "ContextResponse",
+    "DocumentResponse", "ErrorResponse", "JobResponse", "RetrieveRequest", "TextDocument",
+]

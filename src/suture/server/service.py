@@ -1,0 +1,174 @@
+"""The index behind `suture serve`: opened once, read by a pool of threads, written by one.
+
+Reads run on a small thread pool with a per-request time limit; each one is one
+`Index.retrieve` (or `compare`), which reads one snapshot of the store
+(`Store.reading()`), so a write committing meanwhile never mixes two states into one
+answer. Writes go through `JobQueue`, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from suture.documents import Skipped, iter_documents, title_from_filename
+from suture.index import Index, IndexReport
+from suture.server.jobs import Job, JobFailed, JobQueue, Progress
+from suture.types import Context, Document
+
+log = logging.getLogger("suture.server")
+T = TypeVar("T")
+
+
+def open_index(index: str, store: str | None = None,
+               embedder_options: Mapping[str, Any] | None = None) -> Index:
+    """The one place `suture serve` opens its index."""
+    return Index.open(index, store=store, embedder_options=embedder_options)
+
+
+class ReadTimeout(Exception):
+    """A read did not finish within the per-request time limit."""
+
+
+class IndexService:
+    """One open `Index`, its read pool and its write queue."""
+
+    def __init__(self, index: Index, *, read_threads: int = 4, timeout_s: float = 30.0) -> None:
+        self.index = index
+        self.timeout_s = timeout_s
+        self.jobs = JobQueue()
+        self._readers = ThreadPoolExecutor(max_workers=read_threads,
+                                           thread_name_prefix="suture-reader")
+
+    def warm_up(self) -> None:
+        """Load the model, the default retriever and the search table before serving."""
+        self.index.embed_queries(["warm up"])
+        self.index.retriever().prepare()
+        if self.index.info()["chunks"]:
+            self.index.retrieve("warm up", "topk", 1)
+
+    def close(self) -> None:
+        self.jobs.close()
+        self._readers.shutdown(wait=False, cancel_futures=True)
+
+    # -- reading ----------------------------------------------------------------------------
+    async def read(self, work: Callable[[], T]) -> T:
+        """Run `work` on the read pool within the time limit."""
+        future = asyncio.wrap_future(self._readers.submit(work))
+        try:
+            return await asyncio.wait_for(future, self.timeout_s)
+        except TimeoutError:
+            # A queued read is cancelled; a running one cannot be stopped and finishes
+            # in the background (its result is dropped).
+            raise ReadTimeout(
+                f"the request took longer than {self.timeout_s:g} s (the server's "
+                "--request-timeout); ask for fewer policies or a smaller k, or retry"
+            ) from None
+
+    def generation(self) -> int:
+        return self.index.store.generation
+
+    def retrieve(self, query: str, policy: str, k: int, **options: Any) -> Context:
+        return self.index.retrieve(query, policy, k, **options)
+
+    def compare(self, query: str, policies: Sequence[str], k: int, **options: Any
+                ) -> list[Context]:
+        return self.index.compare(query, policies, k, **options)
+
+    def info(self) -> dict[str, Any]:
+        return self.index.info()
+
+    def document(self, doc_id: str) -> Document:
+        """The stored document; `KeyError` when there is none."""
+        return self.index.store.document(doc_id)
+
+    def has_document(self, doc_id: str) -> bool:
+        try:
+            self.document(doc_id)
+        except KeyError:
+            return False
+        return True
+
+    # -- writing ----------------------------------------------------------------------------
+    def submit_text(self, document: Document) -> Job:
+        """Queue one document given as text."""
+        return self.jobs.submit("add", (document.doc_id,),
+                                lambda job: self._add(job, [document]))
+
+    def submit_upload(self, data: bytes, filename: str, suffix: str, doc_id: str | None,
+                      title: str | None, metadata: dict[str, Any]) -> Job:
+        """Queue an uploaded file; its text is extracted by the writer, not the request.
+
+        The bytes go to a fresh temporary folder under a fixed name (`upload` plus the
+        checked suffix): neither the file name nor the document id ever becomes a path.
+        """
+        folder = Path(tempfile.mkdtemp(prefix="suture-upload-"))
+        path = folder / f"upload{suffix}"
+        path.write_bytes(data)
+
+        def work(job: Job) -> dict[str, Any]:
+            try:
+                self.jobs.update(job, stage="reading")
+                loaded = [_as_upload(item, path, filename, doc_id, title, metadata)
+                          for item in iter_documents([path])]
+                return self._add(job, loaded)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        return self.jobs.submit("add", (doc_id,) if doc_id else (), work)
+
+    def submit_delete(self, doc_id: str) -> Job:
+        def work(job: Job) -> dict[str, Any]:
+            deleted = self.index.delete([doc_id])
+            if not deleted:
+                raise JobFailed(f"no document {doc_id!r} in the index")
+            return {"deleted": deleted}
+
+        return self.jobs.submit("delete", (doc_id,), work)
+
+    def _add(self, job: Job, documents: list[Document | Skipped]) -> dict[str, Any]:
+        self.jobs.update(job, stage="indexing")
+        report = self.index.ingest(documents, show_progress=lambda: Progress(self.jobs, job))
+        if report.indexed == 0:
+            reasons = "; ".join(s.reason for s in report.skipped) or "no documents"
+            raise JobFailed(f"nothing could be indexed: {reasons}")
+        return _report_json(report)
+
+
+def _as_upload(item: Document | Skipped, path: Path, filename: str, doc_id: str | None,
+               title: str | None, metadata: dict[str, Any]) -> Document | Skipped:
+    """An uploaded document under the id, title and metadata the client asked for."""
+    if isinstance(item, Skipped):  # name the upload, not the temporary file
+        return Skipped(filename, item.reason.replace(str(path), filename))
+    if path.suffix == ".jsonl":  # records carry their own ids, titles and metadata
+        return replace(item, source=f"upload:{filename}")
+    if title is None:  # a title taken from the file name: the upload's, not ours
+        title = (title_from_filename(filename)
+                 if item.title == title_from_filename(path) else item.title)
+    return replace(
+        item,
+        doc_id=doc_id or filename,
+        title=title,
+        source=f"upload:{filename}",
+        metadata={**item.metadata, **metadata},
+    )
+
+
+def _report_json(report: IndexReport) -> dict[str, Any]:
+    return {
+        "added": report.added, "updated": report.updated, "unchanged": report.unchanged,
+        "already_indexed": report.already_indexed,
+        "skipped": [{"source": s.source, "reason": s.reason} for s in report.skipped],
+        "chunks_written": report.chunks_written, "embedded": report.embedded,
+        "cached": report.cached, "seconds": round(report.seconds, 3),
+    }
+
+
+__all__ = ["IndexService", "ReadTimeout", "open_index"]
