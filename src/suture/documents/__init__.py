@@ -9,13 +9,19 @@ from suture.documents.ingest import (
     iter_documents,
     load_document,
 )
-from suture.documents.loaders import PAGE_SEPARATOR, normalise_newlines, title_from_filename
+from suture.documents.loaders import (
+    PAGE_SEPARATOR,
+    Newlines,
+    normalise_newlines,
+    title_from_filename,
+)
 from suture.documents.sections import Heading, build_sections, detect_sections
 
 __all__ = [
     "PAGE_SEPARATOR",
     "SUPPORTED_SUFFIXES",
     "Heading",
+    "Newlines",
     "Skipped",
     "build_sections",
     "content_hash",
