@@ -14,7 +14,7 @@ import numpy as np
 from suture._registry import lookup
 from suture._version import __version__
 from suture.chunking import chunk_document, embedding_text
-from suture.documents import Skipped, content_hash, iter_documents
+from suture.documents import Newlines, Skipped, content_hash, iter_documents
 from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, get_embedder
 from suture.exceptions import ConfigurationError, EmbedderMismatchError
 from suture.policies import Policy, get_policy
@@ -93,6 +93,7 @@ class Index:
         retriever: str | None = None,
         sprout: bool = False,
         sprout_weights: str | Path | None = None,
+        newlines: Newlines | str = Newlines.UNIVERSAL,
     ) -> Index:
         """Create the index at `path` (or add to it) from files and folders in `paths`.
 
@@ -101,6 +102,8 @@ class Index:
         `retriever` sets the index's default first stage (dense, lexical, hybrid).
         `sprout` (or `sprout_weights`, a file from `suture train-sprout`) also builds
         SproutRAG trees; once an index has trees, later runs keep them up to date.
+        `newlines` is how text files are read (Python's text mode by default; see
+        `Newlines`): the convention of every offset the index returns.
         """
         if retriever is not None:
             lookup("retriever", RetrieverName, retriever)  # fail before any work
@@ -124,7 +127,8 @@ class Index:
             index = cls(SQLiteStore.create(folder, manifest), model)
         if retriever is not None and retriever != index.manifest.retriever:
             index.with_manifest(retriever=retriever)
-        index.last_report = index.add(paths, show_progress=show_progress, prune=prune)
+        index.last_report = index.add(paths, show_progress=show_progress, prune=prune,
+                                      newlines=newlines)
         if sprout or sprout_weights is not None:
             index.build_sprout_trees(weights=sprout_weights, show_progress=show_progress)
         return index
@@ -175,12 +179,13 @@ class Index:
 
     # -- writing ----------------------------------------------------------------------------
     def add(
-        self, paths: Sequence[str | Path], *, show_progress: bool = False, prune: bool = False
+        self, paths: Sequence[str | Path], *, show_progress: bool = False, prune: bool = False,
+        newlines: Newlines | str = Newlines.UNIVERSAL,
     ) -> IndexReport:
         """Index (or re-index) documents; with `prune`, delete stored documents not seen."""
         started = time.perf_counter()
         report = IndexReport()
-        documents = self._load(paths, report)
+        documents = self._load(paths, report, newlines)
         stored = self.store.document_hashes()
         unmapped = self.store.documents_without_token_map()
         pending: list[tuple[Document, str, list[Chunk]]] = []
@@ -235,9 +240,10 @@ class Index:
         """Delete documents by id; returns the ids that were stored."""
         return [doc_id for doc_id in doc_ids if self.store.delete_document(doc_id)]
 
-    def _load(self, paths: Sequence[str | Path], report: IndexReport) -> list[Document]:
+    def _load(self, paths: Sequence[str | Path], report: IndexReport,
+              newlines: Newlines | str) -> list[Document]:
         documents: dict[str, Document] = {}
-        for item in iter_documents(paths):
+        for item in iter_documents(paths, newlines=newlines):
             if isinstance(item, Skipped):
                 report.skipped.append(item)
             elif item.doc_id in documents:
