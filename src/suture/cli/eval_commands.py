@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from suture.cli import app
+from suture.cli.index_commands import fail, print_skipped
+from suture.documents import Newlines
 from suture.exceptions import SutureError
 
 if TYPE_CHECKING:
@@ -44,19 +46,15 @@ def _command_line(ctx: typer.Context) -> str:
     return shlex.join(words)
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    return typer.Exit(code=2)
-
-
 def _load(
-    benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None
+    benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None,
+    newlines: Newlines,
 ) -> Benchmark:
     from suture.evaluation.benchmarks import is_beir_folder, load_benchmark, write_beir_corpus
 
     if is_beir_folder(benchmark) and corpus is None:
         corpus = write_beir_corpus(benchmark, out / "beir_corpus")
-    loaded = load_benchmark(benchmark, corpus, split=split)
+    loaded = load_benchmark(benchmark, corpus, split=split, newlines=newlines)
     return loaded.subset(limit) if limit else loaded
 
 
@@ -77,6 +75,12 @@ ScopeOpt = Annotated[str, typer.Option(
 SplitOpt = Annotated[str, typer.Option(help="BEIR split (queries_<split>.jsonl, qrels).")]
 LimitOpt = Annotated[int | None, typer.Option(help="Only the first N queries (smoke runs).")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars.")]
+NewlinesOpt = Annotated[Newlines, typer.Option(
+    help="How the benchmark's offsets read a corpus file: 'universal' is Python's text mode, "
+    "open(path, encoding='utf-8').read(), as LegalBench-RAG reads its corpora (CR LF counts "
+    "as one character, a byte-order mark as one); 'keep' counts every character as stored. "
+    "A new index is built the same way; an existing one must have been.",
+    case_sensitive=False)]
 
 
 @app.command("eval")
@@ -116,6 +120,7 @@ def eval_command(
     limit: LimitOpt = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
     progress: ProgressOpt = True,
+    newlines: NewlinesOpt = Newlines.UNIVERSAL,
 ) -> None:
     """Run policies over a labelled benchmark; write runs, results.json, report.md, plots."""
     from suture.evaluation.policy_specs import (
@@ -139,9 +144,10 @@ def eval_command(
         specs = parse_policy_specs(names, param or (), params_json, retriever or ())
         ks = parse_ks(k)
         out.mkdir(parents=True, exist_ok=True)
-        loaded = _load(benchmark, corpus, out, split, limit)
+        loaded = _load(benchmark, corpus, out, split, limit, newlines)
         idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
-                                  scope=corpus_scope, show_progress=progress)
+                                  scope=corpus_scope, show_progress=progress,
+                                  on_skipped=print_skipped)
         if any(spec.name == "sprout" for spec in specs):
             idx.build_sprout_trees(show_progress=progress)  # only missing or stale trees
         built = time.perf_counter()
@@ -153,7 +159,7 @@ def eval_command(
         )
         result.write(out, command=_command_line(ctx), plots=plots)
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     done = time.perf_counter()
     _print_summary(result.to_json())
     typer.echo(
@@ -219,6 +225,7 @@ def sweep_command(
     split: SplitOpt = "test",
     limit: LimitOpt = None,
     progress: ProgressOpt = True,
+    newlines: NewlinesOpt = Newlines.UNIVERSAL,
 ) -> None:
     """Grid over scar's λ, τ and r → Pareto plot of recall against context tokens."""
     from suture.evaluation.evaluator import Evaluator
@@ -228,7 +235,7 @@ def sweep_command(
 
     try:
         out.mkdir(parents=True, exist_ok=True)
-        loaded = _load(benchmark, corpus, out, split, limit)
+        loaded = _load(benchmark, corpus, out, split, limit, newlines)
         fixed: dict[str, Any] = {}
         for item in param or ():
             key, sep, value = item.partition("=")
@@ -237,7 +244,8 @@ def sweep_command(
             fixed[key.strip().removeprefix("scar.")] = parse_param_value(value.strip())
         grid = parse_grid({"lam": lam, "tau": tau, "radius": radius})
         idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
-                                  scope=corpus_scope, show_progress=progress)
+                                  scope=corpus_scope, show_progress=progress,
+                                  on_skipped=print_skipped)
         evaluator = Evaluator(idx, loaded, show_progress=progress, max_tokens=max_tokens)
         sweep = run_sweep(evaluator, grid, k=k, fixed=fixed)
         sweep.write(out, command=_command_line(ctx))
@@ -253,5 +261,5 @@ def sweep_command(
             transfer.write(out, command=_command_line(ctx))
             typer.echo(transfer.summary_text())
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     typer.echo(f"wrote {out}/sweep.md, sweep.json and pareto.png")

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from suture.cli import app
+from suture.documents import Newlines, Skipped
 from suture.exceptions import SutureError
 
 console = Console(soft_wrap=True)
@@ -58,6 +59,23 @@ def fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+def print_skipped(skipped: Skipped) -> None:
+    """One yellow line per input that was not indexed, with its reason."""
+    reason = (skipped.reason if skipped.source in skipped.reason
+              else f"{skipped.source}: {skipped.reason}")
+    err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
+
+
+NewlinesOption = Annotated[
+    Newlines, typer.Option(
+        help="How line breaks in text files are read, i.e. what every character offset "
+        "counts: 'universal' is Python's text mode, open(path, encoding=...).read() (CR LF "
+        "and CR become LF; LegalBench-RAG's convention); 'keep' counts every character as "
+        "in the file (newline=''). A UTF-8 byte-order mark stays one character either way.",
+        case_sensitive=False)
+]
+
+
 @app.command("index")
 def index_command(
     paths: Annotated[
@@ -87,6 +105,7 @@ def index_command(
         typer.Option(help="Head weights from `suture train-sprout` (implies --sprout)."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    newlines: NewlinesOption = Newlines.UNIVERSAL,
 ) -> None:
     """Index documents into an index folder (adds to it when it exists)."""
     from suture.index import Index
@@ -104,18 +123,14 @@ def index_command(
             retriever=retriever,
             sprout=sprout,
             sprout_weights=sprout_weights,
+            newlines=newlines,
         )
     except SutureError as exc:
         raise fail(exc) from None
     report = built.last_report
     assert report is not None
     for skipped in report.skipped:
-        reason = (
-            skipped.reason
-            if skipped.source in skipped.reason
-            else (f"{skipped.source}: {skipped.reason}")
-        )
-        err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
+        print_skipped(skipped)
     console.print(report.summary())
     if built.has_sprout_trees():
         from suture.sprout import TreeStore

@@ -9,15 +9,10 @@ import typer
 from rich.console import Console
 
 from suture.cli import app
+from suture.cli.index_commands import fail
 from suture.exceptions import SutureError
 
 console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {exc}")
-    return typer.Exit(code=2)
 
 
 @app.command("sprout-index")
@@ -49,7 +44,7 @@ def sprout_index_command(
                                     settings=settings.with_(**changes), force=force,
                                     progress=not quiet)
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     leaves = sum(b.leaves for b in report.built)
     seconds = sum(b.seconds for b in report.built)
     console.print(f"sprout trees: {len(report.built)} built ({leaves} leaves, {seconds:.1f}s), "
@@ -87,7 +82,7 @@ def train_sprout_command(
         result = train_alpha(benchmark, corpus, out, config=config, cache=cache,
                              log=console.print)
     except SutureError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     console.print(f"validation loss {result['val_loss_start']:.4f} -> "
                   f"{result['val_loss_end']:.4f} (epoch {result['best_epoch']}); weights {out}, "
                   "curves "

@@ -13,6 +13,7 @@ from suture.documents.loaders import (
     PAGE_SEPARATOR,
     Newlines,
     normalise_newlines,
+    read_text,
     title_from_filename,
 )
 from suture.documents.sections import Heading, build_sections, detect_sections
@@ -29,5 +30,6 @@ __all__ = [
     "iter_documents",
     "load_document",
     "normalise_newlines",
+    "read_text",
     "title_from_filename",
 ]

@@ -75,6 +75,15 @@ def normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def read_text(
+    path: str | Path, newlines: Newlines | str = Newlines.UNIVERSAL, encoding: str = "utf-8"
+) -> str:
+    """The file as a Python program reads it under `newlines`: the text spans index."""
+    newline = None if Newlines(newlines) is Newlines.UNIVERSAL else ""
+    with open(path, encoding=encoding, newline=newline) as handle:
+        return handle.read()
+
+
 # Byte-order marks and the codec that reads each (Python's utf-16/utf-32 consume their
 # mark; its utf-8 keeps one as U+FEFF). UTF-32 LE is tested before UTF-16 LE (FF FE 00 00).
 _BOMS = (
