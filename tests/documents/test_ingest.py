@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from suture.documents import (
     Skipped,
@@ -298,3 +300,26 @@ def test_unreadable_folder_and_file_are_reported_not_ignored() -> None:
            "search permission (chmod +rx) or leave it out" in lines
     assert f"skipped {corpus / 'secret.txt'}: cannot read (Permission denied); give read " \
            "permission (chmod +r) or leave it out" in lines
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(), title=st.text(max_size=20),
+       metadata=st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5),
+                                max_size=3))
+def test_content_hash_is_the_hash_of_the_json_of_the_whole_document(
+    text: str, title: str, metadata: dict[str, object]
+) -> None:
+    """The windowed digest equals the plain definition (also across window edges)."""
+    import hashlib
+
+    import suture.documents.ingest as ingest
+
+    plain = hashlib.sha256(json.dumps([text, title, metadata], sort_keys=True,
+                                      ensure_ascii=False, default=str).encode()).hexdigest()
+    window = ingest._HASH_WINDOW
+    try:
+        ingest._HASH_WINDOW = 3
+        assert content_hash(Document("d", text, title, metadata=metadata)) == plain
+    finally:
+        ingest._HASH_WINDOW = window
+    assert content_hash(Document("d", text, title, metadata=metadata)) == plain

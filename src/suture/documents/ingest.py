@@ -27,12 +27,24 @@ class Skipped:
 
 
 def content_hash(document: Document) -> str:
-    """sha256 of text, title and metadata: changes exactly when re-indexing is needed."""
-    payload = json.dumps(
-        [document.text, document.title, dict(document.metadata)],
-        sort_keys=True, ensure_ascii=False, default=str,
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    """sha256 of text, title and metadata: changes exactly when re-indexing is needed.
+
+    It is the digest of `json.dumps([text, title, metadata], sort_keys=True,
+    ensure_ascii=False, default=str)` in UTF-8, with the text escaped a window at a time
+    (JSON escapes character by character), so a 200 MB text is never copied whole.
+    """
+    digest = hashlib.sha256(b'["')
+    text = document.text
+    for start in range(0, len(text), _HASH_WINDOW):
+        escaped = json.dumps(text[start : start + _HASH_WINDOW], ensure_ascii=False)
+        digest.update(escaped[1:-1].encode("utf-8"))
+    rest = json.dumps([document.title, dict(document.metadata)],
+                      sort_keys=True, ensure_ascii=False, default=str)
+    digest.update(b'", ' + rest[1:].encode("utf-8"))
+    return digest.hexdigest()
+
+
+_HASH_WINDOW = 1 << 20
 
 
 def load_document(
