@@ -119,7 +119,7 @@ def decode(
             f"{source}: binary file ({controls / len(text):.0%} control characters when read "
             f"as {encoding}); convert it to text or leave it out"
         )
-    if not text.strip():
+    if not text or text.isspace():  # (not strip: no copy of a 200 MB text)
         raise DocumentError(f"{source}: empty file (only white space)")
     metadata: dict[str, Any] = {"encoding": encoding, "newlines": newlines.value}
     if "\r" in text:
@@ -193,7 +193,7 @@ def read_bytes(path: Path) -> bytes:
             + ("give read permission (chmod +r) or leave it out"
                if isinstance(error, PermissionError) else "check the file or leave it out")
         ) from error
-    if not data.strip():
+    if not data or data.isspace():
         raise DocumentError(f"{path}: empty file")
     return data
 
@@ -231,7 +231,7 @@ def load_html(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
         raise DocumentError(f"{path}: unparsable HTML") from error
     except RecursionError as error:
         raise DocumentError(f"{path}: HTML nested too deeply to read") from error
-    if not extracted.strip():
+    if not extracted or extracted.isspace():
         raise DocumentError(f"{path}: HTML has no visible text")
     sections = build_sections(headings, len(extracted)) if headings else None
     return Extracted(extracted, title or title_from_filename(path), metadata, sections)
@@ -321,7 +321,7 @@ def load_pdf(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
     finally:
         pdf.close()
     text = PAGE_SEPARATOR.join(pages)
-    if not text.strip():
+    if not text or text.isspace():
         raise DocumentError(f"{path}: PDF has no extractable text (scanned images?)")
     return Extracted(text, info_title or title_from_filename(path), {"pages": len(pages)})
 

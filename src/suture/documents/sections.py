@@ -138,7 +138,7 @@ def _lines(text: str) -> Iterator[_Line]:
         start, line = match.start(), match.group()
         if start == 0 and line.startswith(_BOM):  # a byte-order mark is not part of a heading
             start, line = 1, line[1:]
-        if line.strip():
+        if line and not line.isspace():
             yield _Line(start, line, page)
 
 
