@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from suture.cli import app
@@ -63,7 +64,7 @@ def print_skipped(skipped: Skipped) -> None:
     """One yellow line per input that was not indexed, with its reason."""
     reason = (skipped.reason if skipped.source in skipped.reason
               else f"{skipped.source}: {skipped.reason}")
-    err_console.print(f"[yellow]skipped[/] {reason}", markup=True, highlight=False)
+    err_console.print(f"[yellow]skipped[/] {escape(reason)}", markup=True, highlight=False)
 
 
 NewlinesOption = Annotated[
