@@ -123,11 +123,15 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("out/bench_memory"))
     parser.add_argument("--python-path", type=Path, default=Path("src"))
     parser.add_argument("--limit-mb", type=float, default=12_000)
+    parser.add_argument("--steps-max-mb", type=float, default=50,
+                        help="measure the steps alone only up to this size (they take long)")
+    parser.add_argument("--rows", type=Path, default=None,
+                        help="rows of an earlier run (its --json) to put in the table too")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(args.python_path.resolve())}
-    rows = []
+    rows = json.loads(args.rows.read_text())["rows"] if args.rows else []
     tiny = args.work / "tiny.txt"
     tiny.write_text("A tiny document to measure what importing and opening costs.\n")
     base, _, _ = peak_of([sys.executable, "-m", "suture", "index", str(tiny), "--index",
@@ -145,7 +149,7 @@ def main() -> None:
                 [sys.executable, "-m", "suture", "index", str(path), "--index", str(index),
                  "--embedder", "hashing", "-q"], env, args.limit_mb)
             steps = {}
-            for step in ("none", "load", "chunk", "map"):
+            for step in ("none", "load", "chunk", "map") if size <= args.steps_max_mb else ():
                 steps[f"{step}_mb"], steps[f"{step}_s"], _ = peak_of(
                     [sys.executable, "-c", _STEP, str(path), step], env, args.limit_mb)
             text_mb = path.stat().st_size / MB
@@ -160,15 +164,15 @@ def main() -> None:
           "load (+ sections) | load + chunking | load + token map | time |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        steps = " | ".join(f"+{r[f'{step}_mb'] - r['none_mb']:,.0f} MB"
-                           for step in ("load", "chunk", "map"))
+        steps = " | ".join(f"+{r[f'{step}_mb'] - r['none_mb']:,.0f} MB" if "none_mb" in r
+                           else "–" for step in ("load", "chunk", "map"))
         shape = "one line" if r["kind"] == "single" else "72-char lines"
         status = "" if r["exit"] == 0 else f" (exit {r['exit']})"
         print(f"| {shape} | {r['text_mb']:.0f} MB | {r['index_peak_mb']:,} MB{status} | "
               f"{r['per_text_mb']:.1f} | {steps} | {r['index_s']:.0f} s |")
     print(f"\nfixed cost: {base:.0f} MB (suture index of a one-line document); the step "
           "columns are peaks above a process that imported everything and warmed the "
-          f"tokenizer ({rows[0]['none_mb']:.0f} MB)" if rows else "")
+          f"tokenizer ({rows[0].get('none_mb', 0):.0f} MB)" if rows else "")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"fixed_mb": base, "rows": rows}, indent=2))
