@@ -151,6 +151,15 @@ def test_newlines_reach_every_loader(tmp_path: Path) -> None:
         assert docs["a.txt"].metadata["newlines"] == newlines.value
 
 
+def test_jsonl_with_a_byte_order_mark_still_reads_its_first_record(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"doc_id": "a", "text": "first"}\r\n'
+                     b'{"doc_id": "b", "text": "second"}\r\n')
+    items = list(iter_documents([path]))
+    assert [(d.doc_id, d.text) for d in items if not isinstance(d, Skipped)] == [
+        ("a", "first"), ("b", "second")]
+
+
 def test_unknown_newlines_value_is_refused(crlf_bom: Path) -> None:
     with pytest.raises(ValueError, match="'crlf' is not a valid Newlines"):
         load_document(crlf_bom, newlines="crlf")

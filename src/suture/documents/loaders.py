@@ -342,6 +342,7 @@ def iter_jsonl(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Iterator[
     """
     data = read_bytes(path)
     text, _ = decode(data, str(path))
+    text = text.removeprefix("\ufeff")  # a byte-order mark belongs to no record
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
