@@ -223,7 +223,7 @@ def load_html(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
 
     text, metadata = decode(read_bytes(path), str(path), newlines)
     try:
-        soup = BeautifulSoup(text, "html.parser")
+        soup = BeautifulSoup(text.removeprefix("\ufeff"), "html.parser")  # a mark is not text
         title_tag = soup.find("title")
         title = _WS.sub(" ", title_tag.get_text()).strip() if title_tag else ""
         extracted, headings = _html_text(soup)
