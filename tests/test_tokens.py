@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from suture.tokens import TokenMap, count_tokens, count_tokens_batch
 
@@ -91,3 +94,58 @@ def test_token_map_rejects_bytes_of_another_kind() -> None:
 def test_stored_token_map_is_small(shared_data: Path) -> None:
     text = (shared_data / "corpora" / "rfc9293" / "rfc9293.txt").read_text("utf-8")
     assert len(TokenMap.of(text).to_bytes()) < len(text) / 3
+
+
+def _one_call_map(text: str) -> tuple[list[int], list[int], list[int]]:
+    """Reference: the whole text in one tokenizer call, words grouped in plain Python."""
+    from suture.tokens import _tokenizer
+
+    starts: list[int] = []
+    ends: list[int] = []
+    cumulative = [0]
+    previous = object()
+    encoding = _tokenizer().encode(text, add_special_tokens=False)
+    for word, (start, end) in zip(encoding.word_ids, encoding.offsets, strict=True):
+        if word != previous or word is None:
+            starts.append(start)
+            ends.append(end)
+            cumulative.append(cumulative[-1])
+            previous = word
+        ends[-1] = end
+        cumulative[-1] += 1
+    return starts, ends, cumulative
+
+
+# Letters, marks, CJK, punctuation, controls and every kind of white space, so that
+# piece cuts land next to each of them.
+_TRICKY = st.lists(
+    st.sampled_from([*"aZé\u0301İﬁ日本語ア .,;-!\t\n\r\x00\x07\x1c\u00a0\u2003$§",
+                     "word", "unbelievably", "x" * 101]),
+    max_size=120,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TRICKY, st.integers(min_value=1, max_value=40))
+def test_token_map_from_pieces_equals_one_call(text: str, piece_chars: int) -> None:
+    token_map = TokenMap.of(text, piece_chars=piece_chars)
+    starts, ends, cumulative = _one_call_map(text) if text else ([], [], [0])
+    assert list(token_map.word_starts) == starts
+    assert list(token_map.word_ends) == ends
+    assert list(token_map.cumulative) == cumulative
+
+
+def test_token_map_of_real_text_in_small_pieces_equals_one_call(shared_data: Path) -> None:
+    text = (shared_data / "corpora" / "rfc9293" / "rfc9293.txt").read_text("utf-8")
+    token_map = TokenMap.of(text, piece_chars=97)
+    assert (list(token_map.word_starts), list(token_map.word_ends),
+            list(token_map.cumulative)) == _one_call_map(text)
+
+
+def test_stored_form_is_unchanged() -> None:
+    """Maps stored by earlier versions must still read: the bytes of a map are fixed."""
+    import zlib
+
+    token_map = TokenMap.of("Hi, ok")  # words: hi , ok -> gaps 0,0,1; lengths 2,1,2
+    columns = np.array([0, 0, 1, 2, 1, 2, 1, 1, 1], dtype="<u4").tobytes()
+    assert token_map.to_bytes() == b"suture-token-map-1:" + zlib.compress(columns, 6)

@@ -109,10 +109,11 @@ class Client:
         """
         jobs, refused = [], []
         for root in map(Path, paths):
-            if not root.exists():
-                refused.append(Skipped(str(root), f"{root}: no such file or folder"))
-                continue
-            for path, doc_id in document_files(root):
+            for item in document_files(root):
+                if isinstance(item, Skipped):
+                    refused.append(item)
+                    continue
+                path, doc_id = item
                 fields = {} if path.suffix.lower() == ".jsonl" else {"doc_id": doc_id}
                 try:
                     with path.open("rb") as handle:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from suture._registry import lookup
 from suture._version import __version__
-from suture.documents import Skipped, iter_documents
+from suture.documents import Newlines, Skipped, iter_documents
 from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, embedder_class, get_embedder
 from suture.exceptions import (
     ConfigurationError,
@@ -74,6 +74,7 @@ class Index:
         sprout_weights: str | Path | None = None,
         report: IndexReport | None = None,
         ray: RayOptions | None = None,
+        newlines: Newlines | str = Newlines.UNIVERSAL,
     ) -> Index:
         """Create the index `index` (or add to it) from files and folders in `paths`.
 
@@ -86,6 +87,8 @@ class Index:
         `suture train-sprout`) also builds SproutRAG trees; once an index has trees,
         later runs keep them up to date. `report` is filled in as the run goes. `ray`
         embeds (and, on a server store, writes) on a Ray cluster (`suture.distributed`).
+        `newlines` is how text files are read (Python's text mode by default; see
+        `Newlines`): the convention of every offset the index returns.
         """
         if retriever is not None:
             lookup("retriever", RetrieverName, retriever)  # fail before any work
@@ -97,7 +100,7 @@ class Index:
         options = dict(embedder_options or {})
         model = get_embedder(embedder, **options)
         report = report if report is not None else IndexReport()
-        documents: Iterable[Document | Skipped] = iter_documents(paths)
+        documents: Iterable[Document | Skipped] = iter_documents(paths, newlines=newlines)
         try:
             built = cls.open(index, store=store, embedder=model, embedder_options=options)
             built._check_settings(chunk_size, chunk_overlap, contextual)
@@ -231,11 +234,13 @@ class Index:
         prune: bool = False,
         report: IndexReport | None = None,
         ray: RayOptions | None = None,
+        newlines: Newlines | str = Newlines.UNIVERSAL,
     ) -> IndexReport:
         """Index (or re-index) files and folders; with `prune`, delete stored documents
-        not seen. `report` (optional) is filled in as the run goes."""
-        return self.ingest(iter_documents(paths), show_progress=show_progress, prune=prune,
-                           report=report, ray=ray)
+        not seen. `report` (optional) is filled in as the run goes; `newlines` as in
+        `build`."""
+        return self.ingest(iter_documents(paths, newlines=newlines),
+                           show_progress=show_progress, prune=prune, report=report, ray=ray)
 
     def ingest(
         self,

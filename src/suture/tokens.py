@@ -10,9 +10,10 @@ padding and truncation (128) are switched off so long texts are counted in full.
 from __future__ import annotations
 
 import bisect
+import re
 import zlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,37 @@ from suture.exceptions import missing_dependency
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+
+
+#: characters the tokenizer sees per call when mapping a document (a piece ends at the
+#: first word-safe cut after this many); a batch of pieces is encoded in parallel
+PIECE_CHARS = 1 << 14
+_PIECES_PER_BATCH = 8
+
+# Characters after which a cut never changes a token: the BERT pre-tokeniser splits at
+# white space (dropped) and isolates every punctuation character and CJK ideograph, and
+# its normaliser works character by character (lower-casing, accent stripping by NFD,
+# whose reordering stays within a run of combining marks, which these characters end).
+# Control characters are not among them: the normaliser deletes those, joining the
+# text around them into one word ("ab\x1ccd" is one word).
+_SAFE_CUT = re.compile(
+    "[ \t\n\r!-/:-@\\[-`{-~"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df"
+    "\U0002a700-\U0002ceaf\U0002f800-\U0002fa1f]"
+)
+
+
+def _word_safe_cuts(text: str, size: int) -> Iterator[tuple[int, int]]:
+    """`[start, end)` pieces covering `text`, each at least `size` characters (the last
+    may be shorter) and ending just after a `_SAFE_CUT` character: the tokens of the
+    pieces are the tokens of the whole text. A stretch with no such character (one
+    enormous word, which WordPiece turns into a single [UNK]) stays in one piece."""
+    start = 0
+    while start < len(text):
+        cut = _SAFE_CUT.search(text, start + size - 1) if len(text) - start > size else None
+        end = cut.end() if cut else len(text)
+        yield start, end
+        start = end
 
 
 @cache
@@ -83,20 +115,36 @@ class TokenMap:
         self.cumulative = cumulative
 
     @classmethod
-    def of(cls, text: str) -> TokenMap:
-        """Tokenise `text` once and record its words."""
+    def of(cls, text: str, *, piece_chars: int = PIECE_CHARS) -> TokenMap:
+        """Tokenise `text` once and record its words, `piece_chars` characters at a time.
+
+        The tokenizer's own output costs about 150 bytes per token (offsets, word ids,
+        token strings), so a whole 50 MB text at once took 8 GB. Pieces are cut only
+        just after a character that always ends a word (see `_word_safe_cuts`), so the
+        map is the same as from one call; memory is the map itself (12 bytes a word)
+        plus one batch of pieces.
+        """
         starts, ends, cumulative = array("i"), array("i"), array("i", [0])
-        if text:
-            encoding = _tokenizer().encode(text, add_special_tokens=False)
-            previous = None
-            for word, (start, end) in zip(encoding.word_ids, encoding.offsets, strict=True):
-                if word != previous or word is None:  # a word's tokens are consecutive
-                    starts.append(start)
-                    ends.append(end)
-                    cumulative.append(cumulative[-1])
-                    previous = word
-                ends[-1] = end
-                cumulative[-1] += 1
+        tokenizer = _tokenizer()
+        pieces = list(_word_safe_cuts(text, piece_chars))
+        for first in range(0, len(pieces), _PIECES_PER_BATCH):
+            batch = pieces[first : first + _PIECES_PER_BATCH]
+            encodings = tokenizer.encode_batch(
+                [text[a:b] for a, b in batch], add_special_tokens=False
+            )
+            for (offset, _), encoding in zip(batch, encodings, strict=True):
+                if not encoding.ids:
+                    continue
+                # A word's tokens are consecutive; a token without a word is its own.
+                words = np.asarray(encoding.word_ids, dtype=np.float64)  # None -> nan
+                spans = np.asarray(encoding.offsets, dtype=np.intc).reshape(-1, 2) + offset
+                first_tokens = np.flatnonzero(np.concatenate(([True], words[1:] != words[:-1])))
+                last_tokens = np.append(first_tokens[1:] - 1, len(words) - 1)
+                totals = np.cumsum(np.diff(np.append(first_tokens, len(words)))) + cumulative[-1]
+                # Appended as raw int32 (the arrays grow in place: no second copy).
+                starts.frombytes(spans[first_tokens, 0].tobytes())
+                ends.frombytes(spans[last_tokens, 1].tobytes())
+                cumulative.frombytes(totals.astype(np.intc).tobytes())
         return cls(starts, ends, cumulative)
 
     def count(self, text: str, start: int, end: int) -> int:
@@ -127,11 +175,16 @@ class TokenMap:
         quarter of a byte per character of text (RFC 9293: 60 KB for 264 KB of text,
         against 733 KB as plain int32 columns).
         """
-        starts = np.asarray(self.word_starts, dtype=np.int64)
-        ends = np.asarray(self.word_ends, dtype=np.int64)
-        gaps = starts - np.concatenate(([0], ends))[:-1]  # after the previous word's end
-        tokens = np.diff(np.asarray(self.cumulative, dtype=np.int64))
-        columns = np.concatenate((gaps, ends - starts, tokens)).astype("<u4")
+        starts = np.frombuffer(self.word_starts, dtype=np.intc)
+        ends = np.frombuffer(self.word_ends, dtype=np.intc)
+        columns = np.empty(3 * len(starts), dtype="<u4")
+        gaps, lengths, tokens = columns.reshape(3, -1)
+        if len(starts):
+            gaps[0] = starts[0]
+            np.subtract(starts[1:], ends[:-1], out=gaps[1:], casting="unsafe")
+        np.subtract(ends, starts, out=lengths, casting="unsafe")
+        cumulative = np.frombuffer(self.cumulative, dtype=np.intc)
+        np.subtract(cumulative[1:], cumulative[:-1], out=tokens, casting="unsafe")
         return _MAP_FORMAT + zlib.compress(columns.tobytes(), 6)
 
     @classmethod
@@ -145,10 +198,16 @@ class TokenMap:
             raise ValueError(f"damaged token map: {exc}") from None
         if len(raw) % 12:
             raise ValueError(f"damaged token map: {len(raw)} bytes of columns")
-        gaps, lengths, tokens = np.frombuffer(raw, dtype="<u4").astype(np.int64).reshape(3, -1)
-        starts = np.cumsum(gaps) + np.cumsum(lengths) - lengths
-        cumulative = np.concatenate(([0], np.cumsum(tokens)))
-        return cls(_int_array(starts), _int_array(starts + lengths), _int_array(cumulative))
+        gaps, lengths, tokens = np.frombuffer(raw, dtype="<u4").reshape(3, -1)
+        ends = np.cumsum(gaps, dtype=np.int64)
+        ends += np.cumsum(lengths, dtype=np.int64)
+        cumulative = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum(tokens, out=cumulative[1:])
+        if len(ends) and max(ends[-1], cumulative[-1]) > np.iinfo(np.intc).max:
+            raise ValueError("damaged token map: offsets past 2**31")
+        word_ends = _int_array(ends)
+        ends -= lengths
+        return cls(_int_array(ends), word_ends, _int_array(cumulative))
 
 
 #: tag and version of `TokenMap.to_bytes`
@@ -158,5 +217,5 @@ _MAP_FORMAT = b"suture-token-map-1:"
 def _int_array(values: npt.NDArray[np.int64]) -> array[int]:
     """A compact C-int array (what `bisect` reads fastest) from numpy values."""
     result = array("i")
-    result.frombytes(values.astype(np.intc).tobytes())
+    result.frombytes(np.ascontiguousarray(values, dtype=np.intc).tobytes())
     return result

@@ -60,7 +60,13 @@ def test_bad_policy_param_names_the_problem(docs: Path, tmp_path: Path) -> None:
     idx = tmp_path / "idx"
     assert suture("index", docs, "--index", idx, "--embedder", "hashing", "-q").returncode == 0
     bad = suture("query", "x", "--index", idx, "--policy", "window", "--param", "width=-1")
-    assert bad.returncode == 2 and "window width must be >= 0" in bad.stderr
+    assert bad.returncode == 2 and "window width must be a whole number >= 0" in bad.stderr
+    nan = suture("query", "x", "--index", idx, "--policy", "parent", "--param", "max_chars=nan")
+    assert nan.returncode == 2 and "Traceback" not in nan.stderr
+    assert nan.stderr.strip().splitlines() == [
+        "error: parent max_chars must be a whole number >= 1, got nan "
+        "(e.g. --param max_chars=4000)"
+    ]
     unknown = suture("query", "x", "--index", idx, "--policy", "nope")
     assert unknown.returncode == 2 and "unknown policy 'nope'" in unknown.stderr
 

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from suture.documents import (
     Skipped,
@@ -87,7 +94,8 @@ def test_folder_loads_every_format_with_relative_posix_ids(corpus: Path) -> None
         "a.txt", "sub/notes.md", "sub/deeper/page.html", "doc.pdf", "latin.txt", "r1", "r2",
     }
     assert docs["a.txt"].text == "First line\nSecond line\n"
-    assert docs["a.txt"].metadata == {"newlines": "crlf"}
+    assert docs["a.txt"].metadata == {
+        "encoding": "utf-8", "newlines": "universal", "line_endings": "crlf"}
     assert docs["a.txt"].source == str(corpus / "a.txt")
     assert docs["sub/notes.md"].title == "Real Title"
     assert docs["sub/notes.md"].sections[1].path == ("Real Title", "Part")
@@ -139,7 +147,7 @@ def test_every_bad_input_is_one_skipped_with_a_reason(corpus: Path, tmp_path: Pa
     _, skipped = split(list(iter_documents([corpus, missing])))
     reasons = sorted(s.reason for s in skipped)
     expected = [
-        "binary.txt: binary file (contains NUL bytes)",
+        "binary.txt: binary file (14% control characters when read as utf-8)",
         "broken.pdf: unreadable PDF",
         "data.xml: unsupported file type .xml; supported: .htm, .html, .jsonl",
         "empty.txt: empty file",
@@ -249,3 +257,88 @@ def test_markdown_title_is_an_opening_heading_never_a_stray_one(
     titled.write_text("<!-- front matter -->\n\n# Annual Report 2023\n\n" + text[:3000],
                       encoding="utf-8")
     assert load_document(titled).title == "Annual Report 2023"
+
+
+# -- links and permissions: each problem is one reason that names the fix -------------------
+
+
+def test_symbolic_link_problems_are_named(tmp_path: Path) -> None:
+    root = tmp_path / "corpus"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "doc.txt").write_text("Linked text.", encoding="utf-8")
+    (root / "loop_a.txt").symlink_to(root / "loop_b.txt")
+    (root / "loop_b.txt").symlink_to(root / "loop_a.txt")
+    (root / "gone.txt").symlink_to(root / "missing.txt")
+    (root / "file_link.txt").symlink_to(root / "real" / "doc.txt")
+    (root / "folder_link").symlink_to(root / "real")
+    docs, skipped = split(list(iter_documents([root, root / "loop_a.txt"])))
+    assert set(docs) == {"real/doc.txt", "file_link.txt"}
+    reasons = {Path(s.source).name: s.reason for s in skipped}
+    assert "symbolic link loop" in reasons["loop_a.txt"] and "no such" not in reasons["loop_a.txt"]
+    assert reasons["loop_b.txt"].endswith("fix or remove the link")
+    assert reasons["gone.txt"] == (f"{root / 'gone.txt'}: broken symbolic link to "
+                                   f"{root / 'missing.txt'}; fix or remove the link")
+    assert reasons["folder_link"] == (f"{root / 'folder_link'}: symbolic link to a folder, "
+                                      f"not followed; pass {root / 'real'} itself to index "
+                                      "what it holds")
+    assert sum("loop_a.txt" in s.source for s in skipped) == 2  # in the folder and given alone
+
+
+def _run_as_nobody(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`suture ...` as an unprivileged user: root reads every folder whatever its mode."""
+    if os.geteuid() != 0:
+        command = [sys.executable, "-m", "suture", *map(str, args)]
+    elif shutil.which("setpriv"):
+        command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                   sys.executable, "-m", "suture", *map(str, args)]
+    else:
+        pytest.skip("running as root without setpriv: cannot drop the permission to read")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HOME": "/tmp"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_unreadable_folder_and_file_are_reported_not_ignored() -> None:
+    with tempfile.TemporaryDirectory(prefix="suture-perm-") as scratch:
+        base = Path(scratch)
+        base.chmod(0o777)  # the unprivileged user writes the index here
+        corpus = base / "corpus"
+        (corpus / "closed").mkdir(parents=True)
+        (corpus / "open.txt").write_text("Readable text about handshakes.", encoding="utf-8")
+        (corpus / "secret.txt").write_text("Unreadable text.", encoding="utf-8")
+        (corpus / "closed" / "inside.txt").write_text("Hidden by the folder.", encoding="utf-8")
+        corpus.chmod(0o755)
+        (corpus / "secret.txt").chmod(0o000)
+        (corpus / "closed").chmod(0o000)
+        result = _run_as_nobody("index", corpus, "--index", base / "idx", "--embedder",
+                                "hashing", "--quiet")
+        (corpus / "closed").chmod(0o755)
+    assert result.returncode == 0, result.stderr
+    assert "1 added" in result.stdout and "2 skipped" in result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert f"skipped {corpus / 'closed'}: cannot list folder (Permission denied); give read and " \
+           "search permission (chmod +rx) or leave it out" in lines
+    assert f"skipped {corpus / 'secret.txt'}: cannot read (Permission denied); give read " \
+           "permission (chmod +r) or leave it out" in lines
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(), title=st.text(max_size=20),
+       metadata=st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5),
+                                max_size=3))
+def test_content_hash_is_the_hash_of_the_json_of_the_whole_document(
+    text: str, title: str, metadata: dict[str, object]
+) -> None:
+    """The windowed digest equals the plain definition (also across window edges)."""
+    import hashlib
+
+    import suture.documents.ingest as ingest
+
+    plain = hashlib.sha256(json.dumps([text, title, metadata], sort_keys=True,
+                                      ensure_ascii=False, default=str).encode()).hexdigest()
+    window = ingest._HASH_WINDOW
+    try:
+        ingest._HASH_WINDOW = 3
+        assert content_hash(Document("d", text, title, metadata=metadata)) == plain
+    finally:
+        ingest._HASH_WINDOW = window
+    assert content_hash(Document("d", text, title, metadata=metadata)) == plain

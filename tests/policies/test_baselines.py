@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -81,12 +83,36 @@ def test_budget_keeps_hits_first_and_never_cuts(make_store: StoreFactory) -> Non
 def test_unknown_policy_and_bad_params() -> None:
     with pytest.raises(UnknownPluginError, match="unknown policy 'nope'"):
         get_policy("nope")
-    with pytest.raises(ConfigurationError, match="window width must be >= 0"):
+    with pytest.raises(ConfigurationError, match="window width must be a whole number >= 0"):
         get_policy("window", width=-1)
     with pytest.raises(ConfigurationError, match=r"policy 'topk' has no parameter 'lam'"):
         get_policy("topk", lam=0.5)
     with pytest.raises(ConfigurationError, match=r"parameters \(with defaults\) are: width=2"):
         get_policy("window2", widht=3)
+
+
+_NOT_NUMBERS = (math.nan, math.inf, -math.inf, "nan", "inf", True, "x", None)
+
+
+@pytest.mark.parametrize(
+    ("policy", "name", "value"),
+    [(policy, name, value)
+     for policy, name in [("parent", "max_chars"), ("window", "width"), ("sprout", "beam_width"),
+                          ("sprout", "max_node_chars"), ("sprout", "threshold")]
+     for value in _NOT_NUMBERS
+     if not (name == "max_node_chars" and value is None)],  # None there means "no cap"
+)
+def test_non_numbers_are_refused_with_the_value_to_use(policy: str, name: str,
+                                                       value: object) -> None:
+    with pytest.raises(ConfigurationError, match=rf"{policy} {name} must be .* --param {name}="):
+        get_policy(policy, **{name: value})
+
+
+def test_whole_numbers_may_arrive_as_text_or_integral_floats() -> None:
+    assert get_policy("parent", max_chars="4000").params() == {"max_chars": 4000}
+    assert get_policy("parent", max_chars=1e3).params() == {"max_chars": 1000}
+    with pytest.raises(ConfigurationError, match="whole number"):
+        get_policy("parent", max_chars=2.5)
 
 
 def test_pieces_separated_by_white_space_merge_into_one_span(make_store: StoreFactory) -> None:

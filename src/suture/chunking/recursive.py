@@ -12,8 +12,8 @@ contiguous run of pieces, stripped. So offsets are exact by construction, with n
 from __future__ import annotations
 
 import bisect
-import itertools
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 
 from suture.exceptions import ConfigurationError
 from suture.types import Chunk, Document, Section
@@ -99,17 +99,12 @@ class RecursiveChunker:
                 rest = separators[i + 1 :]
                 break
 
-        good_start = -1  # first piece of the current run of short pieces
-        good: list[int] = []  # end offsets of the pieces in that run
+        run = _Run(text, self.chunk_size, self.chunk_overlap, out)  # short pieces so far
         for piece_start, piece_end in _pieces(text, start, end, separator):
             if piece_end - piece_start < self.chunk_size:
-                if not good:
-                    good_start = piece_start
-                good.append(piece_end)
+                run.add(piece_start, piece_end)
                 continue
-            if good:
-                self._merge(text, good_start, good, out)
-                good = []
+            run.close()
             if rest:
                 self._split(text, piece_start, piece_end, rest, out)
             elif text[piece_start:piece_end].strip():
@@ -117,48 +112,64 @@ class RecursiveChunker:
                 # chunk_size 1 or custom separators without ""). Unlike LangChain we drop it
                 # when it is only whitespace, so blank text never yields chunks.
                 out.append((piece_start, piece_end))
-        if good:
-            self._merge(text, good_start, good, out)
-
-    def _merge(self, text: str, first_start: int, ends: list[int], out: list[Span]) -> None:
-        """Merge contiguous pieces into chunks (LangChain `_merge_splits`, separator "").
-
-        The pieces are `[first_start, ends[0])`, `[ends[0], ends[1])`, ...; a chunk is
-        the pieces `lo..hi-1`, i.e. `[start_of(lo), ends[hi-1])`, and its length is
-        just the distance between those offsets.
-        """
-        size, overlap = self.chunk_size, self.chunk_overlap
-        starts = [first_start, *ends[:-1]]
-        lo = 0
-        for hi, piece_end in enumerate(ends):
-            piece_len = piece_end - starts[hi]
-            total = starts[hi] - starts[lo] if hi > lo else 0
-            if total + piece_len > size and hi > lo:
-                _emit(text, starts[lo], starts[hi], out)
-                # Drop pieces from the front until what is left fits the overlap and
-                # leaves room for the new piece.
-                while total > overlap or (total + piece_len > size and total > 0):
-                    lo += 1
-                    total = starts[hi] - starts[lo]
-        _emit(text, starts[lo], ends[-1], out)
+        run.close()
 
 
-def _pieces(text: str, start: int, end: int, separator: str) -> list[Span]:
+class _Run:
+    """Contiguous short pieces merged into chunks as they arrive (LangChain
+    `_merge_splits` with separator ""), holding only the pieces of the chunk being
+    built: a 50 MB line of words costs the chunks, not a list of every word.
+
+    A chunk is a run of pieces `[start of the first, end of the last)`, so its length
+    is just the distance between those offsets.
+    """
+
+    def __init__(self, text: str, size: int, overlap: int, out: list[Span]) -> None:
+        self.text, self.size, self.overlap, self.out = text, size, overlap, out
+        self.starts: deque[int] = deque()  # starts of the pieces of the current chunk
+        self.end = -1  # end of the last piece added
+
+    def add(self, piece_start: int, piece_end: int) -> None:
+        starts = self.starts
+        piece_len = piece_end - piece_start
+        if starts and piece_start - starts[0] + piece_len > self.size:
+            _emit(self.text, starts[0], piece_start, self.out)
+            # Drop pieces from the front until what is left fits the overlap and leaves
+            # room for the new piece.
+            total = piece_start - starts[0]
+            while total > self.overlap or (total + piece_len > self.size and total > 0):
+                starts.popleft()
+                total = piece_start - starts[0] if starts else 0
+        starts.append(piece_start)
+        self.end = piece_end
+
+    def close(self) -> None:
+        """Emit the last chunk of the run; the run is then empty."""
+        if self.starts:
+            _emit(self.text, self.starts[0], self.end, self.out)
+            self.starts.clear()
+
+
+def _pieces(text: str, start: int, end: int, separator: str) -> Iterator[Span]:
     """Split `text[start:end]` before each occurrence of `separator` (kept at piece starts).
 
     Matches are found left to right without overlap, like `re.split`; empty pieces
-    are dropped; separator "" means single characters.
+    are dropped; separator "" means single characters. Pieces are produced one at a
+    time (a long line has one per word).
     """
     if not separator:
-        return [(i, i + 1) for i in range(start, end)]
-    cuts: list[int] = []
+        yield from ((i, i + 1) for i in range(start, end))
+        return
     step = len(separator)
+    piece_start = start
     at = text.find(separator, start, end)
     while at != -1:
-        cuts.append(at)
+        if at > piece_start:
+            yield piece_start, at
+        piece_start = at
         at = text.find(separator, at + step, end)
-    bounds = [start, *cuts, end]
-    return [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
+    if end > piece_start:
+        yield piece_start, end
 
 
 def _emit(text: str, start: int, end: int, out: list[Span]) -> None:

@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from suture.documents import Skipped
+
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -68,6 +70,13 @@ def fail(exc: Exception) -> typer.Exit:
 
 #: set by a command that wrote nothing (query, compare): see `finish`
 _read_only = False
+
+
+def print_skipped(skipped: Skipped) -> None:
+    """One yellow line per input that was not indexed, with its reason."""
+    reason = (skipped.reason if skipped.source in skipped.reason
+              else f"{skipped.source}: {skipped.reason}")
+    err_console.print(f"[yellow]skipped[/] {escape(reason)}", markup=True, highlight=False)
 
 
 def writes_nothing() -> None:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from suture.cli import app
-from suture.cli.common import fail
+from suture.cli.common import fail, print_skipped
+from suture.documents import Newlines
 from suture.exceptions import SutureError
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ def _command_line(ctx: typer.Context) -> str:
 
 
 def _load(
-    benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None
+    benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None,
+    newlines: Newlines,
 ) -> Benchmark:
     from suture.evaluation.benchmarks import is_beir_folder, load_benchmark, write_beir_corpus
     from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa
@@ -57,7 +59,7 @@ def _load(
         return load_hotpotqa(benchmark, corpus or out / folder, limit)
     if is_beir_folder(benchmark) and corpus is None:
         corpus = write_beir_corpus(benchmark, out / "beir_corpus")
-    loaded = load_benchmark(benchmark, corpus, split=split)
+    loaded = load_benchmark(benchmark, corpus, split=split, newlines=newlines)
     return loaded.subset(limit) if limit else loaded
 
 
@@ -78,6 +80,12 @@ ScopeOpt = Annotated[str, typer.Option(
 SplitOpt = Annotated[str, typer.Option(help="BEIR split (queries_<split>.jsonl, qrels).")]
 LimitOpt = Annotated[int | None, typer.Option(help="Only the first N queries (smoke runs).")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars.")]
+NewlinesOpt = Annotated[Newlines, typer.Option(
+    help="How the benchmark's offsets read a corpus file: 'universal' is Python's text mode, "
+    "open(path, encoding='utf-8').read(), as LegalBench-RAG reads its corpora (CR LF counts "
+    "as one character, a byte-order mark as one); 'keep' counts every character as stored. "
+    "A new index is built the same way; an existing one must have been.",
+    case_sensitive=False)]
 
 
 @app.command("eval")
@@ -123,6 +131,7 @@ def eval_command(
     limit: LimitOpt = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
     progress: ProgressOpt = True,
+    newlines: NewlinesOpt = Newlines.UNIVERSAL,
 ) -> None:
     """Run policies over a labelled benchmark; write runs, results.json, report.md, plots."""
     from suture.evaluation.policy_specs import (
@@ -153,9 +162,10 @@ def eval_command(
         ]
         ks = parse_ks(k)
         out.mkdir(parents=True, exist_ok=True)
-        loaded = _load(benchmark, corpus, out, split, limit)
+        loaded = _load(benchmark, corpus, out, split, limit, newlines)
         idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
-                                  scope=corpus_scope, show_progress=progress)
+                                  scope=corpus_scope, show_progress=progress,
+                                  on_skipped=print_skipped)
         if any(spec.name == "sprout" for spec in specs):
             idx.build_sprout_trees(show_progress=progress)  # only missing or stale trees
         built = time.perf_counter()
@@ -235,6 +245,7 @@ def sweep_command(
     split: SplitOpt = "test",
     limit: LimitOpt = None,
     progress: ProgressOpt = True,
+    newlines: NewlinesOpt = Newlines.UNIVERSAL,
 ) -> None:
     """Grid over scar's λ, τ and r → Pareto plot of recall against context tokens."""
     from suture.evaluation.evaluator import Evaluator
@@ -244,7 +255,7 @@ def sweep_command(
 
     try:
         out.mkdir(parents=True, exist_ok=True)
-        loaded = _load(benchmark, corpus, out, split, limit)
+        loaded = _load(benchmark, corpus, out, split, limit, newlines)
         fixed: dict[str, Any] = {}
         for item in param or ():
             key, sep, value = item.partition("=")
@@ -253,7 +264,8 @@ def sweep_command(
             fixed[key.strip().removeprefix("scar.")] = parse_param_value(value.strip())
         grid = parse_grid({"lam": lam, "tau": tau, "radius": radius})
         idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
-                                  scope=corpus_scope, show_progress=progress)
+                                  scope=corpus_scope, show_progress=progress,
+                                  on_skipped=print_skipped)
         evaluator = Evaluator(idx, loaded, show_progress=progress, max_tokens=max_tokens)
         sweep = run_sweep(evaluator, grid, k=k, fixed=fixed)
         sweep.write(out, command=_command_line(ctx))

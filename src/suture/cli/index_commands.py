@@ -22,8 +22,10 @@ from suture.cli.common import (
     err_console,
     fail,
     parse_params,
+    print_skipped,
     writes_nothing,
 )
+from suture.documents import Newlines
 from suture.exceptions import SutureError
 from suture.indexing import IndexReport
 
@@ -42,6 +44,16 @@ ParamOption = Annotated[
         help="Policy parameter NAME=VALUE, repeatable (e.g. --param lam=0.5); "
         "`suture policies` lists them with their defaults.",
     ),
+]
+
+
+NewlinesOption = Annotated[
+    Newlines, typer.Option(
+        help="How line breaks in text files are read, i.e. what every character offset "
+        "counts: 'universal' is Python's text mode, open(path, encoding=...).read() (CR LF "
+        "and CR become LF; LegalBench-RAG's convention); 'keep' counts every character as "
+        "in the file (newline=''). A UTF-8 byte-order mark stays one character either way.",
+        case_sensitive=False)
 ]
 
 
@@ -85,6 +97,7 @@ def index_command(
              "--ray.")] = None,
     ray_workers: Annotated[int | None, typer.Option(
         help="Embedding actors (default: one per CPU of the cluster).")] = None,
+    newlines: NewlinesOption = Newlines.UNIVERSAL,
 ) -> None:
     """Index documents into an index (adds to it when it exists)."""
     from suture.exceptions import NothingToIndexError
@@ -114,6 +127,7 @@ def index_command(
             sprout_weights=sprout_weights,
             ray=distributed,
             report=report,
+            newlines=newlines,
         )
     except NothingToIndexError as exc:
         if exc.report is not None:
@@ -139,12 +153,7 @@ def index_command(
 def _print_skips(report: IndexReport) -> None:
     """One line per skipped file and per file already stored under another id."""
     for skipped in report.skipped:
-        reason = (
-            skipped.reason
-            if skipped.source in skipped.reason
-            else (f"{skipped.source}: {skipped.reason}")
-        )
-        err_console.print(f"[yellow]skipped[/] {escape(reason)}", highlight=False)
+        print_skipped(skipped)
     for given, kept in report.already_indexed.items():
         err_console.print(
             f"[yellow]already indexed[/] {escape(given)} is stored as '{escape(kept)}' (same "

@@ -13,8 +13,10 @@ from suture.documents.ingest import (
 )
 from suture.documents.loaders import (
     PAGE_SEPARATOR,
+    Newlines,
     document_from_record,
     normalise_newlines,
+    read_text,
     title_from_filename,
 )
 from suture.documents.sections import Heading, build_sections, detect_sections
@@ -23,6 +25,7 @@ __all__ = [
     "PAGE_SEPARATOR",
     "SUPPORTED_SUFFIXES",
     "Heading",
+    "Newlines",
     "Skipped",
     "build_sections",
     "content_hash",
@@ -32,6 +35,7 @@ __all__ = [
     "iter_documents",
     "load_document",
     "normalise_newlines",
+    "read_text",
     "same_file_key",
     "title_from_filename",
 ]

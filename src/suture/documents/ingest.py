@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -9,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from suture.documents.loaders import FORMAT_BY_SUFFIX, LOADERS, iter_jsonl
+from suture.documents.loaders import FORMAT_BY_SUFFIX, LOADERS, Newlines, iter_jsonl
 from suture.documents.sections import detect_sections
 from suture.exceptions import DocumentError
 from suture.types import Document
@@ -25,13 +26,26 @@ class Skipped:
     reason: str
 
 
+#: characters of text escaped at a time while hashing
+_HASH_WINDOW = 1 << 20
+
+
 def content_hash(document: Document) -> str:
-    """sha256 of text, title and metadata: changes exactly when re-indexing is needed."""
-    payload = json.dumps(
-        [document.text, document.title, dict(document.metadata)],
-        sort_keys=True, ensure_ascii=False, default=str,
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    """sha256 of text, title and metadata: changes exactly when re-indexing is needed.
+
+    It is the digest of `json.dumps([text, title, metadata], sort_keys=True,
+    ensure_ascii=False, default=str)` in UTF-8, with the text escaped a window at a time
+    (JSON escapes character by character), so a 200 MB text is never copied whole.
+    """
+    digest = hashlib.sha256(b'["')
+    text = document.text
+    for start in range(0, len(text), _HASH_WINDOW):
+        escaped = json.dumps(text[start : start + _HASH_WINDOW], ensure_ascii=False)
+        digest.update(escaped[1:-1].encode("utf-8"))
+    rest = json.dumps([document.title, dict(document.metadata)],
+                      sort_keys=True, ensure_ascii=False, default=str)
+    digest.update(b'", ' + rest[1:].encode("utf-8"))
+    return digest.hexdigest()
 
 
 def same_file_key(doc_id: str, digest: str) -> tuple[str, str]:
@@ -45,15 +59,24 @@ def same_file_key(doc_id: str, digest: str) -> tuple[str, str]:
     return PurePosixPath(doc_id).name, digest
 
 
-def load_document(path: str | Path, doc_id: str | None = None) -> Document:
-    """Load one non-JSONL file; raises `DocumentError` with the reason it cannot be read."""
+def load_document(
+    path: str | Path, doc_id: str | None = None, *, newlines: Newlines | str = Newlines.UNIVERSAL
+) -> Document:
+    """Load one non-JSONL file; raises `DocumentError` with the reason it cannot be read.
+
+    `newlines` is the convention offsets follow (see `Newlines`): a .txt or .md
+    document's text is `open(path, encoding=metadata["encoding"]).read()` by default.
+    """
     path = Path(path)
     fmt = _format_of(path)
     if fmt == "jsonl":
         raise DocumentError(f"{path}: a JSONL file holds many documents; use iter_documents")
-    if not path.is_file():
-        raise DocumentError(f"{path}: no such file")
-    extracted = LOADERS[fmt](path)
+    problem = _unusable(path)
+    if problem:
+        raise DocumentError(problem)
+    if path.is_dir():
+        raise DocumentError(f"{path}: a folder, not a file; use iter_documents")
+    extracted = LOADERS[fmt](path, Newlines(newlines))
     sections = extracted.sections
     if sections is None:
         sections = detect_sections(extracted.text, fmt)
@@ -63,15 +86,20 @@ def load_document(path: str | Path, doc_id: str | None = None) -> Document:
     )
 
 
-def iter_documents(paths: Sequence[str | Path]) -> Iterator[Document | Skipped]:
+def iter_documents(
+    paths: Sequence[str | Path], *, newlines: Newlines | str = Newlines.UNIVERSAL
+) -> Iterator[Document | Skipped]:
     """Documents from files and folders (recursively, sorted); bad inputs yield `Skipped`.
 
     Ids are paths relative to the folder given (POSIX), the file name for a file given
     directly, or `doc_id` for JSONL records; a repeated id is skipped, the first wins.
+    `newlines` says how line breaks are read (see `Newlines`; Python's text mode by
+    default), and each document records it in `metadata["newlines"]`.
     """
+    newlines = Newlines(newlines)
     first_source: dict[str, str] = {}
     for root in paths:
-        for item in _iter_one_path(Path(root)):
+        for item in _iter_one_path(Path(root), newlines):
             if isinstance(item, Document):
                 if item.doc_id in first_source:
                     yield Skipped(
@@ -84,44 +112,95 @@ def iter_documents(paths: Sequence[str | Path]) -> Iterator[Document | Skipped]:
             yield item
 
 
-def _iter_one_path(root: Path) -> Iterator[Document | Skipped]:
+def _iter_one_path(root: Path, newlines: Newlines) -> Iterator[Document | Skipped]:
     """One argument: a folder walked in sorted order, or a single file."""
-    if not root.exists():
-        yield Skipped(str(root), f"{root}: no such file or folder")
-        return
-    for path, doc_id in document_files(root):
-        yield from _load_file(path, doc_id)
+    for item in document_files(root):
+        if isinstance(item, Skipped):
+            yield item
+        else:
+            yield from _load_file(*item, newlines)
 
 
-def document_files(root: Path) -> list[tuple[Path, str]]:
-    """The files one argument stands for, each with the document id it gets.
+def document_files(root: Path) -> list[tuple[Path, str] | Skipped]:
+    """The files one argument stands for, each with the document id it gets, and a
+    `Skipped` for what cannot be used (the argument itself, a folder that cannot be
+    listed, a link to a folder).
 
     A folder: its files in sorted order, ids relative to it (POSIX); a file: its name.
     (A JSONL file's records carry their own ids.)
     """
-    if root.is_dir():
-        return [(path, path.relative_to(root).as_posix()) for path in _walk(root)]
-    return [(root, root.name)]
+    problem = _unusable(root)
+    if problem:
+        return [Skipped(str(root), problem)]
+    if not root.is_dir():
+        return [(root, root.name)]
+    return [item if isinstance(item, Skipped) else (item, item.relative_to(root).as_posix())
+            for item in _walk(root)]
 
 
-def _walk(root: Path) -> list[Path]:
-    """Files under `root`, sorted by relative path; hidden files and folders are ignored."""
-    found: list[Path] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found.extend(Path(folder, name) for name in files if not name.startswith("."))
-    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+def _unusable(path: Path) -> str | None:
+    """Why `path` cannot be used at all (one line naming the fix), or None."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return (f"{path}: symbolic link loop (following it leads back to itself); "
+                    "fix or remove the link")
+        if os.path.islink(path):
+            return (f"{path}: broken symbolic link to {os.readlink(path)}; "
+                    "fix or remove the link")
+        if isinstance(error, PermissionError):
+            return (f"{path}: permission denied on a folder above it; "
+                    "give search permission (chmod +x) or leave it out")
+        if error.errno in (errno.ENOENT, errno.ENOTDIR):
+            return f"{path}: no such file or folder"
+        return f"{path}: cannot read ({error.strerror or error})"
+    return None
 
 
-def _load_file(path: Path, doc_id: str) -> Iterator[Document | Skipped]:
+def _walk(root: Path) -> list[Path | Skipped]:
+    """Files under `root` sorted by relative path (hidden files and folders ignored), and
+    a `Skipped` for each folder that cannot be listed or symbolic link to a folder.
+
+    Links to folders are not followed (one could lead back up the tree); the reason
+    names the folder to pass instead.
+    """
+    found: list[tuple[str, Path | Skipped]] = []
+
+    def unlistable(error: OSError) -> None:
+        folder = Path(error.filename or root)
+        fix = ("give read and search permission (chmod +rx) or leave it out"
+               if isinstance(error, PermissionError) else "check the folder or leave it out")
+        reason = f"{folder}: cannot list folder ({error.strerror or error}); {fix}"
+        found.append((folder.relative_to(root).as_posix(), Skipped(str(folder), reason)))
+
+    for folder, dirs, files in os.walk(root, onerror=unlistable):
+        for name in [d for d in dirs if not d.startswith(".")]:
+            link = Path(folder, name)
+            if link.is_symlink():
+                reason = (f"{link}: symbolic link to a folder, not followed; pass "
+                          f"{os.path.realpath(link)} itself to index what it holds")
+                found.append((link.relative_to(root).as_posix(), Skipped(str(link), reason)))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(
+            (Path(folder, name).relative_to(root).as_posix(), Path(folder, name))
+            for name in files if not name.startswith(".")
+        )
+    return [item for _, item in sorted(found, key=lambda pair: pair[0])]
+
+
+def _load_file(path: Path, doc_id: str, newlines: Newlines) -> Iterator[Document | Skipped]:
     """Every document in one file, or the reasons it (or a line of it) was skipped."""
     try:
         fmt = _format_of(path)
         if fmt == "jsonl":
-            for item in iter_jsonl(path):
+            problem = _unusable(path)
+            if problem:
+                raise DocumentError(problem)
+            for item in iter_jsonl(path, newlines):
                 yield item if isinstance(item, Document) else Skipped(str(path), item)
             return
-        yield load_document(path, doc_id)
+        yield load_document(path, doc_id, newlines=newlines)
     except DocumentError as error:
         yield Skipped(str(path), str(error))
 

@@ -1,15 +1,18 @@
 """Turn one file's bytes into extracted text, a title and metadata, per file format.
 
 Each loader raises `DocumentError` with a one-line reason; `ingest` turns that into a
-`Skipped` so one bad file never stops a batch.
+`Skipped` so one bad file never stops a batch. Text files are read as Python's text
+mode reads them (`Newlines`), so every offset can be checked with
+`open(path, encoding=document.metadata["encoding"]).read()`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ FORMAT_BY_SUFFIX: Mapping[str, str] = {
 }
 PAGE_SEPARATOR = "\f"  # PDF pages are joined with a form feed, as in the shared 10-K text
 
-_MD_TITLE = re.compile(r"^# +(.+?)(?: +#+)? *$", re.MULTILINE)
+_MD_TITLE = re.compile(r"^\ufeff?# +(.+?)(?: +#+)? *$", re.MULTILINE)
 _WS = re.compile(r"\s+")
 _SEPARATORS = re.compile(r"[_\s]+")
 _REPEATED_PUNCT = re.compile(r"([-.,])\1+")
@@ -41,7 +44,8 @@ _CELL_TAGS = {"td", "th"}
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """What a loader found in one file: text (newlines normalised), title, metadata."""
+    """What a loader found in one file: text (line breaks as `Newlines` says), title,
+    metadata."""
 
     text: str
     title: str = ""
@@ -49,31 +53,126 @@ class Extracted:
     sections: tuple[Section, ...] | None = None  # None: detect from the text
 
 
+class Newlines(StrEnum):
+    """How line breaks are read: the convention every character offset suture returns
+    follows, recorded per document as `metadata["newlines"]`.
+
+    `universal` (the default) is Python's text mode, `open(path, encoding=e).read()`:
+    CR LF and a lone CR become LF. It is the convention of LegalBench-RAG's spans and of
+    any Python program that reads the file plainly. `keep` is
+    `open(path, encoding=e, newline="").read()`: every character as in the file, CR LF
+    counted as two. Either way a UTF-8 byte-order mark stays as one character, U+FEFF, as
+    Python's "utf-8" codec reads it, so with `e = metadata["encoding"]` a document's text
+    is exactly what that call returns.
+    """
+
+    UNIVERSAL = "universal"
+    KEEP = "keep"
+
+
 def normalise_newlines(text: str) -> str:
-    """`\\r\\n` and lone `\\r` → `\\n`; the only change suture makes to extracted text."""
+    """`\\r\\n` and lone `\\r` → `\\n`, as Python's universal newlines mode reads text."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def decode(data: bytes, source: str) -> tuple[str, dict[str, Any]]:
-    """UTF-8 (a BOM is dropped), else cp1252, else latin-1; binary (NUL bytes) is refused.
+def read_text(
+    path: str | Path, newlines: Newlines | str = Newlines.UNIVERSAL, encoding: str = "utf-8"
+) -> str:
+    """The file as a Python program reads it under `newlines`: the text spans index."""
+    newline = None if Newlines(newlines) is Newlines.UNIVERSAL else ""
+    with open(path, encoding=encoding, newline=newline) as handle:
+        return handle.read()
 
-    A non-UTF-8 file is decoded rather than skipped, and metadata["encoding"] says how.
+
+# Byte-order marks and the codec that reads each (Python's utf-16/utf-32 consume their
+# mark; its utf-8 keeps one as U+FEFF). UTF-32 LE is tested before UTF-16 LE (FF FE 00 00).
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"),
+)
+#: C0 control characters other than white space (\\t \\n \\v \\f \\r), and DEL
+_CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F])
+#: above this share of control characters a decoded file is taken for binary data: text
+#: has next to none (a PDF-extracted 10-K had 300 NULs in 840 KB), uniform bytes read as
+#: latin-1 have 13%, and executables and UTF-16 misread as 8-bit far more
+MAX_CONTROL_SHARE = 0.05
+_COUNT_WINDOW = 1 << 20
+
+
+def decode(
+    data: bytes, source: str, newlines: Newlines | str = Newlines.UNIVERSAL
+) -> tuple[str, dict[str, Any]]:
+    """The file's text and how it was read: metadata `encoding`, `newlines`, and
+    `line_endings` ("crlf" or "cr") when the file has carriage returns.
+
+    The encoding is found from the content: a byte-order mark (UTF-8, UTF-16, UTF-32),
+    else UTF-32 or UTF-16 without a mark when NUL bytes sit where wide ASCII text puts
+    them, else UTF-8, else cp1252, else latin-1 (which reads any bytes). Binary data is
+    told apart by the share of control characters in what was decoded, so text with a
+    few stray NUL bytes (PDF extraction leaves them) is kept, the NULs as characters.
     """
-    if b"\x00" in data:
-        raise DocumentError(f"{source}: binary file (contains NUL bytes)")
-    metadata: dict[str, Any] = {}
-    if data.startswith(b"\xef\xbb\xbf"):
-        metadata["encoding"] = "utf-8-sig"
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        try:
-            text, metadata["encoding"] = data.decode("cp1252"), "cp1252"
-        except UnicodeDecodeError:
-            text, metadata["encoding"] = data.decode("latin-1"), "latin-1"
+    newlines = Newlines(newlines)
+    text, encoding = _decode_by_content(data)
+    controls = _control_characters(text)
+    if controls > MAX_CONTROL_SHARE * len(text):
+        raise DocumentError(
+            f"{source}: binary file ({controls / len(text):.0%} control characters when read "
+            f"as {encoding}); convert it to text or leave it out"
+        )
+    if not text or text.isspace():  # (not strip: no copy of a 200 MB text)
+        raise DocumentError(f"{source}: empty file (only white space)")
+    metadata: dict[str, Any] = {"encoding": encoding, "newlines": newlines.value}
     if "\r" in text:
-        metadata["newlines"] = "crlf" if "\r\n" in text else "cr"
-    return normalise_newlines(text), metadata
+        metadata["line_endings"] = "crlf" if "\r\n" in text else "cr"
+        if newlines is Newlines.UNIVERSAL:
+            text = normalise_newlines(text)
+    return text, metadata
+
+
+def _decode_by_content(data: bytes) -> tuple[str, str]:
+    """Decoded text and the codec that read it strictly (see `decode`)."""
+    candidates = [codec for bom, codec in _BOMS if data.startswith(bom)][:1]
+    candidates += [*_wide_codecs(data), "utf-8", "cp1252"]
+    for codec in candidates:
+        try:
+            return data.decode(codec), codec
+        except UnicodeDecodeError:
+            continue
+    return data.decode("latin-1"), "latin-1"
+
+
+def _wide_codecs(data: bytes) -> list[str]:
+    """UTF-32/UTF-16 byte orders worth trying on a file without a byte-order mark.
+
+    Text in a Latin script stored 4 or 2 bytes a character has NUL bytes in fixed
+    positions (the high bytes), which UTF-8 and 8-bit text never have. Text in other
+    scripts without a mark is not recognised (it reads as cp1252 or latin-1).
+    """
+    codecs: list[str] = []
+    units = len(data) // 4
+    if units and not len(data) % 4:
+        if data[3::4].count(0) == units and data[2::4].count(0) >= 0.9 * units:
+            codecs.append("utf-32-le")
+        if data[0::4].count(0) == units and data[1::4].count(0) >= 0.9 * units:
+            codecs.append("utf-32-be")
+    pairs = len(data) // 2
+    if pairs and not len(data) % 2:
+        even, odd = data[0::2].count(0), data[1::2].count(0)
+        if odd >= 0.3 * pairs and even <= 0.05 * pairs:
+            codecs.append("utf-16-le")
+        if even >= 0.3 * pairs and odd <= 0.05 * pairs:
+            codecs.append("utf-16-be")
+    return codecs
+
+
+def _control_characters(text: str) -> int:
+    """How many characters of `text` are `_CONTROL_BYTES` (counted a window at a time:
+    in UTF-8 each is one byte that no other character's bytes contain)."""
+    count = 0
+    for start in range(0, len(text), _COUNT_WINDOW):
+        window = text[start : start + _COUNT_WINDOW].encode("utf-8", "surrogatepass")
+        count += len(window) - len(window.translate(None, _CONTROL_BYTES))
+    return count
 
 
 def title_from_filename(path: str | Path) -> str:
@@ -89,15 +188,19 @@ def read_bytes(path: Path) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise DocumentError(f"{path}: cannot read ({error.strerror or error})") from error
-    if not data.strip():
+        raise DocumentError(
+            f"{path}: cannot read ({error.strerror or error}); "
+            + ("give read permission (chmod +r) or leave it out"
+               if isinstance(error, PermissionError) else "check the file or leave it out")
+        ) from error
+    if not data or data.isspace():
         raise DocumentError(f"{path}: empty file")
     return data
 
 
-def load_text(path: Path) -> Extracted:
+def load_text(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
     """A plain-text file: decoded text, title from the file name."""
-    text, metadata = decode(read_bytes(path), str(path))
+    text, metadata = decode(read_bytes(path), str(path), newlines)
     return Extracted(text, title_from_filename(path), metadata)
 
 
@@ -119,20 +222,24 @@ def markdown_title(text: str, path: Path) -> str:
     return title_from_filename(path)
 
 
-def load_markdown(path: Path) -> Extracted:
+def load_markdown(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
     """A Markdown file kept as written; the title is its opening `# ` heading."""
-    text, metadata = decode(read_bytes(path), str(path))
+    text, metadata = decode(read_bytes(path), str(path), newlines)
     return Extracted(text, markdown_title(text, path), metadata)
 
 
-def load_html(path: Path) -> Extracted:
-    """Visible HTML text, block elements on their own lines; `<title>` is the title."""
+def load_html(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
+    """Visible HTML text, block elements on their own lines; `<title>` is the title.
+
+    The text is extracted (white space collapsed), so `newlines` only changes how the
+    markup is read, never the text.
+    """
     from bs4 import BeautifulSoup  # only HTML input needs it
     from bs4.exceptions import ParserRejectedMarkup
 
-    text, metadata = decode(read_bytes(path), str(path))
+    text, metadata = decode(read_bytes(path), str(path), newlines)
     try:
-        soup = BeautifulSoup(text, "html.parser")
+        soup = BeautifulSoup(text.removeprefix("\ufeff"), "html.parser")  # a mark is not text
         title_tag = soup.find("title")
         title = _WS.sub(" ", title_tag.get_text()).strip() if title_tag else ""
         extracted, headings = _html_text(soup)
@@ -140,7 +247,7 @@ def load_html(path: Path) -> Extracted:
         raise DocumentError(f"{path}: unparsable HTML") from error
     except RecursionError as error:
         raise DocumentError(f"{path}: HTML nested too deeply to read") from error
-    if not extracted.strip():
+    if not extracted or extracted.isspace():
         raise DocumentError(f"{path}: HTML has no visible text")
     sections = build_sections(headings, len(extracted)) if headings else None
     return Extracted(extracted, title or title_from_filename(path), metadata, sections)
@@ -197,8 +304,11 @@ def _html_text(soup: Any) -> tuple[str, list[Heading]]:
     return "".join(parts), headings
 
 
-def load_pdf(path: Path) -> Extracted:
+def load_pdf(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
     """PDF text by PDFium, pages joined with a form feed; metadata["pages"] is the page count.
+
+    Extracted text has no file to be read the same way, so its line breaks are always
+    LF whatever `newlines` says (PDFium writes CR LF).
 
     PDFium (pypdfium2) reads the 116-page Microsoft 10-K in about 2 s where pypdf took
     30-50 s on this machine, with the same reading order.
@@ -227,7 +337,7 @@ def load_pdf(path: Path) -> Extracted:
     finally:
         pdf.close()
     text = PAGE_SEPARATOR.join(pages)
-    if not text.strip():
+    if not text or text.isspace():
         raise DocumentError(f"{path}: PDF has no extractable text (scanned images?)")
     return Extracted(text, info_title or title_from_filename(path), {"pages": len(pages)})
 
@@ -241,22 +351,27 @@ def _pdf_title(pdf: Any) -> str:
     return _WS.sub(" ", title).strip() if isinstance(title, str) else ""
 
 
-def iter_jsonl(path: Path) -> Iterator[Document | str]:
-    """Documents from a JSONL file; a bad line yields its one-line reason instead."""
+def iter_jsonl(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Iterator[Document | str]:
+    """Documents from a JSONL file; a bad line yields its one-line reason instead.
+
+    A record's text is its "text" string, line breaks read as `newlines` says.
+    """
     data = read_bytes(path)
     text, _ = decode(data, str(path))
+    text = text.removeprefix("\ufeff")  # a byte-order mark belongs to no record
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            yield document_from_record(json.loads(line), str(path))
+            yield document_from_record(json.loads(line), str(path), newlines)
         except json.JSONDecodeError as error:
             yield f"{path} line {number}: invalid JSON ({error.msg} at column {error.colno})"
         except DocumentError as error:
             yield f"{path} line {number}: {error}"
 
 
-def document_from_record(record: Any, source: str) -> Document:
+def document_from_record(record: Any, source: str,
+                         newlines: Newlines = Newlines.UNIVERSAL) -> Document:
     """One record `{"doc_id", "text", "title"?, "metadata"?}` (a JSONL line, an API body)."""
     if not isinstance(record, dict):
         raise DocumentError(f"expected a JSON object, got {type(record).__name__}")
@@ -273,11 +388,14 @@ def document_from_record(record: Any, source: str) -> Document:
         raise DocumentError(
             f"document {doc_id!r}: \"title\" must be a string and \"metadata\" an object"
         )
-    text = normalise_newlines(text)
+    if newlines is Newlines.UNIVERSAL:
+        text = normalise_newlines(text)
     return Document(
         doc_id=doc_id, text=text, title=_WS.sub(" ", title).strip(), source=source,
         metadata=metadata, sections=detect_sections(text, "jsonl"),
     )
 
 
-LOADERS = {"txt": load_text, "md": load_markdown, "html": load_html, "pdf": load_pdf}
+LOADERS: Mapping[str, Callable[[Path, Newlines], Extracted]] = {
+    "txt": load_text, "md": load_markdown, "html": load_html, "pdf": load_pdf,
+}

@@ -24,6 +24,7 @@ _SENTENCE_END = (".", ":", ";", "!", "?", ")", "]", '"', "”", "’")
 _HEADER_REPEATS = 3  # a line opening/closing this many pages is a running header/footer
 
 _LINE = re.compile(r"[^\n\f]+")
+_BOM = "\ufeff"  # kept as the text's first character when a UTF-8 file has one
 _WS = re.compile(r"\s+")
 _MD_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
@@ -134,8 +135,11 @@ def _lines(text: str) -> Iterator[_Line]:
     for match in _LINE.finditer(text):
         page += text.count("\f", previous_end, match.start())
         previous_end = match.end()
-        if match.group().strip():
-            yield _Line(match.start(), match.group(), page)
+        start, line = match.start(), match.group()
+        if start == 0 and line.startswith(_BOM):  # a byte-order mark is not part of a heading
+            start, line = 1, line[1:]
+        if line and not line.isspace():
+            yield _Line(start, line, page)
 
 
 def _markdown_headings(lines: Sequence[_Line]) -> list[Heading]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from suture.documents import Newlines, normalise_newlines
 from suture.exceptions import ConfigurationError
 
 Level = Literal["span", "document"]
@@ -53,6 +54,8 @@ class Benchmark:
     file_paths: Mapping[str, str] = field(default_factory=dict)
     #: first path component the benchmark puts before corpus-relative paths ("cuad")
     prefix: str = ""
+    #: how the benchmark reads a corpus file, i.e. what its offsets count
+    newlines: Newlines = Newlines.UNIVERSAL
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -77,6 +80,7 @@ class Benchmark:
             level=self.level,
             file_paths=self.file_paths,
             prefix=self.prefix,
+            newlines=self.newlines,
         )
 
 
@@ -100,11 +104,16 @@ def resolve_file_path(file_path: str, corpus: Path) -> str:
     )
 
 
-def load_legalbench(path: str | Path, corpus: str | Path) -> Benchmark:
+def load_legalbench(
+    path: str | Path, corpus: str | Path, *, newlines: Newlines | str = Newlines.UNIVERSAL
+) -> Benchmark:
     """Load a LegalBench-RAG benchmark: `{"tests": [{"query_id", "query", "snippets"}]}`.
 
     Each snippet is `{"file_path": "<subset>/<file>", "span": [start, end]}` with a
-    half-open range into the UTF-8 text of the file.
+    half-open range into the file as LegalBench-RAG reads it,
+    `open(path, encoding="utf-8").read()`: Python's text mode, `newlines="universal"`
+    (CR LF counts as one character, a byte-order mark as one). Another file in this
+    layout whose offsets count every character as stored says `newlines="keep"`.
     """
     path = Path(path)
     corpus = Path(corpus)
@@ -145,6 +154,7 @@ def load_legalbench(path: str | Path, corpus: str | Path) -> Benchmark:
         level="span",
         file_paths=file_paths,
         prefix=prefixes.pop() if len(prefixes) == 1 else "",
+        newlines=Newlines(newlines),
     )
 
 
@@ -193,7 +203,10 @@ def write_beir_corpus(folder: str | Path, out: str | Path) -> Path:
     return out
 
 
-def load_beir(folder: str | Path, corpus: str | Path, split: str = "test") -> Benchmark:
+def load_beir(
+    folder: str | Path, corpus: str | Path, split: str = "test",
+    *, newlines: Newlines | str = Newlines.UNIVERSAL,
+) -> Benchmark:
     """Load a BEIR folder (`corpus.jsonl`, queries, qrels) as a document-level benchmark.
 
     Both layouts are read: the standard `queries.jsonl` + `qrels/<split>.tsv`, and
@@ -207,8 +220,11 @@ def load_beir(folder: str | Path, corpus: str | Path, split: str = "test") -> Be
     qrels_path = _first_existing(
         [folder / "qrels" / f"{split}.tsv", folder / f"qrels_{split}.tsv"], "qrels file", folder
     )
+    newlines = Newlines(newlines)
     lengths = {
-        str(r["_id"]): len(beir_doc_text(r)) for r in _read_jsonl(folder / "corpus.jsonl")
+        str(r["_id"]): len(beir_doc_text(r) if newlines is Newlines.KEEP
+                           else normalise_newlines(beir_doc_text(r)))
+        for r in _read_jsonl(folder / "corpus.jsonl")
     }
     relevant: dict[str, list[str]] = {}
     with qrels_path.open(encoding="utf-8") as handle:
@@ -240,6 +256,7 @@ def load_beir(folder: str | Path, corpus: str | Path, split: str = "test") -> Be
         corpus=corpus,
         level="document",
         file_paths=file_paths,
+        newlines=newlines,
     )
 
 
@@ -253,22 +270,24 @@ def is_beir_folder(path: str | Path) -> bool:
 
 
 def load_benchmark(
-    path: str | Path, corpus: str | Path | None = None, *, split: str = "test"
+    path: str | Path, corpus: str | Path | None = None, *, split: str = "test",
+    newlines: Newlines | str = Newlines.UNIVERSAL,
 ) -> Benchmark:
     """Load either layout: a BEIR folder (needs `corpus`, the written-out documents) or a
-    LegalBench-RAG JSON file (needs `corpus`, the folder its paths are relative to)."""
+    LegalBench-RAG JSON file (needs `corpus`, the folder its paths are relative to).
+    `newlines` is how the benchmark's offsets read a file (see `Newlines`)."""
     path = Path(path)
     if is_beir_folder(path):
         if corpus is None:
             raise ConfigurationError(
                 f"{path} is a BEIR folder; pass the folder to write its documents to as corpus"
             )
-        return load_beir(path, corpus, split=split)
+        return load_beir(path, corpus, split=split, newlines=newlines)
     if not path.is_file():
         raise ConfigurationError(f"benchmark {path} does not exist")
     if corpus is None:
         raise ConfigurationError(f"benchmark {path} needs --corpus, the folder of its documents")
-    return load_legalbench(path, corpus)
+    return load_legalbench(path, corpus, newlines=newlines)
 
 
 __all__ = [

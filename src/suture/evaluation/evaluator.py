@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from suture.documents import read_text
 from suture.evaluation.benchmarks import Benchmark, BenchmarkQuery
 from suture.evaluation.metrics import (
     ChunkLayout,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
     from suture.evaluation.peers import Peer
     from suture.index import Index
+    from suture.types import Document
 
 
 class Evaluator:
@@ -96,34 +98,57 @@ class Evaluator:
             raise ConfigurationError(
                 f"the index at {self.index.store.location} lacks {len(missing)} of the "
                 f"{len(self.benchmark.doc_ids)} documents the benchmark points into "
-                f"(e.g. {missing[0]!r}); add them with `suture index` or let `suture eval` "
-                "build the index from --corpus"
+                f"(e.g. {missing[0]!r}); add them with `suture index "
+                f"{self.benchmark.corpus} {_index_arguments(self.index)}`"
             )
         return mapping
 
     def _check_spans(self) -> None:
-        """Gold offsets must index the text the index stored (no silent shift)."""
+        """Gold offsets must index the text the index stored, which must be the corpus
+        file as the benchmark reads it (`Benchmark.newlines`): no silent shift."""
+        benchmark_doc = {index_doc: bench_doc for bench_doc, index_doc in self.doc_map.items()}
         for doc in sorted({d for spans in self.gold.values() for d, _, _ in spans}):
-            stored = self.index.store.document(doc).text
-            source = self.benchmark.corpus / next(
-                b for b, i in self.doc_map.items() if i == doc
-            )
+            document = self.index.store.document(doc)
+            source = self.benchmark.corpus / benchmark_doc[doc]
             if source.is_file():
-                with source.open(encoding="utf-8", newline="") as handle:
-                    raw = handle.read()
-                if raw != stored:
-                    raise ConfigurationError(
-                        f"the index stores a different text for {doc!r} than {source} "
-                        f"({len(stored)} vs {len(raw)} characters), so the benchmark's "
-                        "character offsets would point at the wrong text; index the raw files"
-                    )
+                self._check_same_reading(document, source)
             for qid, spans in self.gold.items():
                 for d, _, end in spans:
-                    if d == doc and end > len(stored):
+                    if d == doc and end > len(document.text):
                         raise ConfigurationError(
                             f"query {qid}: gold span ends at {end}, past the end of "
-                            f"{doc!r} ({len(stored)} characters)"
+                            f"{doc!r} ({len(document.text)} characters)"
                         )
+
+    def _check_same_reading(self, document: Document, source: Path) -> None:
+        """The stored text is `source` read the benchmark's way, or the error says why not."""
+        expected = self.benchmark.newlines
+        where = self.index.store.location
+        recorded = document.metadata.get("newlines")
+        if recorded is not None and recorded != expected.value:
+            raise ConfigurationError(
+                f"the index at {where} read {document.doc_id!r} with --newlines {recorded}, "
+                f"but the benchmark's offsets count characters as --newlines {expected.value} "
+                f"reads them; index the corpus with --newlines {expected.value} (another "
+                "--index folder, or re-run `suture index` over it into this one)"
+            )
+        try:
+            text = read_text(source, expected, document.metadata.get("encoding", "utf-8"))
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise ConfigurationError(f"cannot read {source} as the benchmark does: {exc}") from None
+        if text != document.text:
+            differs = next(
+                (i for i, (a, b) in enumerate(zip(text, document.text, strict=False)) if a != b),
+                min(len(text), len(document.text)),
+            )
+            raise ConfigurationError(
+                f"the index at {where} stores a different text for {document.doc_id!r} than "
+                f"{source} read as the benchmark reads it ({len(document.text)} vs {len(text)} "
+                f"characters, first difference at offset {differs}), so the benchmark's "
+                "offsets would point at the wrong text; the file changed or was indexed by an "
+                f"older suture: re-run `suture index` over {self.benchmark.corpus} into {where} "
+                "to re-read it"
+            )
 
     # -- running -----------------------------------------------------------------------
     def run(self, spec: PolicySpec | PeerSpec | str, k: int, *, progress: Any = None
@@ -304,3 +329,9 @@ class Evaluator:
 
 
 __all__ = ["Evaluator"]
+
+
+def _index_arguments(index: Index) -> str:
+    """The `--index` (and `--store`) arguments that reach `index` from the command line."""
+    store = index.store.store_argument
+    return f"--index {index.store.index_argument}" + (f" --store {store}" if store else "")

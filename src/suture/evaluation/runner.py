@@ -7,10 +7,11 @@ bootstrap; and the index they run on, opened or built from the benchmark's corpu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from suture.documents import Skipped
 from suture.evaluation.benchmarks import Benchmark
 from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.policy_specs import PeerSpec, PolicySpec, parse_ks
@@ -194,11 +195,15 @@ def open_or_build_index(
     scope: str = "benchmark",
     show_progress: bool = True,
     store: str | None = None,
+    on_skipped: Callable[[Skipped], None] | None = None,
 ) -> Index:
     """Open the index at `index_dir`, building it (or adding missing documents) first.
 
     `scope="benchmark"` indexes only the files the benchmark points into (LegalBench-RAG
-    mini style); `scope="all"` indexes the whole corpus folder.
+    mini style); `scope="all"` indexes the whole corpus folder. Files are read the way
+    the benchmark reads them (`benchmark.newlines`). Every input that could not be
+    indexed goes to `on_skipped`; when one of them is a file the benchmark points into,
+    the error names it and why, since its queries could not be scored.
     """
     from suture.exceptions import IndexNotFoundError
     from suture.index import Index
@@ -211,11 +216,9 @@ def open_or_build_index(
     except IndexNotFoundError:
         pass
     else:
-        stored = set(index.store.document_hashes())
-        names = {d.rsplit("/", 1)[-1] for d in stored}
-        wanted = benchmark.doc_ids
-        complete = all(d in stored or d.rsplit("/", 1)[-1] in names for d in wanted)
-        if complete and (scope == "benchmark" or benchmark.level == "document"):
+        if not _missing_documents(index, benchmark) and (
+            scope == "benchmark" or benchmark.level == "document"
+        ):
             return index
         embedder = embedder or index.manifest.embedder
     paths: list[Path] = (
@@ -223,8 +226,32 @@ def open_or_build_index(
         if scope == "benchmark" and benchmark.level == "span"
         else [benchmark.corpus]
     )
-    return Index.build(paths, folder, store=store, embedder=embedder or "minilm",
-                       show_progress=show_progress)
+    index = Index.build(paths, folder, store=store, embedder=embedder or "minilm",
+                        show_progress=show_progress, newlines=benchmark.newlines)
+    skipped = index.last_report.skipped if index.last_report else []
+    for item in skipped:
+        if on_skipped is not None:
+            on_skipped(item)
+    missing = _missing_documents(index, benchmark)
+    if missing:
+        reasons = {Path(s.source).resolve(): s.reason for s in skipped}
+        causes = [reasons.get((benchmark.corpus / d).resolve(), f"{d}: not indexed")
+                  for d in missing]
+        more = f" (and {len(causes) - 1} more)" if len(causes) > 1 else ""
+        raise ConfigurationError(
+            f"{len(missing)} of the {len(benchmark.doc_ids)} documents the benchmark points "
+            f"into could not be indexed, so their queries cannot be scored: "
+            f"{causes[0]}{more}; fix or convert those files, or evaluate without the "
+            "queries that point into them"
+        )
+    return index
+
+
+def _missing_documents(index: Index, benchmark: Benchmark) -> list[str]:
+    """Benchmark documents the index holds neither by path nor by (unique) file name."""
+    stored = set(index.store.document_hashes())
+    names = {d.rsplit("/", 1)[-1] for d in stored}
+    return [d for d in benchmark.doc_ids if d not in stored and d.rsplit("/", 1)[-1] not in names]
 
 
 __all__ = [

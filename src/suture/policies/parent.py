@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from suture.exceptions import ConfigurationError
-from suture.policies.base import Policy, PolicyRequest, PolicyResult
+from suture.policies.base import Policy, PolicyRequest, PolicyResult, whole_number
 from suture.types import Chunk, Document, Hit, Selection
 
 
@@ -19,9 +18,7 @@ class ParentPolicy(Policy):
     name = "parent"
 
     def __init__(self, max_chars: int = 4000) -> None:
-        if max_chars < 1:
-            raise ConfigurationError(f"parent max_chars must be >= 1, got {max_chars}")
-        self.max_chars = max_chars
+        self.max_chars = whole_number("parent", "max_chars", max_chars, minimum=1, example=4000)
 
     def params(self) -> dict[str, Any]:
         return {"max_chars": self.max_chars}

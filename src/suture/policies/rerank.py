@@ -23,7 +23,13 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.exceptions import ConfigurationError, missing_dependency
-from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
+from suture.policies.base import (
+    Policy,
+    PolicyRequest,
+    PolicyResult,
+    hit_selection,
+    whole_number,
+)
 from suture.types import Hit
 
 ENV_VAR = "SUTURE_RERANKER"
@@ -167,9 +173,10 @@ class RerankPolicy(Policy):
         backend: str = "auto",
         max_length: int = DEFAULT_MAX_LENGTH,
     ) -> None:
-        self.candidates = _positive(candidates, "candidates")
-        self.batch_size = _positive(batch_size, "batch_size")
-        self.max_length = _positive(max_length, "max_length")
+        self.candidates = whole_number("rerank", "candidates", candidates, minimum=1, example=20)
+        self.batch_size = whole_number("rerank", "batch_size", batch_size, minimum=1, example=16)
+        self.max_length = whole_number("rerank", "max_length", max_length, minimum=1,
+                                       example=DEFAULT_MAX_LENGTH)
         if backend not in BACKENDS:
             raise ConfigurationError(
                 f"rerank backend must be one of {', '.join(BACKENDS)}, got {backend!r}"
@@ -232,15 +239,3 @@ class RerankPolicy(Policy):
         return PolicyResult(
             selections=[hit_selection(h) for h in reranked], trace=trace, hits=reranked
         )
-
-
-def _positive(value: Any, name: str) -> int:
-    """A whole number >= 1 from an int or a CLI string such as "20"."""
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    fractional = isinstance(value, float) and not value.is_integer()
-    if isinstance(value, bool) or number < 1 or fractional:
-        raise ConfigurationError(f"rerank {name} must be a whole number >= 1, got {value!r}")
-    return number

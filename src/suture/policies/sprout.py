@@ -20,7 +20,13 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.exceptions import ConfigurationError
-from suture.policies.base import Policy, PolicyRequest, PolicyResult
+from suture.policies.base import (
+    Policy,
+    PolicyRequest,
+    PolicyResult,
+    real_number,
+    whole_number,
+)
 from suture.sprout.forest import Forest, load_forest
 from suture.sprout.search import Visit, beam_search, node_scores
 from suture.sprout.storage import TreeStore
@@ -71,14 +77,12 @@ class SproutPolicy(Policy):
         max_node_chars: int | None = DEFAULT_MAX_NODE_CHARS,
         document_source: str = "leaves",
     ) -> None:
-        if beam_width < 1:
-            raise ConfigurationError(f"beam_width must be >= 1, got {beam_width}")
-        if documents < 1:
-            raise ConfigurationError(f"documents must be >= 1, got {documents}")
-        if not -1.0 <= threshold < 1.0:
-            raise ConfigurationError(f"threshold (τ) must be in [-1, 1), got {threshold}")
-        if max_node_chars is not None and max_node_chars < 1:
-            raise ConfigurationError(f"max_node_chars must be >= 1 or None, got {max_node_chars}")
+        beam_width = whole_number("sprout", "beam_width", beam_width, minimum=1, example=4)
+        documents = whole_number("sprout", "documents", documents, minimum=1, example=3)
+        threshold = real_number("sprout", "threshold", threshold, low=-1.0, high=1.0, example=0)
+        if max_node_chars is not None:
+            max_node_chars = whole_number("sprout", "max_node_chars", max_node_chars, minimum=1,
+                                          example=DEFAULT_MAX_NODE_CHARS)
         if document_source not in DOCUMENT_SOURCES:
             raise ConfigurationError(
                 f"document_source must be one of {DOCUMENT_SOURCES}, got {document_source!r}")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from suture.exceptions import ConfigurationError
-from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
+from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection, whole_number
 from suture.types import Selection
 
 
@@ -13,9 +12,7 @@ class WindowPolicy(Policy):
     name = "window"
 
     def __init__(self, width: int = 1) -> None:
-        if width < 0:
-            raise ConfigurationError(f"window width must be >= 0, got {width}")
-        self.width = width
+        self.width = whole_number("window", "width", width, minimum=0, example=1)
 
     def params(self) -> dict[str, Any]:
         return {"width": self.width}
