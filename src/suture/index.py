@@ -15,7 +15,7 @@ from suture._registry import lookup
 from suture._version import __version__
 from suture.chunking import chunk_document, embedding_text
 from suture.documents import Skipped, content_hash, iter_documents
-from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, get_embedder
+from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, embedder_from_spec, get_embedder
 from suture.exceptions import ConfigurationError, EmbedderMismatchError
 from suture.policies import Policy, get_policy
 from suture.policies.assembly import assemble_context
@@ -105,7 +105,7 @@ class Index:
         if retriever is not None:
             lookup("retriever", RetrieverName, retriever)  # fail before any work
         options = dict(embedder_options or {})
-        model = get_embedder(embedder, **options)
+        model = embedder_from_spec(embedder, **options)
         folder = Path(path)
         if (folder / MANIFEST_FILE).exists():
             index = cls.open(folder, embedder=model)
@@ -118,7 +118,8 @@ class Index:
                 chunk_size=chunk_size,
                 chunk_overlap=chunk_overlap,
                 contextual=contextual,
-                embedder_options={k: v for k, v in options.items() if k not in _SECRET_OPTIONS},
+                embedder_options={**{k: v for k, v in options.items()
+                                     if k not in _SECRET_OPTIONS}, **model.identity()},
             )
             _validate_chunking(chunk_size, chunk_overlap)
             index = cls(SQLiteStore.create(folder, manifest), model)
@@ -135,7 +136,7 @@ class Index:
         store = SQLiteStore.open(path)
         index = cls(store)
         if embedder is not None:
-            model = get_embedder(embedder) if isinstance(embedder, str) else embedder
+            model = embedder_from_spec(embedder)
             index._check_embedder(model)
             index._embedder = model
         return index
@@ -161,6 +162,17 @@ class Index:
                 f"index at {self.store.path} was built with embedder {m.embedder} "
                 f"({m.dimension}-d); this call used {model.name} ({model.dimension}-d). "
                 f"Use --embedder {m.embedder}, or build a new index in another folder"
+            )
+        # the weights themselves (a fine-tuned model has the name and dimension of the
+        # bundled one); the manifest records only a fingerprint, never a path to load
+        recorded = m.embedder_options.get("fingerprint")
+        used = model.identity().get("fingerprint")
+        if used != recorded:
+            raise EmbedderMismatchError(
+                f"index at {self.store.path} was built with {m.embedder} weights "
+                f"{recorded or '(bundled)'}; this call used weights {used or '(bundled)'}. "
+                "Pass --embedder naming the model folder the index was built with, or build "
+                "a new index in another folder"
             )
 
     def _check_settings(self, chunk_size: int, chunk_overlap: int, contextual: bool) -> None:

