@@ -206,7 +206,10 @@ def main() -> None:
     index = open_or_build_index(args.out_root / f"idx-{args.family}-{args.tag}", bench,
                                 embedder=args.embedder)
     # the folder belongs to this script: documents outside the subset leave the index
-    index.delete(sorted(set(index.store.document_hashes()) - set(bench.doc_ids)))
+    # (stored ids may lack the benchmark's folder prefix: compare file names)
+    wanted = {d.rsplit("/", 1)[-1] for d in bench.doc_ids}
+    index.delete(sorted(d for d in index.store.document_hashes()
+                        if d.rsplit("/", 1)[-1] not in wanted))
     if args.weights is None:
         retree(index, None, "mean")  # a new index starts at uniform α
         alpha: Any = uniform_alpha(alpha_size(index))
