@@ -88,6 +88,9 @@ def ablation_specs(retriever: str) -> list[Any]:
                         label="collapsed, leaves only")]
     specs += [PolicySpec("sprout", {"search": "beam", "beam_width": w}, label=f"beam w{w}")
               for w in (1, 2, 8)]
+    specs += [PolicySpec("sprout", {"search": "anchored", "max_node_chars": cap},
+                         label=f"anchored@{retriever}, nodes ≤ {cap} chars", retriever=retriever)
+              for cap in (600, 1200)]
     return specs
 
 
