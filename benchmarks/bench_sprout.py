@@ -109,77 +109,6 @@ def bench_pipeline(path: Path, overlap: float) -> dict[str, Any]:
     return result
 
 
-def bench_ablations(benchmark: Path, corpus: Path, max_docs: int | None, weights: Path | None,
-                    cache: Path, documents: int, max_node_chars: int | None
-                    ) -> list[dict[str, Any]]:
-    """Recall / Precision / IE @1/3/5 of beam search over the benchmark's documents.
-
-    Every document of the (capped) benchmark is one tree; for each query the policy's
-    steps run exactly: pick `documents` trees by best leaf, beam search, top-k nodes
-    without overlap, node pieces trimmed of trailing whitespace.
-    """
-    from suture.evaluation.metrics import span_recall_precision
-    from suture.policies.sprout import node_selections
-    from suture.sprout import SproutSettings
-    from suture.sprout.build import tree_from_signal
-    from suture.sprout.search import beam_search, node_scores
-    from suture.sprout.settings import load_weights
-    from suture.sprout.train import load_benchmarks, prepare
-
-    docs = load_benchmarks([benchmark], corpus)
-    if max_docs is not None:
-        docs = sorted(docs, key=lambda d: (len(d.text), d.doc_id))[:max_docs]
-    prepared = prepare(docs, SproutSettings(), cache)
-    alphas: dict[str, Any] = {"uniform": None}
-    if weights is not None:
-        alphas["learned"] = load_weights(weights)
-    # (α, leaves only, beam width, max node characters)
-    configs: list[tuple[str, bool, int, int | None]] = []
-    for name in alphas:
-        configs += [(name, False, 4, max_node_chars), (name, True, 4, max_node_chars)]
-        configs += [(name, False, b, max_node_chars) for b in (1, 2, 8)]
-    configs += [("uniform", False, 4, cap) for cap in (None, 600, 1200, 2400)
-                if cap != max_node_chars]
-    rows = []
-    for alpha_name, leaves_only, width, cap in configs:
-        trees = [tree_from_signal(p.doc.doc_id, p.signal, alphas[alpha_name]) for p in prepared]
-        leaf_rows = np.concatenate([t.embeddings[: t.n_leaves] for t in trees])
-        leaf_rows = leaf_rows / np.linalg.norm(leaf_rows, axis=1, keepdims=True)
-        owner = np.concatenate([np.full(t.n_leaves, i) for i, t in enumerate(trees)])
-        texts = {p.doc.doc_id: p.doc.text for p in prepared}
-        metrics: dict[int, list[tuple[float, float]]] = {1: [], 3: [], 5: []}
-        for p in prepared:
-            for query, query_vec in zip(p.queries, p.query_vecs, strict=True):
-                sims = leaf_rows @ (query_vec / np.linalg.norm(query_vec))
-                best = np.full(len(trees), -np.inf)
-                np.maximum.at(best, owner, sims)
-                chosen_trees = [trees[t] for t in np.argsort(-best)[:documents]]
-                gold = [(p.doc.doc_id, a, b) for a, b in query.spans]
-                for k in metrics:
-                    result = beam_search(chosen_trees, query_vec, k, beam_width=width,
-                                         leaves_only=leaves_only, max_node_chars=cap,
-                                         scores=[node_scores(t, query_vec)
-                                                 for t in chosen_trees])
-                    ctx = [(sel.doc_id, sel.start, sel.end)
-                           for v in result.chosen
-                           for sel in node_selections(chosen_trees[v.tree], v.node, v.score,
-                                                      texts[chosen_trees[v.tree].doc_id])]
-                    metrics[k].append(span_recall_precision(gold, ctx))
-        row: dict[str, Any] = {"alpha": alpha_name, "nodes": "leaves only" if leaves_only
-                               else "all", "beam_width": width, "max_node_chars": cap,
-                               "queries": len(metrics[1])}
-        for k, values in metrics.items():
-            arr = np.asarray(values)
-            row[f"R@{k}"] = round(float(np.nanmean(arr[:, 0])), 4)
-            row[f"P@{k}"] = round(float(np.mean(arr[:, 1])), 4)
-            row[f"IE@{k}"] = round(float(np.nanmean(arr[:, 0] * arr[:, 1])), 4)
-        for name in ("R", "P", "IE"):
-            row[f"{name}@avg"] = round(float(np.mean([row[f"{name}@{k}"] for k in metrics])), 4)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    return rows
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[300, 1000, 3000])
@@ -190,25 +119,9 @@ def main() -> None:
     parser.add_argument("--document", type=Path,
                         default=DATA / "corpora/msft_10k/MICROSOFT_2023_10K.md")
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--ablations", action="store_true",
-                        help="only the retrieval ablations (uniform/learned α, leaves, beam)")
-    parser.add_argument("--benchmark", type=Path,
-                        default=DATA / "legalbench_rag/benchmarks/cuad_mini.json")
-    parser.add_argument("--corpus", type=Path, default=DATA / "cuad_v1/full_contract_txt")
-    parser.add_argument("--max-docs", type=int, default=None)
-    parser.add_argument("--weights", type=Path, default=None)
-    parser.add_argument("--cache", type=Path, default=Path("out/sprout_signal_cache"))
-    parser.add_argument("--documents", type=int, default=3)
-    parser.add_argument("--max-node-chars", type=int, default=None)
     args = parser.parse_args()
-    results: dict[str, Any] = {}
-    if args.ablations:
-        results["ablations"] = bench_ablations(args.benchmark, args.corpus, args.max_docs,
-                                               args.weights, args.cache, args.documents,
-                                               args.max_node_chars)
-    else:
-        results["trees"] = bench_trees(args.sizes, args.band, args.reference_max)
-    if not args.trees_only and not args.ablations:
+    results: dict[str, Any] = {"trees": bench_trees(args.sizes, args.band, args.reference_max)}
+    if not args.trees_only:
         results["pipeline"] = bench_pipeline(args.document, args.overlap)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 from suture.evaluation.benchmarks import Benchmark, load_benchmark
 from suture.evaluation.evaluator import Evaluator
-from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa
+from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa_paragraphs
 from suture.evaluation.policy_specs import PolicySpec
 from suture.index import Index
 
@@ -52,7 +52,7 @@ def grid_specs(lams: list[float], taus: list[float], radii: list[int]) -> list[P
 
 def load(path: Path, corpus: Path, limit: int | None) -> Benchmark:
     if is_hotpotqa_file(path):
-        return load_hotpotqa(path, corpus, limit)
+        return load_hotpotqa_paragraphs(path, corpus, limit)
     benchmark = load_benchmark(path, corpus)
     return benchmark.subset(limit) if limit else benchmark
 

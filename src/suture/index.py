@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 from suture._registry import lookup
 from suture._version import __version__
 from suture.documents import Newlines, Skipped, iter_documents
-from suture.embedders import DEFAULT_EMBEDDER, Embedder, Vectors, embedder_class, get_embedder
+from suture.embedders import (
+    DEFAULT_EMBEDDER,
+    Embedder,
+    Vectors,
+    embedder_class,
+    embedder_from_spec,
+    get_embedder,
+)
 from suture.exceptions import (
     ConfigurationError,
     EmbedderMismatchError,
@@ -98,7 +105,7 @@ class Index:
             require_ray()
         _validate_chunking(chunk_size, chunk_overlap)
         options = dict(embedder_options or {})
-        model = get_embedder(embedder, **options)
+        model = embedder_from_spec(embedder, **options)
         report = report if report is not None else IndexReport()
         documents: Iterable[Document | Skipped] = iter_documents(paths, newlines=newlines)
         try:
@@ -122,7 +129,8 @@ class Index:
                 chunk_overlap=chunk_overlap,
                 contextual=contextual,
                 embedder_options={
-                    k: v for k, v in options.items() if k not in _UNRECORDED_OPTIONS
+                    **{k: v for k, v in options.items() if k not in _UNRECORDED_OPTIONS},
+                    **model.identity(),
                 },
                 embedder_key=model.key,
                 retriever=retriever or RetrieverName.DENSE.value,
@@ -158,7 +166,7 @@ class Index:
         opened = cls(open_store(str(index), store), embedder_options=embedder_options)
         if embedder is not None:
             model = (
-                get_embedder(embedder, **dict(embedder_options or {}))
+                embedder_from_spec(embedder, **dict(embedder_options or {}))
                 if isinstance(embedder, str) else embedder
             )
             opened._check_embedder(model)
@@ -209,6 +217,10 @@ class Index:
                 "pass the same model yourself (--embedder-option NAME=VALUE, or the "
                 "embedder's environment variables)" if where else ""
             )
+            if m.embedder_options.get("fingerprint"):
+                hint += ("; it was built with a fine-tuned model (weights fingerprint "
+                         f"{m.embedder_options['fingerprint']}): pass --embedder PATH naming "
+                         "that model folder (Python: Index.open(..., embedder=PATH))")
             raise EmbedderMismatchError(
                 f"the index at {self.store.location} was built with embedder {recorded}; "
                 f"this call used {model.key} ({model.dimension}-d){hint}. Use the index's "

@@ -1,22 +1,74 @@
-"""HotpotQA's IRCoT sample as a document-level benchmark over the real file."""
+"""HotpotQA as a span benchmark: one document per question, supporting paragraphs as gold."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa
+from suture.evaluation.benchmarks import load_benchmark
+from suture.evaluation.hotpotqa import (
+    TEST_QUESTIONS,
+    is_hotpotqa_file,
+    load_hotpotqa,
+    load_hotpotqa_paragraphs,
+    question_document,
+    write_hotpotqa_corpus,
+)
 from suture.exceptions import ConfigurationError
 
-SAMPLE = Path("hotpotqa") / "ircot_hotpotqa_dev_subsampled_500.jsonl"
+FILE = "hotpotqa/ircot_hotpotqa_dev_subsampled_500.jsonl"
 
 
-def test_questions_point_at_their_supporting_paragraphs(shared_data: Path,
+def test_gold_spans_are_exactly_the_supporting_paragraphs(shared_data: Path,
+                                                         tmp_path: Path) -> None:
+    path = shared_data / FILE
+    bench = load_benchmark(path, split="test", work_dir=tmp_path)
+    records = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    assert len(bench) == TEST_QUESTIONS
+    for query, record in zip(bench.queries[:40], records, strict=False):
+        assert query.query_id == record["question_id"]
+        text = (bench.corpus / query.gold[0].doc_id).read_text(encoding="utf-8")
+        supporting = [f"{c['title'].strip()}\n{c['paragraph_text'].strip()}"
+                      for c in record["contexts"] if c["is_supporting"]]
+        assert [text[g.start:g.end] for g in query.gold] == supporting
+        # every paragraph of the question is in its document, in order
+        assert text.count("\n\n") == len(record["contexts"]) - 1
+
+
+def test_the_halves_share_no_question(shared_data: Path, tmp_path: Path) -> None:
+    path = shared_data / FILE
+    corpus = write_hotpotqa_corpus(path, tmp_path / "docs", split="all")
+    test = load_hotpotqa(path, corpus, "test")
+    train = load_hotpotqa(path, corpus, "train")
+    assert {q.query_id for q in test.queries}.isdisjoint(q.query_id for q in train.queries)
+    assert len(test) + len(train) == len(load_hotpotqa(path, corpus, "all"))
+    with pytest.raises(ConfigurationError, match="split"):
+        load_hotpotqa(path, corpus, "dev")
+
+
+def test_offsets_survive_odd_whitespace(tmp_path: Path) -> None:
+    record = {"question_id": "q", "question_text": "?", "contexts": [
+        {"title": " A ", "paragraph_text": "first\r\n  para ", "is_supporting": False},
+        {"title": "B", "paragraph_text": "second", "is_supporting": True}]}
+    text, gold = question_document(record)
+    assert [text[a:b] for a, b in gold] == ["B\nsecond"]
+    path = tmp_path / "h.jsonl"
+    path.write_text(json.dumps(record) + "\n", "utf-8")
+    assert is_hotpotqa_file(path) and not is_hotpotqa_file(tmp_path / "missing.jsonl")
+    bench = load_benchmark(path, split="all", work_dir=tmp_path)
+    (gold_span,) = bench.queries[0].gold
+    # the file keeps "\r\n" as written (newline=""), so offsets index the indexed text
+    raw = (bench.corpus / "q.txt").read_bytes().decode("utf-8")
+    assert raw[gold_span.start:gold_span.end] == "B\nsecond"
+
+
+def test_paragraph_layout_points_at_supporting_paragraphs(shared_data: Path,
                                                         tmp_path: Path) -> None:
-    path = shared_data / SAMPLE
+    path = shared_data / FILE
     assert is_hotpotqa_file(path)
-    benchmark = load_hotpotqa(path, tmp_path, limit=6)
+    benchmark = load_hotpotqa_paragraphs(path, tmp_path, limit=6)
     assert benchmark.level == "document" and len(benchmark) == 6
     files = {p.name for p in tmp_path.iterdir()}
     assert 6 < len(files) <= 6 * 12  # only these questions' paragraphs, pooled
@@ -31,7 +83,7 @@ def test_questions_point_at_their_supporting_paragraphs(shared_data: Path,
     assert "Shirley Temple Black" in (tmp_path / "Shirley_Temple.txt").read_text()
 
 
-def test_a_title_with_two_texts_is_refused(tmp_path: Path) -> None:
+def test_paragraph_layout_refuses_a_title_with_two_texts(tmp_path: Path) -> None:
     path = tmp_path / "two.jsonl"
     records = [
         '{"question_id": "a", "question_text": "q1", "contexts": [{"title": "T", '
@@ -42,4 +94,4 @@ def test_a_title_with_two_texts_is_refused(tmp_path: Path) -> None:
     path.write_text("\n".join(records) + "\n", encoding="utf-8")
     assert is_hotpotqa_file(path)
     with pytest.raises(ConfigurationError, match="two different texts"):
-        load_hotpotqa(path, tmp_path / "corpus")
+        load_hotpotqa_paragraphs(path, tmp_path / "corpus")

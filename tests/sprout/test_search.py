@@ -14,12 +14,12 @@ from suture.policies import get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
 from suture.sprout.nodes import compose
-from suture.sprout.search import beam_search
+from suture.sprout.search import anchor_node, beam_search, collapsed_search
 from suture.sprout.storage import TreeStore
 from suture.sprout.tree import SproutTree
 from suture.stores.base import Manifest
 from suture.stores.sqlite import SQLiteStore
-from suture.types import Chunk, Document
+from suture.types import Chunk, Document, Hit
 from tests.policies.conftest import word_counter
 
 #  leaves 0 1 2 3; node 4 = (0, 1), node 5 = (2, 3), root 6 = (4, 5)
@@ -79,6 +79,61 @@ def test_beam_runs_over_several_trees() -> None:
     result = beam_search([a, b], np.array([1, 0, 0], np.float32), k=3, beam_width=2)
     assert {(v.tree, v.node) for v in result.chosen} <= {(0, 0), (1, 0), (0, 1), (1, 1)}
     assert len(result.chosen) == 3
+
+
+def test_collapsed_search_finds_the_node_the_beam_walks_past() -> None:
+    """The root's better child (4) does not hold the best leaf (3): its sibling averages
+    leaf 3 with an opposite leaf. A width-1 beam never reaches leaf 3; the collapsed
+    search scores every node and does."""
+    leaves = np.array([[0.2, 1, 0], [0.2, 1, 0], [1, -0.9, 0], [0, 1, 0]], dtype=np.float32)
+    tree = SproutTree("doc", SPANS, CHILDREN, np.zeros(3), compose(CHILDREN, leaves))
+    query = np.array([0, 1, 0], np.float32)
+    assert 3 not in {v.node for v in beam_search([tree], query, k=1, beam_width=1).chosen}
+    assert [v.node for v in collapsed_search([tree], query, k=1).chosen] == [3]
+
+
+def test_collapsed_search_keeps_the_best_nodes_that_do_not_overlap() -> None:
+    rng = np.random.default_rng(0)
+    from suture.sprout.tree import build_tree_structure
+
+    n = 40
+    i, j = np.triu_indices(n, 1)
+    near = j - i <= 3
+    children, heights, _ = build_tree_structure(n, i[near], j[near], rng.random(near.sum()))
+    spans = np.stack([np.arange(n) * 10, np.arange(n) * 10 + 10], axis=1).astype(np.int64)
+    tree = SproutTree("doc", spans, children, heights,
+                      compose(children, rng.normal(size=(n, 3)).astype(np.float32)))
+    query = np.array([1, 0.5, -0.2], np.float32)
+    result = collapsed_search([tree], query, k=6, max_node_chars=60)
+    chosen = [v.node for v in result.chosen]
+    assert len(chosen) == 6
+    scores = {v.node: v.score for v in result.chosen}
+    assert all(not tree.is_ancestor(a, b) for a in chosen for b in chosen if a != b)
+    assert all(tree.characters(node) <= 60 or tree.is_leaf(node) for node in chosen)
+    # every better eligible node was left out only because it overlaps a chosen one
+    from suture.sprout.search import node_scores
+
+    all_scores = node_scores(tree, query)
+    floor = min(scores.values())
+    for node in range(tree.n_nodes):
+        if all_scores[node] > floor and node not in scores and tree.characters(node) <= 60:
+            assert any(tree.is_ancestor(node, c) or tree.is_ancestor(c, node) for c in chosen)
+
+
+def test_anchor_is_the_smallest_node_holding_the_hit_lifted_within_the_cap() -> None:
+    tree = hand_tree()  # leaves [0,11) [11,22) [22,34) [34,45); 4 = (0,1), 5 = (2,3)
+    assert anchor_node(tree, 0, 5, None) == 0
+    assert anchor_node(tree, 0, 5, 22) == 4  # node 4 has 22 characters; the root 45
+    assert anchor_node(tree, 12, 30, 22) == 6  # the hit straddles both halves: the root
+    assert anchor_node(tree, 23, 40, 100) == 6
+    assert anchor_node(tree, 23, 40, 23) == 5
+
+
+def test_beam_from_given_starts_stays_inside_their_subtrees() -> None:
+    tree = hand_tree()
+    result = beam_search([tree], np.array([1, 0, 0], np.float32), k=3, starts=[(0, 5)])
+    assert {v.node for v in result.chosen} <= {5, 2, 3}
+    assert [[v.node for v in step] for step in result.steps] == [[5], [2, 3]]
 
 
 # -- the policy, through a real store -------------------------------------------------------
@@ -215,11 +270,27 @@ def test_stale_trees_are_not_used(tmp_path: Path) -> None:
         {"threshold": 1.5},
         {"document_source": "x"},
         {"max_node_chars": 0},
+        {"search": "greedy"},
     ],
 )
 def test_policy_rejects_bad_settings(bad: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
         get_policy("sprout", **bad)
+
+
+def test_anchored_search_starts_at_the_hits(tmp_path: Path) -> None:
+    store = make_index(tmp_path)
+    chunk = Chunk(Chunk.make_id("b", 0), "b", 0, 0, 11, TEXT[:11])  # leaf 0 of tree b
+    hits = [Hit(chunk=chunk, score=0.9)]
+    policy = get_policy("sprout", search="anchored", max_node_chars=None)
+    assert policy.candidate_count(3) == 3
+    query = np.array([1, 0, 1], np.float32)  # node 5 of either tree matches it best
+    result = policy.select(PolicyRequest(query="q", query_vector=query, hits=hits, k=2,
+                                         store=store, explain=True))
+    # the anchor is leaf 0 of b alone, however well node 5 of tree a matches the query
+    assert [(s.doc_id, s.start) for s in result.selections] == [("b", 0)]
+    assert [row["documents"] for row in result.trace[:1]] == [
+        [{"doc_id": "b", "best_leaf": 0.9}]]
 
 
 def _assemble(store: Any, selections: Any) -> Any:

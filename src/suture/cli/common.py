@@ -22,6 +22,13 @@ StoreOption = Annotated[str | None, typer.Option(
     "--store", envvar="SUTURE_STORE",
     help="Where the index lives: sqlite (default, a folder), postgresql://user@host/db, "
          "qdrant://host:6333 or qdrant:PATH (local mode).")]
+EmbedderNameOption = Annotated[
+    str | None,
+    typer.Option("--embedder",
+                 help="The index's embedder, when it was built with a model folder: "
+                      "--embedder PATH (suture never loads weights from a path the index "
+                      "names)."),
+]
 RetrieverParamOption = Annotated[
     list[str] | None,
     typer.Option("--retriever-param",

@@ -50,34 +50,42 @@ def _load(
     benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None,
     newlines: Newlines,
 ) -> Benchmark:
-    from suture.evaluation.benchmarks import is_beir_folder, load_benchmark, write_beir_corpus
-    from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa
+    from suture.evaluation.benchmarks import load_benchmark
+    from suture.evaluation.hotpotqa import (
+        PARAGRAPHS,
+        is_hotpotqa_file,
+        load_hotpotqa_paragraphs,
+    )
 
-    if is_hotpotqa_file(benchmark):
+    if is_hotpotqa_file(benchmark) and split == PARAGRAPHS:
         # only the paragraphs of the questions asked are written (and indexed)
-        folder = f"hotpotqa_corpus_{limit}" if limit else "hotpotqa_corpus"
-        return load_hotpotqa(benchmark, corpus or out / folder, limit)
-    if is_beir_folder(benchmark) and corpus is None:
-        corpus = write_beir_corpus(benchmark, out / "beir_corpus")
-    loaded = load_benchmark(benchmark, corpus, split=split, newlines=newlines)
+        folder = f"hotpotqa_paragraphs_{limit}" if limit else "hotpotqa_paragraphs"
+        return load_hotpotqa_paragraphs(benchmark, corpus or out / folder, limit)
+    loaded = load_benchmark(benchmark, corpus, split=split, newlines=newlines, work_dir=out)
     return loaded.subset(limit) if limit else loaded
 
 
 BenchmarkOpt = Annotated[Path, typer.Option(
     "--benchmark", "-b", help="LegalBench-RAG JSON file, a BEIR folder (corpus.jsonl, "
-    "queries, qrels), or a HotpotQA JSONL file (question_text, contexts).")]
+    "queries, qrels; SciFact at sentence level with --split dev or train), or a HotpotQA "
+    "JSON-lines file.")]
 CorpusOpt = Annotated[Path | None, typer.Option(
     help="Folder the benchmark's file paths are relative to (LegalBench-RAG; a first "
-    "path component that does not exist is stripped). BEIR: defaults to OUT/beir_corpus, "
-    "where the documents are written as <id>.txt.")]
+    "path component that does not exist is stripped). BEIR, SciFact, HotpotQA: where the "
+    "documents are written as <id>.txt (default OUT/beir_corpus, OUT/scifact_corpus, "
+    "OUT/hotpotqa_corpus).")]
 IndexOpt = Annotated[Path | None, typer.Option(
     "--index", help="Index folder; built from the corpus when missing (default OUT/index).")]
 EmbedderOpt = Annotated[str | None, typer.Option(
-    help="Embedder for a new index (default minilm); must match an existing one.")]
+    help="Embedder for a new index (default minilm), or the folder of a fine-tuned model; "
+    "must match an existing index's.")]
 ScopeOpt = Annotated[str, typer.Option(
     help="'benchmark' indexes only the files the queries point into (LegalBench-RAG-mini "
     "style), 'all' the whole corpus folder. BEIR always indexes the whole corpus.")]
-SplitOpt = Annotated[str, typer.Option(help="BEIR split (queries_<split>.jsonl, qrels).")]
+SplitOpt = Annotated[str, typer.Option(
+    help="BEIR split (queries_<split>.jsonl, qrels); SciFact sentence level: dev or train; "
+    "HotpotQA: test (first 250 questions), train (last 250), all, or paragraphs (each "
+    "paragraph its own document, pooled; document-level gold).")]
 LimitOpt = Annotated[int | None, typer.Option(help="Only the first N queries (smoke runs).")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bars.")]
 NewlinesOpt = Annotated[Newlines, typer.Option(

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from suture.cli import app
 from suture.cli.common import (
+    EmbedderNameOption,
     EmbedderOption,
     IndexOption,
     RetrieverParamOption,
@@ -65,7 +66,8 @@ def index_command(
     index: IndexOption,
     store: StoreOption = None,
     embedder: Annotated[
-        str, typer.Option(help="minilm, wordllama, onnx-minilm, openai, hashing.")
+        str, typer.Option(help="minilm, wordllama, onnx-minilm, openai, hashing, or the folder "
+                          "of a fine-tuned model (from suture train-sprout / train-embedder).")
     ] = "minilm",
     embedder_option: EmbedderOption = None,
     chunk_size: Annotated[int, typer.Option(help="Target characters per chunk.")] = 600,
@@ -212,6 +214,7 @@ def query_command(
     embedder_option: EmbedderOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     explain: Annotated[bool, typer.Option(help="Show every expansion decision.")] = False,
+    embedder: EmbedderNameOption = None,
 ) -> None:
     """Assemble the context for one question."""
     from suture.index import Index
@@ -220,7 +223,8 @@ def query_command(
 
     try:
         context = Index.open(
-            index, store=store, embedder_options=parse_params(embedder_option)
+            index, store=store, embedder=embedder,
+            embedder_options=parse_params(embedder_option),
         ).retrieve(
             text,
             policy=policy,
@@ -265,6 +269,7 @@ def compare_command(
     k: Annotated[int, typer.Option("--k", "-k")] = 5,
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
     embedder_option: EmbedderOption = None,
+    embedder: EmbedderNameOption = None,
 ) -> None:
     """Run several policies on one question and show their sizes side by side."""
     from suture.index import Index
@@ -272,7 +277,8 @@ def compare_command(
     writes_nothing()
 
     try:
-        opened = Index.open(index, store=store, embedder_options=parse_params(embedder_option))
+        opened = Index.open(index, store=store, embedder=embedder,
+                            embedder_options=parse_params(embedder_option))
         contexts = opened.compare(text, [p.strip() for p in policies.split(",") if p.strip()], k)
     except SutureError as exc:
         raise fail(exc) from None

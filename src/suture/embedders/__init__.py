@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from suture._registry import load_class, lookup
@@ -42,12 +43,29 @@ def get_embedder(name: str | Embedder, **options: Any) -> Embedder:
     return embedder_class(name)(**options)
 
 
+def embedder_from_spec(spec: str | Embedder, **options: Any) -> Embedder:
+    """A registry name ("minilm"), or the folder of a local model the caller named.
+
+    A folder (e.g. one written by `suture train-sprout` or `suture train-embedder`) is
+    read as a MiniLM-style Hugging Face model: `--embedder PATH` on the command line.
+    """
+    if isinstance(spec, Embedder) or spec in EmbedderName.__members__.values():
+        return get_embedder(spec, **options)
+    folder = Path(spec).expanduser()
+    if folder.is_dir():
+        from suture.embedders.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder(model_path=str(folder), **options)
+    return get_embedder(spec, **options)  # raises UnknownPluginError naming the choices
+
+
 __all__ = [
     "DEFAULT_EMBEDDER",
     "Embedder",
     "EmbedderName",
     "Vectors",
     "embedder_class",
+    "embedder_from_spec",
     "get_embedder",
     "normalise",
 ]

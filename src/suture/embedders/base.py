@@ -52,6 +52,15 @@ class Embedder(ABC):
         """Identity used by the embedding cache and the index manifest."""
         return f"{self.name}:{self.dimension}"
 
+    def identity(self) -> dict[str, str]:
+        """What identifies this model's weights beyond `name` and `dimension`.
+
+        Recorded in an index manifest and compared when the index is opened, so an index
+        built with a fine-tuned model is never read with another one. It names no file:
+        suture never loads model weights from a path stored in an index.
+        """
+        return {}
+
     @abstractmethod
     def _embed(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
         """Embed one batch (len(texts) <= batch_size); need not be normalised."""

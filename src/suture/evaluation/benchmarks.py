@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -191,11 +191,16 @@ def beir_doc_text(record: Mapping[str, Any]) -> str:
     return f"{title}\n\n{body}" if title else body
 
 
-def write_beir_corpus(folder: str | Path, out: str | Path) -> Path:
-    """Write every BEIR `corpus.jsonl` record to `out/<id>.txt` (skips unchanged files)."""
+def write_beir_corpus(
+    folder: str | Path, out: str | Path, ids: Collection[str] | None = None
+) -> Path:
+    """Write BEIR `corpus.jsonl` records (all, or those in `ids`) to `out/<id>.txt`
+    (unchanged files are skipped)."""
     folder, out = Path(folder), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for record in _read_jsonl(folder / "corpus.jsonl"):
+        if ids is not None and str(record["_id"]) not in ids:
+            continue
         target = out / beir_doc_file(str(record["_id"]))
         text = beir_doc_text(record)
         if not target.is_file() or target.read_text(encoding="utf-8") != text:
@@ -270,19 +275,51 @@ def is_beir_folder(path: str | Path) -> bool:
 
 
 def load_benchmark(
-    path: str | Path, corpus: str | Path | None = None, *, split: str = "test",
+    path: str | Path,
+    corpus: str | Path | None = None,
+    *,
+    split: str = "test",
     newlines: Newlines | str = Newlines.UNIVERSAL,
+    work_dir: str | Path | None = None,
 ) -> Benchmark:
-    """Load either layout: a BEIR folder (needs `corpus`, the written-out documents) or a
-    LegalBench-RAG JSON file (needs `corpus`, the folder its paths are relative to).
-    `newlines` is how the benchmark's offsets read a file (see `Newlines`)."""
+    """Load any supported layout.
+
+    - a BEIR folder: document level (`split` test), or sentence-level SciFact when the
+      folder has SciFact's files and `split` is dev or train (`suture.evaluation.scifact`);
+    - a HotpotQA JSON-lines file (`suture.evaluation.hotpotqa`; split test, train or all);
+    - a LegalBench-RAG JSON file (needs `corpus`, the folder its paths are relative to).
+
+    BEIR, SciFact and HotpotQA documents are written out as files for indexing: to
+    `corpus` when given, else to `work_dir/<name>_corpus`. `newlines` is how the
+    benchmark's offsets read a file (see `Newlines`).
+    """
+    from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa, write_hotpotqa_corpus
+    from suture.evaluation.scifact import evidence_documents, is_scifact_folder, load_scifact
+
     path = Path(path)
-    if is_beir_folder(path):
-        if corpus is None:
+
+    def written(kind: str) -> Path:
+        if corpus is not None:
+            return Path(corpus)
+        if work_dir is None:
             raise ConfigurationError(
-                f"{path} is a BEIR folder; pass the folder to write its documents to as corpus"
-            )
-        return load_beir(path, corpus, split=split, newlines=newlines)
+                f"{path} is a {kind} benchmark; pass the folder to write its documents to "
+                "as corpus")
+        return Path(work_dir) / f"{kind.lower()}_corpus"
+
+    if is_beir_folder(path):
+        if is_scifact_folder(path, split):
+            target = written("SciFact")
+            write_beir_corpus(path, target, evidence_documents(path, split))
+            return load_scifact(path, target, split)
+        target = written("BEIR")
+        if corpus is None:
+            write_beir_corpus(path, target)
+        return load_beir(path, target, split=split, newlines=newlines)
+    if is_hotpotqa_file(path):
+        target = written("HotpotQA")
+        write_hotpotqa_corpus(path, target, split)
+        return load_hotpotqa(path, target, split)
     if not path.is_file():
         raise ConfigurationError(f"benchmark {path} does not exist")
     if corpus is None:

@@ -1,15 +1,26 @@
-"""HotpotQA (the IRCoT dev sample: questions with ~10 paragraphs, 2 marked supporting)
-as a document-level `Benchmark`.
+"""HotpotQA (IRCoT's 500-question dev sample) as a span-labelled benchmark.
 
-Every paragraph of the chosen questions is written to `<corpus>/<title>.txt` as
-"title, blank line, paragraph" (the BEIR layout's `beir_doc_text`), so all questions
-search one pooled corpus of their paragraphs; a question's gold is its supporting
-paragraphs, each a span over the whole file.
+Each question comes with about ten paragraphs, two of them flagged as supporting. One
+document is written per question (`<question_id>.txt`): its paragraphs in the given
+order, each as "title" + newline + paragraph text, separated by a blank line. The gold
+spans are the supporting paragraphs (title line included). Documents of all questions
+form the corpus, so a retriever must find the question's document and, inside it, the
+two paragraphs among distractors: open-domain, multi-paragraph evidence.
+
+The file holds only dev questions, so suture splits it in two fixed halves: `test`
+(the first 250 questions, for evaluation) and `train` (the last 250, for training the
+encoder); `all` keeps every question.
+
+`load_hotpotqa_paragraphs` is the other layout (`suture eval --split paragraphs`): every
+paragraph of the first questions is its own file, pooled into one corpus, and a
+question's gold is its supporting paragraphs as whole files (document-level recall, as
+the peer comparison in docs/results.md measures it).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +33,109 @@ from suture.evaluation.benchmarks import (
 )
 from suture.exceptions import ConfigurationError
 
+#: questions in the test half; the rest are the train half
+TEST_QUESTIONS = 250
+SPLITS = ("test", "train", "all")
+#: the `split` that asks for the pooled-paragraph layout instead
+PARAGRAPHS = "paragraphs"
+
 
 def is_hotpotqa_file(path: str | Path) -> bool:
-    """A JSONL file whose records have `question_text` and `contexts`."""
+    """A JSON-lines file whose first record has `question_text` and `contexts`."""
     path = Path(path)
-    if not (path.is_file() and path.suffix == ".jsonl"):
+    if not path.is_file() or path.suffix != ".jsonl":
         return False
     with path.open(encoding="utf-8") as handle:
         first = handle.readline()
     try:
         record = json.loads(first)
-    except json.JSONDecodeError:
+    except ValueError:
         return False
     return isinstance(record, dict) and "question_text" in record and "contexts" in record
 
 
-def load_hotpotqa(path: str | Path, corpus: str | Path, limit: int | None = None) -> Benchmark:
-    """The first `limit` questions (all when None), their paragraphs written to `corpus`.
+def _records(path: Path, split: str) -> Iterator[dict[str, Any]]:
+    if split not in SPLITS:
+        raise ConfigurationError(
+            f"HotpotQA split must be one of {', '.join(SPLITS)}, got {split!r}")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle):
+            if not line.strip():
+                continue
+            in_test = number < TEST_QUESTIONS
+            if split == "all" or (split == "test") == in_test:
+                yield json.loads(line)
+
+
+def question_document(record: dict[str, Any]) -> tuple[str, list[tuple[int, int]]]:
+    """The question's document text and the spans of its supporting paragraphs."""
+    parts: list[str] = []
+    gold: list[tuple[int, int]] = []
+    offset = 0
+    for context in record["contexts"]:
+        paragraph = f"{context['title'].strip()}\n{context['paragraph_text'].strip()}"
+        if parts:
+            offset += 2  # the blank line before this paragraph
+        if context.get("is_supporting"):
+            gold.append((offset, offset + len(paragraph)))
+        parts.append(paragraph)
+        offset += len(paragraph)
+    return "\n\n".join(parts), gold
+
+
+def document_name(record: dict[str, Any]) -> str:
+    return f"{record['question_id']}.txt"
+
+
+def document_names(path: str | Path, split: str) -> set[str]:
+    """File names of the documents of `split` (nothing is written)."""
+    return {document_name(record) for record in _records(Path(path), split)}
+
+
+def write_hotpotqa_corpus(path: str | Path, out: str | Path, split: str = "all") -> Path:
+    """Write one document per question of `split` to `out/` (unchanged files are kept)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for record in _records(Path(path), split):
+        text, _ = question_document(record)
+        target = out / document_name(record)
+        # newline="" keeps the text byte-exact, so gold offsets index what is indexed
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8", newline="")
+    return out
+
+
+def load_hotpotqa(path: str | Path, corpus: str | Path, split: str = "test") -> Benchmark:
+    """The questions of `split` with their supporting paragraphs as gold spans.
+
+    `corpus` is the folder `write_hotpotqa_corpus` wrote.
+    """
+    path, corpus = Path(path), Path(corpus)
+    queries: list[BenchmarkQuery] = []
+    file_paths: dict[str, str] = {}
+    for record in _records(path, split):
+        name = document_name(record)
+        if not (corpus / name).is_file():
+            raise ConfigurationError(
+                f"HotpotQA document {name} is not in {corpus}; write the corpus with "
+                "write_hotpotqa_corpus (suture eval does this when --corpus is left out)")
+        _, spans = question_document(record)
+        if not spans:
+            continue
+        file_paths[name] = name
+        gold = tuple(GoldSpan(name, name, start, end) for start, end in spans)
+        queries.append(BenchmarkQuery(str(record["question_id"]),
+                                      str(record["question_text"]), gold))
+    if not queries:
+        raise ConfigurationError(f"no HotpotQA question with supporting paragraphs in {path}")
+    return Benchmark(name=f"hotpotqa-{split}", queries=tuple(queries), corpus=corpus,
+                     level="span", file_paths=file_paths)
+
+
+def load_hotpotqa_paragraphs(path: str | Path, corpus: str | Path,
+                             limit: int | None = None) -> Benchmark:
+    """The first `limit` questions (all when None), each of their paragraphs written to
+    `corpus` as its own file; gold: the supporting paragraphs' files.
 
     Paragraphs are keyed by title; a title that appears with two different texts is
     refused rather than silently merged. Unchanged files are not rewritten.
@@ -93,4 +190,13 @@ def load_hotpotqa(path: str | Path, corpus: str | Path, limit: int | None = None
     )
 
 
-__all__ = ["is_hotpotqa_file", "load_hotpotqa"]
+__all__ = [
+    "SPLITS",
+    "TEST_QUESTIONS",
+    "document_names",
+    "is_hotpotqa_file",
+    "load_hotpotqa",
+    "load_hotpotqa_paragraphs",
+    "question_document",
+    "write_hotpotqa_corpus",
+]

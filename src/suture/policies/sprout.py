@@ -1,12 +1,20 @@
-"""`sprout`: SproutRAG — beam search down attention-built sentence trees.
+"""`sprout`: SproutRAG — search attention-built sentence trees for nodes of any size.
 
-Per query (SproutRAG §3.4): pick the `documents` trees whose best leaf is most similar
-to the query; start a beam at their roots; repeatedly replace the beam by the
-`beam_width` most similar children of its nodes; every visited node with cosine
-similarity > `threshold` is a candidate; return the top-k candidates, never a node
-together with one of its ancestors (the higher-scoring one stays). Each returned
-node becomes one `Selection` per contiguous piece of its text, so a node whose leaves
-are not adjacent yields several spans with one shared chunk id.
+Per query, `search` chooses how candidates are found (`suture.sprout.search`):
+
+* `beam` (default; SproutRAG §3.4, the paper's method): pick the `documents` trees
+  whose best leaf is most similar to the query; start a beam at their roots; repeatedly
+  replace the beam by the `beam_width` most similar children of its nodes; every
+  visited node is a candidate;
+* `collapsed`: every node of those `documents` trees is a candidate (no beam);
+* `anchored`: the beam starts at the subtrees holding the first-stage retriever's k
+  hits (any retriever, e.g. `document-hybrid`), each lifted to its largest ancestor
+  within `max_node_chars`.
+
+Candidates with cosine similarity > `threshold` are ranked and the top k returned,
+never a node together with one of its ancestors (the higher-scoring one stays). Each
+returned node becomes one `Selection` per contiguous piece of its text, so a node
+whose leaves are not adjacent yields several spans with one shared chunk id.
 
 Trees are built at index time by `suture.sprout.build_sprout_trees`
 (`suture sprout-index`); this policy only reads them.
@@ -28,13 +36,22 @@ from suture.policies.base import (
     whole_number,
 )
 from suture.sprout.forest import Forest, load_forest
-from suture.sprout.search import Visit, beam_search, node_scores
+from suture.sprout.search import (
+    SearchResult,
+    Visit,
+    anchor_node,
+    beam_search,
+    collapsed_search,
+    node_scores,
+)
 from suture.sprout.storage import TreeStore
 from suture.sprout.tree import SproutTree
 from suture.stores.base import Store
 from suture.types import Selection
 
 DOCUMENT_SOURCES = ("leaves", "hits")
+#: "beam" is SproutRAG's own search; the others are the query-dependent alternatives
+SEARCHES = ("beam", "collapsed", "anchored")
 #: nodes larger than this (characters) are walked through but never returned, so a
 #: whole-document root cannot become the context; about four 600-character chunks.
 #: Pass max_node_chars=None for the unbounded reference behaviour.
@@ -76,6 +93,7 @@ class SproutPolicy(Policy):
         leaves_only: bool = False,
         max_node_chars: int | None = DEFAULT_MAX_NODE_CHARS,
         document_source: str = "leaves",
+        search: str = "beam",
     ) -> None:
         beam_width = whole_number("sprout", "beam_width", beam_width, minimum=1, example=4)
         documents = whole_number("sprout", "documents", documents, minimum=1, example=3)
@@ -86,6 +104,9 @@ class SproutPolicy(Policy):
         if document_source not in DOCUMENT_SOURCES:
             raise ConfigurationError(
                 f"document_source must be one of {DOCUMENT_SOURCES}, got {document_source!r}")
+        if search not in SEARCHES:
+            raise ConfigurationError(f"search must be one of {SEARCHES}, got {search!r}")
+        self.search = search
         self.beam_width = beam_width
         self.threshold = threshold
         self.documents = documents
@@ -95,8 +116,11 @@ class SproutPolicy(Policy):
         self._query_embedder: Any = None
 
     def candidate_count(self, k: int) -> int:
-        """k, or with document_source="hits" enough hits to name `documents` documents."""
-        if self.document_source == "hits":
+        """k, or with document_source="hits" enough hits to name `documents` documents.
+
+        The anchored search anchors at the k hits themselves.
+        """
+        if self.document_source == "hits" and self.search != "anchored":
             return max(k, HITS_PER_DOCUMENT * self.documents)
         return k
 
@@ -104,23 +128,33 @@ class SproutPolicy(Policy):
         return {"beam_width": self.beam_width, "threshold": self.threshold,
                 "documents": self.documents, "leaves_only": self.leaves_only,
                 "max_node_chars": self.max_node_chars,
-                "document_source": self.document_source}
+                "document_source": self.document_source, "search": self.search}
 
     def _query_vector(self, request: PolicyRequest, forest: Forest) -> npt.NDArray[np.float32]:
-        """The request's vector when the index embedder made the tree vectors, else our own."""
+        """The request's vector when the index's embedder made the leaf vectors.
+
+        Otherwise the trees came from the bundled MiniLM (an index of another embedder)
+        and it embeds the query; trees of a fine-tuned encoder need that encoder as the
+        index's embedder (its weights are never loaded from a path the index names).
+        """
         vector = np.asarray(request.query_vector, dtype=np.float32).reshape(-1)
         manifest = request.store.manifest
         name = str(forest.config.get("embedder", "minilm"))
-        options = dict(forest.config.get("embedder_options", {}))
-        same = (manifest.embedder == name and vector.shape[0] == forest.dimension
-                and all(manifest.embedder_options.get(k) == v for k, v in options.items()))
-        if same:
+        trees_by = dict(forest.config.get("embedder_options") or {}).get("fingerprint")
+        if (manifest.embedder == name and vector.shape[0] == forest.dimension
+                and manifest.embedder_options.get("fingerprint") == trees_by):
             return vector
+        if trees_by:
+            index_by = manifest.embedder_options.get("fingerprint") or "bundled"
+            raise ConfigurationError(
+                f"the SproutRAG trees of the index at {request.store.location} were built with a "
+                f"fine-tuned encoder (weights {trees_by}), but the index's embedder is "
+                f"{manifest.embedder} (weights {index_by}); rebuild the trees with "
+                f"`suture sprout-index --index {request.store.index_argument} --embedder PATH`")
         if self._query_embedder is None:
             from suture.embedders import get_embedder
 
-            self._query_embedder = get_embedder(
-                name, **{k: v for k, v in options.items() if v is not None})
+            self._query_embedder = get_embedder(name)
         result: npt.NDArray[np.float32] = self._query_embedder.embed_query(request.query)
         return result
 
@@ -148,28 +182,45 @@ class SproutPolicy(Policy):
             raise ConfigurationError(
                 f"no SproutRAG tree of the index at {trees_of.label} matches its stored "
                 f"documents; rebuild them with `suture sprout-index --index {trees_of.label}`")
-        query = _adapt(self._query_vector(request, forest), forest.config.get("adapter"))
-        picked = self._documents(request, forest, query, usable)
+        query = self._query_vector(request, forest)
+        if self.search == "anchored":
+            picked, starts = self._anchors(request, forest, usable)
+        else:
+            picked, starts = self._documents(request, forest, query, usable), None
         trees = [forest.trees[t] for t, _ in picked]
-        result = beam_search(
-            trees, query, request.k, beam_width=self.beam_width, threshold=self.threshold,
-            leaves_only=self.leaves_only, max_node_chars=self.max_node_chars,
-            scores=[node_scores(t, query) for t in trees])
+        result = self._search(trees, query, request.k, starts)
         selections = _selections(result.chosen, trees, request.store)
         trace: list[dict[str, Any]] = []
         if request.explain:
             trace = _trace(forest, picked, trees, result, hashes, usable)
         return PolicyResult(selections=selections, trace=trace)
 
+    def _search(self, trees: list[SproutTree], query: npt.NDArray[np.float32], k: int,
+                starts: list[tuple[int, int]] | None) -> SearchResult:
+        scores = [node_scores(t, query) for t in trees]
+        if self.search == "collapsed":
+            return collapsed_search(trees, query, k, threshold=self.threshold,
+                                    leaves_only=self.leaves_only,
+                                    max_node_chars=self.max_node_chars, scores=scores)
+        return beam_search(trees, query, k, beam_width=self.beam_width,
+                           threshold=self.threshold, leaves_only=self.leaves_only,
+                           max_node_chars=self.max_node_chars, scores=scores, starts=starts)
 
-def _adapt(query: npt.NDArray[np.float32], adapter: Any) -> npt.NDArray[np.float32]:
-    """q' = q + U Vᵀ q when the weights came with a trained query adapter."""
-    if not adapter:
-        return query
-    u = np.asarray(adapter["u"], dtype=np.float32)
-    v = np.asarray(adapter["v"], dtype=np.float32)
-    adapted: npt.NDArray[np.float32] = query + u @ (v.T @ query)
-    return adapted
+    def _anchors(self, request: PolicyRequest, forest: Forest, usable: set[int]
+                 ) -> tuple[list[tuple[int, float]], list[tuple[int, int]]]:
+        """Trees of the first k hits, and (position in that list, anchor node) per hit."""
+        by_id = {t.doc_id: i for i, t in enumerate(forest.trees)}
+        picked: dict[int, float] = {}
+        starts: list[tuple[int, int]] = []
+        for hit in request.hits[: request.k]:
+            tree = by_id.get(hit.chunk.doc_id)
+            if tree is None or tree not in usable:
+                continue
+            picked.setdefault(tree, hit.score)
+            node = anchor_node(forest.trees[tree], hit.chunk.start, hit.chunk.end,
+                               self.max_node_chars)
+            starts.append((list(picked).index(tree), node))
+        return list(picked.items()), starts
 
 
 def _selections(chosen: tuple[Visit, ...], trees: list[SproutTree], store: Store

@@ -3,7 +3,7 @@
 Index time (`build_sprout_trees`): leaves (sentences) -> sentence-to-sentence attention
 from overlapping encoder windows -> single-linkage tree -> progressive node
 embeddings -> `<index>/sprout/`. Query time: `suture.policies.sprout.SproutPolicy`.
-Training the head weights α: `suture.sprout.train`. Torch is imported only when an
+Training the encoder and α: `suture.training`. Torch is imported only when an
 encoder is actually run.
 """
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,31 +20,48 @@ from suture.sprout.storage import DocumentSignal, TreeStore
 from suture.sprout.tree import SproutTree, build_tree_structure
 from suture.stores.base import Store
 
+if TYPE_CHECKING:
+    from suture.embedders.minilm import MiniLMEmbedder
+
+
+def encoder_identity(embedder: MiniLMEmbedder | None) -> str:
+    """What names an encoder's weights: its fingerprint, or the bundled model's name."""
+    from suture.embedders.minilm import BUNDLED_MODEL_ID
+
+    if embedder is None:
+        return BUNDLED_MODEL_ID
+    return embedder.identity().get("fingerprint", BUNDLED_MODEL_ID)
+
 
 class SproutEncoder:
     """The encoder used for attention (eager) and for leaf embeddings (mean pooled).
 
-    Leaf embeddings come from the core `MiniLMEmbedder`, so they are the same vectors
-    the core index stores for the same text and score on the same scale as queries.
+    Both come from the weights of one `MiniLMEmbedder` (the bundled model, or the
+    fine-tuned folder the caller named), so leaf embeddings are the vectors the core
+    index stores for the same text and score on the same scale as queries.
     """
 
-    def __init__(self, model_path: str | None = None, batch_size: int = 4) -> None:
+    def __init__(self, embedder: MiniLMEmbedder | None = None) -> None:
         from tokenizers import Tokenizer
 
         from suture.embedders.minilm import MiniLMEmbedder, load_minilm
 
-        hf_tokenizer, self.model = load_minilm(model_path, eager_attention=True)
+        self.embedder = embedder if embedder is not None else MiniLMEmbedder()
+        hf_tokenizer, self.model = load_minilm(self.embedder.model_path, eager_attention=True)
         self.tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
         self.cls_id = int(hf_tokenizer.cls_token_id)
         self.sep_id = int(hf_tokenizer.sep_token_id)
         self.pad_id = int(hf_tokenizer.pad_token_id or 0)
-        self.embedder = MiniLMEmbedder(model_path=model_path)
-        self.batch_size = batch_size
         config = self.model.config
         self.layers = int(config.num_hidden_layers)
         self.heads = int(config.num_attention_heads)
+
+    @property
+    def identity(self) -> str:
+        """The weights' fingerprint, or the bundled model's name."""
+        return encoder_identity(self.embedder)
 
     @property
     def embedder_key(self) -> str:
@@ -161,12 +177,29 @@ class BuildReport:
     location: str
 
 
-def _store_of(index_or_store: Any) -> Store:
+def _store_and_embedder(index_or_store: Any) -> tuple[Store, MiniLMEmbedder | None]:
+    """The store, and the MiniLM whose weights build the trees (None: the bundled one).
+
+    An `Index` lends its own embedder when it is a MiniLM (the bundled model or a
+    fine-tuned folder the caller named); any other embedder's index gets trees from the
+    bundled MiniLM. A bare `Store` whose manifest records fine-tuned weights is refused:
+    the weights are never loaded from a path the index names.
+    """
+    from suture.embedders.minilm import MiniLMEmbedder
+
     store = getattr(index_or_store, "store", index_or_store)
     if not isinstance(store, Store):
         raise ConfigurationError(
             f"build_sprout_trees needs an Index or a Store, got {type(index_or_store).__name__}")
-    return store
+    if store is not index_or_store:
+        embedder = index_or_store.embedder
+        if isinstance(embedder, MiniLMEmbedder):
+            return store, embedder
+    elif store.manifest.embedder_options.get("fingerprint"):
+        raise ConfigurationError(
+            "this index was built with a fine-tuned MiniLM; build its trees from the Index "
+            "opened with that model (`suture sprout-index --index DIR --embedder PATH`)")
+    return store, None
 
 
 def resolve_alpha(weights: str | Path | npt.ArrayLike | None,
@@ -200,24 +233,34 @@ def build_sprout_trees(
     """Build or refresh the SproutRAG trees of an index (incremental).
 
     `doc_ids=None` refreshes every document whose tree is missing or stale (content
-    changed, other settings or α) and removes trees of documents no longer stored;
-    a list rebuilds exactly those documents. `weights` is a weights file from
-    `suture train-sprout` or an α array (None keeps the index's α, uniform at first).
-    New α or composition re-trees from the cached signal without the encoder.
+    changed, other settings, encoder or α) and removes trees of documents no longer
+    stored; a list rebuilds exactly those documents. `weights` is a model folder from
+    `suture train-sprout` (its α), a weights JSON or an α array (None keeps the index's
+    α, uniform at first). The encoder is the index's own MiniLM (see
+    `_store_and_embedder`). New α or composition re-trees from the cached signal
+    without the encoder.
     """
-    store = _store_of(index_or_store)
+    store, embedder = _store_and_embedder(index_or_store)
+    if encoder is not None:
+        embedder = encoder.embedder
     trees = TreeStore.of(store)
     config = trees.read_config() or {}
     if settings is None:
         settings = SproutSettings.from_dict(config.get("settings", {}))
     hashes = store.document_hashes()
     headers = trees.tree_headers()
-    signal_digest = settings.signal_digest()
+    identity = encoder_identity(embedder)
+    signal_digest = settings.signal_digest(identity)
 
-    if encoder is None and (config.get("layers") is None or doc_ids is not None or force
+    def load_encoder() -> SproutEncoder:
+        return encoder if encoder is not None else SproutEncoder(embedder)
+
+    same_encoder = config.get("encoder", encoder_identity(None)) == identity
+    if encoder is None and (config.get("layers") is None or not same_encoder
+                            or doc_ids is not None or force
                             or any(d not in headers or headers[d][1] != h
                                    for d, h in hashes.items())):
-        encoder = SproutEncoder(settings.model_path, settings.batch_size)
+        encoder = load_encoder()
     if encoder is not None:
         layers, heads, key = encoder.layers, encoder.heads, encoder.embedder_key
         dimension = encoder.embedder.dimension
@@ -225,21 +268,16 @@ def build_sprout_trees(
         layers, heads = int(config["layers"]), int(config["heads"])
         key, dimension = str(config["embedder_key"]), int(config["dimension"])
     alpha = resolve_alpha(weights, config.get("alpha"), layers * heads)
-    adapter = config.get("adapter")
-    if isinstance(weights, str | Path):
-        adapter = json.loads(Path(weights).read_text("utf-8")).get("adapter")
-    elif weights is not None:
-        adapter = None
-    digest = tree_digest(settings, alpha)
+    digest = tree_digest(settings, identity, alpha)
+    fingerprint = embedder.identity() if embedder is not None else {}
     trees.write_config({
         "settings": settings.to_dict(), "alpha": alpha.tolist(),
         "alpha_source": str(weights) if isinstance(weights, str | Path) else
         config.get("alpha_source", "uniform") if weights is None else "array",
         "layers": layers, "heads": heads, "embedder_key": key, "dimension": dimension,
-        # the registry name + options that reproduce the leaf vectors (for query vectors)
-        "embedder": "minilm", "embedder_options": {"model_path": settings.model_path},
-        # optional query adapter q' = q + U Vᵀ q learned with the weights (policy applies it)
-        "adapter": adapter,
+        # which weights made the leaf vectors: the policy embeds queries with the same
+        # model, and refuses when the index's embedder has other weights
+        "encoder": identity, "embedder": "minilm", "embedder_options": fingerprint,
     })
 
     if doc_ids is None:
@@ -271,15 +309,13 @@ def build_sprout_trees(
         from_cache = signal is not None
         text: str | None = None
         if signal is None:
-            if encoder is None:
-                encoder = SproutEncoder(settings.model_path, settings.batch_size)
+            encoder = encoder or load_encoder()
             text = store.document(doc_id).text
             signal = encoder.signal(text, settings, splitter, timings, progress=progress)
             if settings.keep_signal:
                 signal = trees.save_signal(doc_id, content_hash, signal_digest, signal)
         if Composition(settings.composition) is Composition.REEMBED:
-            if encoder is None:
-                encoder = SproutEncoder(settings.model_path, settings.batch_size)
+            encoder = encoder or load_encoder()
             text = text if text is not None else store.document(doc_id).text
         tree_at = time.perf_counter()
         tree = tree_from_signal(doc_id, signal, alpha, settings.composition, text=text,

@@ -18,7 +18,9 @@ from suture.sprout.nodes import Composition
 
 #: fields that change the leaves or the attention signal (cached per document)
 SIGNAL_FIELDS = ("group_size", "min_leaf_chars", "max_leaf_tokens", "window_tokens",
-                 "window_overlap", "model_path")
+                 "window_overlap")
+#: file in a fine-tuned model folder holding α and the training record
+TRAINING_FILE = "suture-training.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +33,6 @@ class SproutSettings:
     window_tokens: int = WINDOW_TOKENS  # leaf tokens per attention window (512 - 2)
     window_overlap: float = 0.25  # share of a window's tokens repeated in the next one
     composition: str = Composition.MEAN.value  # internal-node embeddings
-    model_path: str | None = None  # None: the bundled all-MiniLM-L6-v2
     batch_size: int = 4  # windows per encoder call
     keep_signal: bool = True  # cache attention + leaf embeddings (re-tree without encoder)
 
@@ -64,29 +65,36 @@ class SproutSettings:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def signal_digest(self) -> str:
-        """Identity of what the cached per-document signal depends on."""
-        data = {k: getattr(self, k) for k in SIGNAL_FIELDS}
+    def signal_digest(self, encoder: str) -> str:
+        """Identity of what the cached per-document signal depends on.
+
+        `encoder` identifies the encoder's weights (`SproutEncoder.identity`).
+        """
+        data: dict[str, Any] = {k: getattr(self, k) for k in SIGNAL_FIELDS}
+        data["encoder"] = encoder
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def with_(self, **changes: Any) -> SproutSettings:
         return replace(self, **changes)
 
 
-def tree_digest(settings: SproutSettings, alpha: npt.NDArray[np.float64]) -> str:
+def tree_digest(settings: SproutSettings, encoder: str, alpha: npt.NDArray[np.float64]) -> str:
     """Identity of everything a tree depends on besides the document text."""
-    data = {"signal": settings.signal_digest(), "composition": settings.composition,
+    data = {"signal": settings.signal_digest(encoder), "composition": settings.composition,
             "alpha": np.round(alpha, 10).tolist()}
     return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def load_weights(path: str | Path) -> npt.NDArray[np.float64]:
-    """α from a weights file written by `suture train-sprout` (JSON with "alpha")."""
+    """α from a model folder written by `suture train-sprout` (its TRAINING_FILE), or
+    from a JSON file with "alpha"."""
     file = Path(path)
+    if file.is_dir():
+        file = file / TRAINING_FILE
     if not file.is_file():
         raise ConfigurationError(
             f"no SproutRAG weights at {file}; train them with "
-            "`suture train-sprout --benchmark FILE --corpus DIR --out WEIGHTS`")
+            "`suture train-sprout --benchmark FILE --corpus DIR --out MODEL_DIR`")
     try:
         data = json.loads(file.read_text("utf-8"))
         alpha = np.asarray(data["alpha"], dtype=np.float64)

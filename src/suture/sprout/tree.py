@@ -239,6 +239,27 @@ class SproutTree:
         return sizes
 
     @cached_property
+    def _characters(self) -> IntArray:
+        """Characters under every node (leaves are disjoint, so their lengths add up)."""
+        chars = np.zeros(self.n_nodes, dtype=np.int64)
+        n = self.n_leaves
+        chars[:n] = self.leaf_spans[:, 1] - self.leaf_spans[:, 0]
+        for t, (a, b) in enumerate(self.children.tolist()):
+            chars[n + t] = chars[a] + chars[b]
+        return chars
+
+    def characters(self, node: int) -> int:
+        """Length of the node's text: the sum of its pieces."""
+        return int(self._characters[node])
+
+    def common_ancestor(self, a: int, b: int) -> int:
+        """The smallest node that is `a` or `b` or an ancestor of both."""
+        parent = self.parent
+        while not self.is_ancestor(a, b):
+            a = int(parent[a])
+        return a
+
+    @cached_property
     def _euler(self) -> tuple[IntArray, IntArray]:
         """(tin, leaf_order): node v's leaves are leaf_order[tin[v] : tin[v] + sizes[v]]."""
         n, sizes = self.n_leaves, self.sizes
