@@ -20,10 +20,11 @@ DEFAULT_POLICIES = "topk,window,window2,parent,scar"
 
 
 #: options always written into the recorded command, even at their defaults
-_ALWAYS_RECORDED = frozenset({"policies", "k", "lam", "tau", "radius"})
+_ALWAYS_RECORDED = frozenset({"policies", "k", "lam", "tau", "radius", "max_recall_loss",
+                              "target"})
 
 
-def _command_line(ctx: typer.Context) -> str:
+def command_line(ctx: typer.Context) -> str:
     """The command as run, rebuilt from the parsed options (most defaults left out)."""
     words = ["suture", ctx.info_name or ""]
     params: list[Any] = list(ctx.command.params)
@@ -45,9 +46,11 @@ def _command_line(ctx: typer.Context) -> str:
     return shlex.join(words)
 
 
-def _load(
+def load_for_command(
     benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None
 ) -> Benchmark:
+    """The benchmark named by --benchmark/--corpus (a BEIR folder's documents are written
+    to OUT/beir_corpus when no corpus is given), cut to --limit queries."""
     from suture.evaluation.benchmarks import is_beir_folder, load_benchmark, write_beir_corpus
 
     if is_beir_folder(benchmark) and corpus is None:
@@ -135,7 +138,7 @@ def eval_command(
         specs = parse_policy_specs(names, param or (), params_json, retriever or ())
         ks = parse_ks(k)
         out.mkdir(parents=True, exist_ok=True)
-        loaded = _load(benchmark, corpus, out, split, limit)
+        loaded = load_for_command(benchmark, corpus, out, split, limit)
         idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
                                   scope=corpus_scope, show_progress=progress)
         if any(spec.name == "sprout" for spec in specs):
@@ -147,7 +150,7 @@ def eval_command(
                 [b.strip() for b in baselines.split(",") if b.strip()], specs),
             resamples=resamples, seed=seed, max_tokens=max_tokens, show_progress=progress,
         )
-        result.write(out, command=_command_line(ctx), plots=plots)
+        result.write(out, command=command_line(ctx), plots=plots)
     except SutureError as exc:
         raise fail(exc) from None
     done = time.perf_counter()
@@ -224,7 +227,7 @@ def sweep_command(
 
     try:
         out.mkdir(parents=True, exist_ok=True)
-        loaded = _load(benchmark, corpus, out, split, limit)
+        loaded = load_for_command(benchmark, corpus, out, split, limit)
         fixed: dict[str, Any] = {}
         for item in param or ():
             key, sep, value = item.partition("=")
@@ -236,7 +239,7 @@ def sweep_command(
                                   scope=corpus_scope, show_progress=progress)
         evaluator = Evaluator(idx, loaded, show_progress=progress, max_tokens=max_tokens)
         sweep = run_sweep(evaluator, grid, k=k, fixed=fixed)
-        sweep.write(out, command=_command_line(ctx))
+        sweep.write(out, command=command_line(ctx))
         typer.echo(sweep.summary_text())
         if transfer_embedders:
             names = [e.strip() for e in transfer_embedders.split(",") if e.strip()]
@@ -246,7 +249,7 @@ def sweep_command(
                 scope=corpus_scope, resamples=resamples, seed=seed, max_tokens=max_tokens,
                 show_progress=progress,
             )
-            transfer.write(out, command=_command_line(ctx))
+            transfer.write(out, command=command_line(ctx))
             typer.echo(transfer.summary_text())
     except SutureError as exc:
         raise fail(exc) from None
