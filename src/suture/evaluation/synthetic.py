@@ -36,7 +36,10 @@ QUERY_WORDS = 8
 #: fewer content words than this and the passage is drawn again
 MIN_QUERY_WORDS = 3
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]{3,}")
+#: a word: letters, with inner apostrophes or hyphens ("party's", "non-exclusive")
+_WORD = re.compile(r"[A-Za-z]+(?:['’-][A-Za-z]+)*")
+#: content words have at least this many characters
+MIN_WORD_CHARS = 4
 #: English function words of four letters or more (shorter words are never used)
 _FUNCTION_WORDS = frozenset({
     "about", "above", "after", "again", "against", "also", "among", "another", "because",
@@ -92,7 +95,7 @@ def synthetic_benchmark(
             continue
         start, end = passage
         words = [w for w in _WORD.findall(texts[doc_id][start:end])
-                 if w.lower() not in _FUNCTION_WORDS]
+                 if len(w) >= MIN_WORD_CHARS and w.lower() not in _FUNCTION_WORDS]
         words = list(dict.fromkeys(words))  # each word once, in text order
         if len(words) < MIN_QUERY_WORDS:
             continue
