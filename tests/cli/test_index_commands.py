@@ -166,7 +166,7 @@ def test_policies_lists_each_policys_parameters_and_defaults() -> None:
     scar = ScarPolicy()
     assert data["scar"]["parameters"] == {
         "lam": scar.lam, "tau": scar.tau, "radius": scar.radius,
-        "penalty_against": scar.penalty_against,
+        "penalty_against": scar.penalty_against, "links": ",".join(scar.links),
     }
     assert data["window"]["parameters"] == {"width": 1}
     assert data["window2"]["parameters"] == {"width": 2}  # the registry's preset

@@ -29,3 +29,29 @@ def privacy_index(privacy: Benchmark, tmp_path_factory: pytest.TempPathFactory) 
 
     folder = tmp_path_factory.mktemp("privacy-index")
     return open_or_build_index(folder, privacy, embedder="hashing", show_progress=False)
+
+
+CONTRACT_QUERIES = Path(__file__).parent / "data" / "contract_queries.json"
+
+
+def write_contract_benchmark(out: Path, contracts: Path) -> Path:
+    """The hand-written questions about three CUAD contracts (data/contract_queries.json)
+    as a LegalBench-RAG file: each quote located in its contract, white space matched
+    loosely. `contracts` is CUAD's full_contract_txt folder."""
+    import json
+    import re
+
+    data = json.loads(CONTRACT_QUERIES.read_text(encoding="utf-8"))
+    tests = []
+    for item in data["queries"]:
+        with (contracts / item["file"]).open(encoding="utf-8", newline="") as handle:
+            text = handle.read()  # offsets index the raw text, as the index stores it
+        snippets = []
+        for quote in item["quotes"]:
+            pattern = r"\s+".join(re.escape(word) for word in quote.split())
+            found = re.search(pattern, text)
+            assert found is not None, f"{item['id']}: quote not in {item['file']}"
+            snippets.append({"file_path": item["file"], "span": list(found.span())})
+        tests.append({"query_id": item["id"], "query": item["query"], "snippets": snippets})
+    out.write_text(json.dumps({"tests": tests}, indent=1), encoding="utf-8")
+    return out

@@ -366,7 +366,7 @@ def test_registry_and_cli_strings() -> None:
     policy = get_policy("scar", lam="0.1", tau="0.8", radius="2", penalty_against="previous")
     assert isinstance(policy, ScarPolicy)
     assert policy.params() == {"lam": 0.1, "tau": 0.8, "radius": 2,
-                               "penalty_against": "previous"}
+                               "penalty_against": "previous", "links": ""}
     assert get_policy("scar", **MAIN_SETTING).params()["lam"] == 0.5
     # the defaults are the sweep's choice (docs/results.md), not the paper's main setting
     defaults = get_policy("scar").params()

@@ -21,10 +21,11 @@ DEFAULT_POLICIES = "topk,window,window2,parent,scar"
 
 
 #: options always written into the recorded command, even at their defaults
-_ALWAYS_RECORDED = frozenset({"policies", "k", "lam", "tau", "radius"})
+_ALWAYS_RECORDED = frozenset({"policies", "k", "lam", "tau", "radius", "max_recall_loss",
+                              "target"})
 
 
-def _command_line(ctx: typer.Context) -> str:
+def command_line(ctx: typer.Context) -> str:
     """The command as run, rebuilt from the parsed options (most defaults left out)."""
     words = ["suture", ctx.info_name or ""]
     params: list[Any] = list(ctx.command.params)
@@ -46,10 +47,12 @@ def _command_line(ctx: typer.Context) -> str:
     return shlex.join(words)
 
 
-def _load(
+def load_for_command(
     benchmark: Path, corpus: Path | None, out: Path, split: str, limit: int | None,
-    newlines: Newlines,
+    newlines: Newlines = Newlines.UNIVERSAL,
 ) -> Benchmark:
+    """The benchmark named by --benchmark/--corpus/--split (BEIR, SciFact and HotpotQA
+    documents are written under OUT when no corpus is given), cut to --limit queries."""
     from suture.evaluation.benchmarks import load_benchmark
     from suture.evaluation.hotpotqa import (
         PARAGRAPHS,
@@ -170,7 +173,7 @@ def eval_command(
         ]
         ks = parse_ks(k)
         out.mkdir(parents=True, exist_ok=True)
-        loaded = _load(benchmark, corpus, out, split, limit, newlines)
+        loaded = load_for_command(benchmark, corpus, out, split, limit, newlines)
         idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
                                   scope=corpus_scope, show_progress=progress,
                                   on_skipped=print_skipped)
@@ -185,7 +188,7 @@ def eval_command(
                 *(p.label for p in peer_specs)],
             resamples=resamples, seed=seed, max_tokens=max_tokens, show_progress=progress,
         )
-        result.write(out, command=_command_line(ctx), plots=plots)
+        result.write(out, command=command_line(ctx), plots=plots)
     except SutureError as exc:
         raise fail(exc) from None
     done = time.perf_counter()
@@ -263,7 +266,7 @@ def sweep_command(
 
     try:
         out.mkdir(parents=True, exist_ok=True)
-        loaded = _load(benchmark, corpus, out, split, limit, newlines)
+        loaded = load_for_command(benchmark, corpus, out, split, limit, newlines)
         fixed: dict[str, Any] = {}
         for item in param or ():
             key, sep, value = item.partition("=")
@@ -276,7 +279,7 @@ def sweep_command(
                                   on_skipped=print_skipped)
         evaluator = Evaluator(idx, loaded, show_progress=progress, max_tokens=max_tokens)
         sweep = run_sweep(evaluator, grid, k=k, fixed=fixed)
-        sweep.write(out, command=_command_line(ctx))
+        sweep.write(out, command=command_line(ctx))
         typer.echo(sweep.summary_text())
         if transfer_embedders:
             names = [e.strip() for e in transfer_embedders.split(",") if e.strip()]
@@ -286,7 +289,7 @@ def sweep_command(
                 scope=corpus_scope, resamples=resamples, seed=seed, max_tokens=max_tokens,
                 show_progress=progress,
             )
-            transfer.write(out, command=_command_line(ctx))
+            transfer.write(out, command=command_line(ctx))
             typer.echo(transfer.summary_text())
     except SutureError as exc:
         raise fail(exc) from None

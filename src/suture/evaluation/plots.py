@@ -101,36 +101,48 @@ def plot_pareto(
     out: str | Path,
     *,
     recall_key: str = "chunk_recall",
+    size_key: str = "tokens",
     title: str = "",
+    chosen: str | None = None,
+    floor: float | None = None,
+    name: str = "pareto.png",
 ) -> str:
-    """Sweep points (tokens, recall) with the Pareto front and reference policies marked.
+    """Sweep points (size, recall) with the Pareto front and reference policies marked.
 
-    `points` carry "label", "tokens", recall_key and "pareto" (bool); `references` maps
-    a label (window, topk) to its (tokens, recall).
+    `points` carry "label", `size_key`, `recall_key` and "pareto" (bool); `references`
+    maps a label (window, topk) to its (size, recall). `chosen` (a point's label) is drawn
+    as a star and `floor` (a recall) as a dashed line: what `suture calibrate` picked and
+    the lowest recall it allowed.
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    xs = [p["tokens"] for p in points]
+    xs = [p[size_key] for p in points]
     ys = [p[recall_key] * 100 for p in points]
     ax.scatter(xs, ys, s=18, alpha=0.5, color="tab:blue", label="scar grid")
-    front = sorted((p for p in points if p.get("pareto")), key=lambda p: p["tokens"])
+    front = sorted((p for p in points if p.get("pareto")), key=lambda p: p[size_key])
     if front:
-        ax.plot([p["tokens"] for p in front], [p[recall_key] * 100 for p in front],
+        ax.plot([p[size_key] for p in front], [p[recall_key] * 100 for p in front],
                 color="tab:blue", marker="o", label="Pareto front")
         for p in front:
-            ax.annotate(p["label"], (p["tokens"], p[recall_key] * 100), fontsize=6,
+            ax.annotate(p["label"], (p[size_key], p[recall_key] * 100), fontsize=6,
                         textcoords="offset points", xytext=(4, -8))
     markers = ["s", "^", "D", "v", "P"]
     for i, (label, (x, y)) in enumerate(sorted(references.items())):
         ax.scatter([x], [y * 100], marker=markers[i % len(markers)], s=90, color=f"C{i + 1}",
                    label=label, zorder=5)
-    ax.set_xlabel("mean context tokens per query")
+    if floor is not None:
+        ax.axhline(floor * 100, color="grey", linestyle="--", linewidth=1,
+                   label="lowest recall allowed")
+    picked = [p for p in points if chosen is not None and p["label"] == chosen]
+    if picked:
+        ax.scatter([picked[0][size_key]], [picked[0][recall_key] * 100], marker="*", s=260,
+                   color="gold", edgecolors="black", zorder=6, label=f"chosen: {chosen}")
+    ax.set_xlabel(f"mean context {size_key} per query")
     ax.set_ylabel(f"{recall_key.replace('_', ' ')} (%)")
     ax.set_title(title or "scar sweep")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    name = "pareto.png"
     fig.savefig(Path(out) / name, dpi=120)
     plt.close(fig)
     return name

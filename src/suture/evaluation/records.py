@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +58,11 @@ class PolicyRun:
 
     def values(self, metric: str) -> list[float]:
         return [r.metrics[metric] for r in self.records]
+
+    def subset(self, query_ids: Collection[str]) -> PolicyRun:
+        """The same run restricted to some queries (records stay in query-id order)."""
+        return PolicyRun(self.spec, self.k, [r for r in self.records if r.query_id in query_ids],
+                         self.seconds)
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Averages over all, boundary-fragmented and atomic queries."""

@@ -16,8 +16,8 @@ from typing import Any
 
 from suture.evaluation.benchmarks import Benchmark
 from suture.evaluation.evaluator import Evaluator
-from suture.evaluation.policy_specs import PolicySpec
-from suture.evaluation.records import clean_json
+from suture.evaluation.policy_specs import PolicySpec, default_label
+from suture.evaluation.records import PolicyRun, clean_json
 from suture.evaluation.runner import open_or_build_index
 from suture.evaluation.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_bootstrap
 from suture.exceptions import ConfigurationError, SutureError
@@ -48,6 +48,27 @@ def parse_grid(values: Mapping[str, str | Sequence[Any]]) -> dict[str, list[Any]
     return grid
 
 
+def select_setting(
+    summaries: Sequence[Mapping[str, float]],
+    reference: Mapping[str, float],
+    *,
+    recall_key: str = "chunk_recall",
+    size_key: str = "tokens",
+    max_loss: float = RECALL_TOLERANCE,
+) -> int | None:
+    """The selection rule of `suture sweep` and `suture calibrate`: among the settings whose
+    mean `recall_key` is at most `max_loss` (a share: 0.02 = 2 points) below the
+    reference's (window's), the one with the smallest mean `size_key`; ties go to the
+    higher recall, then the earlier setting. Returns its index, or None when none qualifies.
+    """
+    floor = reference[recall_key] - max_loss - 1e-12  # equal recall must not fail on rounding
+    good = [i for i, s in enumerate(summaries)
+            if not math.isnan(s[recall_key]) and s[recall_key] >= floor]
+    if not good:
+        return None
+    return min(good, key=lambda i: (summaries[i][size_key], -summaries[i][recall_key], i))
+
+
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[bool]:
     """For (cost, value) points: True where no other point is as cheap and as good, and
     strictly better in one of the two."""
@@ -72,6 +93,8 @@ class SweepResult:
     description: dict[str, Any]
     recommended: dict[str, Any] | None = None
     recall_key: str = "chunk_recall"
+    #: every query's record per label (grid points and references), for subsets
+    runs: dict[str, PolicyRun] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = clean_json({
@@ -172,7 +195,12 @@ def run_sweep(
     policy: str = "scar",
     references: Sequence[str] = REFERENCES,
 ) -> SweepResult:
-    """Evaluate every grid combination of `policy` plus the reference policies at one k."""
+    """Evaluate every grid combination of `policy` plus the reference policies at one k.
+
+    `fixed` parameters go with every grid point; pass the policy's other parameters there
+    when an index may hold its own defaults for them (`Manifest.policy_defaults`), so
+    that every point is the setting its label names.
+    """
     fixed = dict(fixed or {})
     names = list(grid)
     combos = [dict(zip(names, values, strict=True)) for values in itertools.product(*grid.values())]
@@ -180,15 +208,18 @@ def run_sweep(
     bar = evaluator.progress((len(combos) + len(references)) * len(evaluator.benchmark), "sweep")
     ref_summaries: dict[str, dict[str, dict[str, float]]] = {}
     points: list[dict[str, Any]] = []
+    runs: dict[str, PolicyRun] = {}
     try:
         for label in references:
             bar.set_description(label)
-            ref_summaries[label] = evaluator.run(PolicySpec(label), k, progress=bar).summary()
+            runs[label] = evaluator.run(PolicySpec(label), k, progress=bar)
+            ref_summaries[label] = runs[label].summary()
         for combo in combos:
-            spec = PolicySpec(policy, {**combo, **fixed})
+            spec = PolicySpec(policy, {**combo, **fixed}, label=default_label(policy, combo))
             bar.set_description(spec.label)
-            summary = evaluator.run(spec, k, progress=bar).summary()
-            points.append({"label": spec.label, "params": {**combo, **fixed}, **summary})
+            runs[spec.label] = evaluator.run(spec, k, progress=bar)
+            points.append({"label": spec.label, "params": {**combo, **fixed},
+                           **runs[spec.label].summary()})
     finally:
         bar.close()
     flags = pareto_front([(p["all"]["tokens"], p["all"][recall_key]) for p in points])
@@ -196,14 +227,13 @@ def run_sweep(
         point["pareto"] = flag
     recommended = None
     if "window" in ref_summaries:
-        floor = ref_summaries["window"]["all"][recall_key] - RECALL_TOLERANCE
-        good = [p for p in points if p["all"][recall_key] >= floor]
-        if good:
-            recommended = min(good, key=lambda p: (p["all"]["tokens"], -p["all"][recall_key]))
+        chosen = select_setting([p["all"] for p in points], ref_summaries["window"]["all"],
+                                recall_key=recall_key)
+        recommended = None if chosen is None else points[chosen]
     return SweepResult(
         k=k, grid={n: list(v) for n, v in grid.items()}, fixed=fixed, points=points,
         references=ref_summaries, description=evaluator.describe(),
-        recommended=recommended, recall_key=recall_key,
+        recommended=recommended, recall_key=recall_key, runs=runs,
     )
 
 
@@ -319,4 +349,5 @@ __all__ = [
     "parse_grid",
     "run_sweep",
     "run_transfer",
+    "select_setting",
 ]

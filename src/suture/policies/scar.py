@@ -27,6 +27,10 @@ Decisions that the paper leaves open, and what this module does (see docs/scar.m
   first-stage score, so the rule means the same after a lexical or hybrid retriever.
 * a neighbour that is itself a hit is never added twice; a neighbour reached from two
   hits keeps its best decision (added beats rejected; among additions the larger margin).
+* logical neighbours (`links`, off by default): chunks the seed is linked to without
+  being next to it (its section, a section it refers to, the definition of a term it
+  uses; `suture.policies.links`) are candidates too, each scored once against the seed
+  by the same rule (b from the seed); chunks within r of the seed are left to the walk.
 * an added neighbour's `Selection.score` is its own cosine with the query,
   cos(e_q, e_n); its `priority` (the order under a token budget) is its margin
   S − τ · cos(e_q, e_c), capped by the margins of the steps inside it, so a budget
@@ -42,8 +46,9 @@ from typing import Any, Literal
 
 from suture.exceptions import ConfigurationError
 from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
+from suture.policies.links import ChunkLinks, parse_link_kinds
 from suture.stores.table import ChunkTable
-from suture.types import Hit, Selection
+from suture.types import Chunk, Hit, Selection
 
 PenaltyAgainst = Literal["seed", "previous"]
 PENALTY_CHOICES: tuple[str, ...] = ("seed", "previous")
@@ -56,6 +61,8 @@ TRANSFER_SETTING = {"lam": 0.1, "tau": 0.8}
 #: docs/results.md: the fewest context tokens among the (λ, τ, r) grid points whose chunk
 #: recall is at most 2 points below window's (all-MiniLM-L6-v2, k = 5)
 DEFAULT_SETTING = {"lam": 1.0, "tau": 0.3}
+#: logical neighbours scored per seed at most (the nearest by position first)
+MAX_LINKED = 8
 
 # Decisions written to the trace.
 ADDED = "added"
@@ -79,6 +86,8 @@ class _Step:
     margin: float | None
     priority: float | None
     decision: str
+    #: "adjacent" for a step of a walk, else the kind of link that made n a candidate
+    via: str = "adjacent"
 
 
 class ScarPolicy(Policy):
@@ -92,8 +101,10 @@ class ScarPolicy(Policy):
         tau: float = 0.3,
         radius: int = 1,
         penalty_against: str = "seed",
+        links: str = "",
     ) -> None:
-        """λ = `lam`, τ = `tau`, r = `radius`.
+        """λ = `lam`, τ = `tau`, r = `radius`; `links` adds logical neighbours of these
+        kinds ("section,reference,term" or "all"; "" = adjacent neighbours only).
 
         The defaults (λ, τ) = (1.0, 0.3) come from the evaluation sweep on CUAD-mini
         (`DEFAULT_SETTING`, docs/results.md); the paper's own settings are kept as
@@ -114,6 +125,7 @@ class ScarPolicy(Policy):
         self.penalty_against: PenaltyAgainst = (
             "seed" if penalty_against == "seed" else "previous"
         )
+        self.links = parse_link_kinds(links)
 
     def params(self) -> dict[str, Any]:
         return {
@@ -121,23 +133,28 @@ class ScarPolicy(Policy):
             "tau": self.tau,
             "radius": self.radius,
             "penalty_against": self.penalty_against,
+            "links": ",".join(self.links),
         }
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         hits = _unique_hits(request.hits[: request.k])
         selections = [hit_selection(h) for h in hits]
-        if not hits or self.radius == 0:
+        if not hits or (self.radius == 0 and not self.links):
             return PolicyResult(selections=selections, trace=[])
 
-        # One batched fetch of the hits and their neighbours within r (SQLite hands out its
-        # whole in-memory table), then the hits as rows of that table and the chunks within
-        # r on each side of each, nearest first. (Plain loops: this runs on every query.)
+        # One batched fetch of the hits, their neighbours within r and their logical
+        # neighbours (SQLite hands out its whole in-memory table), then the hits as rows of
+        # that table and the chunks within r on each side of each, nearest first. (Plain
+        # loops: this runs on every query.)
         r = self.radius
-        table = request.store.neighbourhood(
-            [(h.chunk.doc_id, h.chunk.position - r, h.chunk.position + r) for h in hits]
-        )
+        linked = self._linked(request, hits) if self.links else {}
+        ranges = [(h.chunk.doc_id, h.chunk.position - r, h.chunk.position + r) for h in hits]
+        ranges += [(h.chunk.doc_id, p, p)
+                   for h in hits for p, _ in linked.get(h.chunk.chunk_id, ())]
+        table = request.store.neighbourhood(ranges)
         hit_rows: set[int] = set()
         chains: list[tuple[int, int, list[int]]] = []  # (seed, direction, rows)
+        jumps: list[tuple[int, list[tuple[int, str]]]] = []  # (seed, [(row, kind)])
         reach: dict[int, None] = {}
         for hit in hits:
             seed = table.rows.get(hit.chunk.chunk_id)
@@ -149,6 +166,10 @@ class ScarPolicy(Policy):
                 chain = table.chain(seed, direction, self.radius)
                 chains.append((seed, direction, chain))
                 reach.update(dict.fromkeys(chain))
+            targets = [(table.rows[cid], kind) for p, kind in linked.get(hit.chunk.chunk_id, ())
+                       if (cid := Chunk.make_id(hit.chunk.doc_id, p)) in table.rows]
+            jumps.append((seed, targets))
+            reach.update(dict.fromkeys(row for row, _ in targets))
         # cos(e_q, e_x) for all of them in one batched call
         cos_q = request.store.query_cosines(request.query_vector, table, list(reach))
 
@@ -162,6 +183,14 @@ class ScarPolicy(Policy):
                     current = added.get(step.neighbour)
                     if current is None or _step_key(step) > _step_key(current):
                         added[step.neighbour] = step
+        for seed, targets in jumps:
+            threshold = self.tau * cos_q[seed]
+            for step in self._jump(table, seed, targets, threshold, hit_rows, cos_q):
+                steps.append(step)
+                current = added.get(step.neighbour)
+                if step.decision == ADDED and (
+                        current is None or _step_key(step) > _step_key(current)):
+                    added[step.neighbour] = step
 
         for step in added.values():
             n = step.neighbour
@@ -172,14 +201,59 @@ class ScarPolicy(Policy):
                     start=table.starts[n],
                     end=table.ends[n],
                     chunk_ids=(table.chunk_ids[n],),
-                    reason=f"expanded from {table.chunk_ids[step.seed]}",
+                    reason=f"expanded from {table.chunk_ids[step.seed]}"
+                    + ("" if step.via == "adjacent" else f" ({step.via} link)"),
                     score=cos_q[n],
                     is_hit=False,
                     priority=step.priority,
                 )
             )
-        trace = _trace(steps, table, cos_q) if request.explain else []
+        trace = _trace(steps, table, cos_q, bool(self.links)) if request.explain else []
         return PolicyResult(selections=selections, trace=trace)
+
+    def _linked(
+        self, request: PolicyRequest, hits: Sequence[Hit]
+    ) -> dict[str, list[tuple[int, str]]]:
+        """Each hit's logical neighbours beyond r: [(position, kind)], nearest first, at
+        most `MAX_LINKED` (a position reached by two kinds keeps the first listed)."""
+        links = ChunkLinks.of_store(request.store)
+        out: dict[str, list[tuple[int, str]]] = {}
+        for hit in hits:
+            chunk = hit.chunk
+            found: dict[int, str] = {}
+            for kind, lo, hi in links.of(chunk.doc_id, chunk.position, self.links):
+                for position in range(lo, hi + 1):
+                    if abs(position - chunk.position) > self.radius:
+                        found.setdefault(position, kind)
+            nearest = sorted(found, key=lambda p: (abs(p - chunk.position), p))[:MAX_LINKED]
+            out[chunk.chunk_id] = [(p, found[p]) for p in nearest]
+        return out
+
+    def _jump(
+        self,
+        table: ChunkTable,
+        seed: int,
+        targets: list[tuple[int, str]],
+        threshold: float,
+        hit_rows: set[int],
+        cos_q: dict[int, float],
+    ) -> list[_Step]:
+        """Score each logical neighbour of `seed` once, by the same rule, b from the seed."""
+        steps: list[_Step] = []
+        for row, kind in targets:
+            offset = table.positions[row] - table.positions[seed]
+            b = 1.0 - table.cosine(seed, row)  # SCAR eq. (b)
+            s = cos_q[row] - self.lam * b  # SCAR eq. (S)
+            margin = s - threshold
+            if row in hit_rows:
+                decision, priority = ALREADY_HIT, None
+            elif s > threshold:  # SCAR rule
+                decision, priority = ADDED, margin
+            else:
+                decision, priority = REJECTED, None
+            steps.append(_Step(seed, row, offset, seed, b, s, threshold, margin, priority,
+                               decision, via=kind))
+        return steps
 
     def _walk(
         self,
@@ -244,10 +318,15 @@ def _step_key(step: _Step) -> tuple[int, float]:
 
 
 def _trace(steps: Sequence[_Step], table: ChunkTable, cos_q: dict[int, float],
-           ) -> list[dict[str, Any]]:
-    """One row per evaluated step; a neighbour reached twice shows which step counted."""
+           with_via: bool = False) -> list[dict[str, Any]]:
+    """One row per evaluated step; a neighbour reached twice shows which step counted.
+    With logical neighbours each row also says how the neighbour was reached (`via`)."""
     best = _best_steps(steps)
-    return [_trace_row(step, best, table, cos_q) for step in steps]
+    rows = [_trace_row(step, best, table, cos_q) for step in steps]
+    if with_via:
+        for row, step in zip(rows, steps, strict=True):
+            row["via"] = step.via
+    return rows
 
 
 def _trace_row(

@@ -1,0 +1,150 @@
+"""`suture calibrate`: choose the index's own SCAR setting and store it in its manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from suture.cli import app
+from suture.cli.common import StoreOption, console, fail, parse_params
+from suture.cli.eval_commands import (
+    CorpusOpt,
+    EmbedderOpt,
+    LimitOpt,
+    ProgressOpt,
+    ScopeOpt,
+    SplitOpt,
+    command_line,
+    load_for_command,
+)
+from suture.exceptions import SutureError
+
+if TYPE_CHECKING:
+    from suture.evaluation.calibrate import CalibrationResult
+
+
+def _grid_default(name: str) -> str:
+    from suture.evaluation.calibrate import DEFAULT_GRID
+
+    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in DEFAULT_GRID[name])
+
+
+@app.command("calibrate")
+def calibrate_command(
+    ctx: typer.Context,
+    index: Annotated[str, typer.Option(
+        "--index", "-i", help="The index to calibrate (a folder, or its name in a --store "
+        "server); built from --corpus when missing, as `suture eval` does.")],
+    benchmark: Annotated[Path | None, typer.Option(
+        "--benchmark", "-b", help="Your labelled queries: a LegalBench-RAG JSON file or a "
+        "BEIR folder. Without it, synthetic queries are made from the index's own text.")]
+        = None,
+    corpus: CorpusOpt = None,
+    store: StoreOption = None,
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Where calibration.md, calibration.json and pareto.png go.")]
+        = Path("calibration"),
+    max_recall_loss: Annotated[float, typer.Option(
+        help="Recall, in points, the chosen setting may lose against window (1.0 = one "
+        "point).")] = 1.0,
+    target: Annotated[str, typer.Option(
+        help="What 'smallest context' measures: tokens, chunks or characters.")] = "tokens",
+    recall: Annotated[str | None, typer.Option(
+        help="Recall metric: span_recall (default for span benchmarks), chunk_recall, or "
+        "doc_recall (BEIR, the default there).")] = None,
+    k: Annotated[int, typer.Option("--k", help="First-stage hits per query.")] = 5,
+    lam: Annotated[str, typer.Option(help="λ values to try.")] = _grid_default("lam"),
+    tau: Annotated[str, typer.Option(help="τ values to try.")] = _grid_default("tau"),
+    radius: Annotated[str, typer.Option("--radius", help="r values to try.")] =
+        _grid_default("radius"),
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="Other scar parameters, fixed for every setting "
+        "(e.g. neighbours=adjacent+section).")] = None,
+    synthetic_queries: Annotated[int, typer.Option(
+        help="Without --benchmark: how many synthetic queries to make.")] = 200,
+    write: Annotated[bool, typer.Option(
+        "--write/--dry-run", help="Store the chosen setting in the index manifest.")] = True,
+    embedder: EmbedderOpt = None,
+    corpus_scope: ScopeOpt = "benchmark",
+    split: SplitOpt = "test",
+    limit: LimitOpt = None,
+    seed: Annotated[int, typer.Option(help="Seed of the document split and the bootstrap.")]
+        = 0,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 10_000,
+    progress: ProgressOpt = True,
+) -> None:
+    """Choose SCAR's (λ, τ, r) for this index from your queries; store it as its default.
+
+    The queries are split by document: the setting with the smallest context whose recall
+    stays within --max-recall-loss of window's on one part is judged on the other, with a
+    paired bootstrap interval, then written into the index manifest, where every later
+    `--policy scar` query without its own --param uses it.
+    """
+    from suture.evaluation.calibrate import calibrate, write_choice
+    from suture.evaluation.evaluator import Evaluator
+    from suture.evaluation.runner import open_or_build_index
+    from suture.evaluation.sweep import parse_grid
+
+    try:
+        grid = parse_grid({"lam": lam, "tau": tau, "radius": radius})
+        fixed = parse_params(param)
+        out.mkdir(parents=True, exist_ok=True)
+        if benchmark is not None:
+            loaded = load_for_command(benchmark, corpus, out, split, limit)
+            idx = open_or_build_index(index, loaded, embedder=embedder, scope=corpus_scope,
+                                      show_progress=progress, store=store)
+            source = "labelled"
+        else:
+            from suture.evaluation.synthetic import synthetic_benchmark
+            from suture.index import Index
+
+            idx = Index.open(index, store=store, embedder=embedder)
+            loaded = synthetic_benchmark(idx.store, queries=synthetic_queries, seed=seed)
+            source = "synthetic"
+        evaluator = Evaluator(idx, loaded, show_progress=progress)
+        result = calibrate(evaluator, grid=grid, k=k, max_loss=max_recall_loss / 100,
+                           recall_key=recall, size_key=target, fixed=fixed, seed=seed,
+                           resamples=resamples, source=source)
+        if write and result.chosen is not None:
+            write_choice(idx, result)
+        figure = result.write(out, command=command_line(ctx))
+    except SutureError as exc:
+        raise fail(exc) from None
+    _print(result, figure, idx.store.index_argument, store)
+    if result.chosen is None:
+        raise typer.Exit(code=1)
+
+
+def _print(result: CalibrationResult, figure: Path, index: str, store: str | None) -> None:
+    from rich.table import Table
+
+    from suture.evaluation.calibrate import change_text, diff_text
+
+    split = result.split
+    where = ("in-sample: one document, nothing to split" if split.in_sample else
+             f"tuned on {len(split.tune)} queries ({len(split.tune_documents)} documents), "
+             f"judged on {len(split.judge)} ({len(split.judge_documents)} other documents)")
+    console.print(f"{result.source} queries, {where}")
+    table = Table(title=f"against window on the judging part (k = {result.sweep.k})")
+    for title in ("setting", result.recall_key, "vs window [95% CI]", result.size_key,
+                  "vs window [95% CI]"):
+        table.add_column(title, justify="left" if title == "setting" else "right")
+    for label, judged in result.judged.items():
+        recall = judged["comparisons"][result.recall_key]
+        size = judged["comparisons"][result.size_key]
+        table.add_row(label, f"{recall['mean_a'] * 100:.1f}%", diff_text(recall),
+                      f"{size['mean_a']:.1f}", change_text(size))
+    console.print(table)
+    console.print(result.summary_text(), highlight=False)
+    console.print(f"Pareto plot: {figure}", highlight=False)
+    if result.written:
+        params: dict[str, Any] = result.written["policy_defaults"]["scar"]
+        store_text = f" --store {store}" if store else ""
+        console.print(
+            f"wrote the scar defaults {params} into the index manifest; "
+            f"`suture query QUESTION --index {index}{store_text} --policy scar` now uses "
+            "them (a --param overrides one)", highlight=False)
+    elif result.chosen is not None:
+        console.print("--dry-run: the index manifest was not changed", highlight=False)

@@ -1,0 +1,463 @@
+"""`suture calibrate`: choose an index's own SCAR setting from its user's queries.
+
+    >>> result = calibrate(Evaluator(index, benchmark))             # doctest: +SKIP
+    >>> write_choice(index, result)                                  # doctest: +SKIP
+
+What it does, in order:
+
+1. one sweep over the (λ, τ, r) grid on every query (`sweep.run_sweep`, window and topk
+   as references), so every setting has a record per query;
+2. the queries are split by document (`split_by_document`): the rule sees only the
+   tuning part, the chosen setting is judged only on the other;
+3. the rule (`sweep.select_setting`): among the settings whose mean recall on the tuning
+   part is at most `max_loss` below window's, the smallest mean context (tokens, chunks
+   or characters);
+4. the judgement: the chosen setting against window on the judging part, with the paired
+   bootstrap (`stats.paired_bootstrap`) of the recall difference and the size change;
+   suture's default and the paper's two settings are judged the same way beside it;
+5. `write_choice` stores the chosen parameters in the index manifest
+   (`Manifest.policy_defaults["scar"]`), which `Index.retrieve` applies to every later
+   scar query that does not set them itself.
+
+Without labelled queries the same procedure runs on synthetic ones made from the index's
+own text (`suture.evaluation.synthetic`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from suture.evaluation.benchmarks import Benchmark
+from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.policy_specs import PolicySpec, default_label
+from suture.evaluation.records import PolicyRun, clean_json
+from suture.evaluation.stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    PROPORTION_METRICS,
+    format_p,
+    paired_bootstrap,
+)
+from suture.evaluation.sweep import SweepResult, pareto_front, run_sweep, select_setting
+from suture.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from suture.index import Index
+
+#: how context size can be measured (`--target`)
+TARGETS = ("tokens", "chunks", "characters")
+#: the grid searched unless the caller gives one: the CUAD-mini sweep's (docs/results.md)
+DEFAULT_GRID: dict[str, list[Any]] = {
+    "lam": [0.0, 0.1, 0.25, 0.5, 1.0],
+    "tau": [0.1, 0.3, 0.5, 0.7, 0.8, 0.9],
+    "radius": [1, 2],
+}
+#: settings judged beside the chosen one: suture's default and the paper's two
+NAMED_SETTINGS: dict[str, dict[str, Any]] = {
+    "default": {"lam": 1.0, "tau": 0.3, "radius": 1},
+    "paper main": {"lam": 0.5, "tau": 0.1, "radius": 1},
+    "paper transfer": {"lam": 0.1, "tau": 0.8, "radius": 1},
+}
+#: metrics compared with window for every judged setting (span benchmarks)
+JUDGED_METRICS = ("span_recall", "chunk_recall", "characters", "tokens", "chunks")
+#: the same for document-level (BEIR) benchmarks
+JUDGED_DOCUMENT_METRICS = ("doc_recall", "characters", "tokens", "chunks")
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentSplit:
+    """Which queries tune the setting and which judge it, split by the documents they ask
+    about (so no document is seen by both)."""
+
+    tune: frozenset[str]
+    judge: frozenset[str]
+    tune_documents: tuple[str, ...]
+    judge_documents: tuple[str, ...]
+    #: queries whose gold lies in documents of both parts (left out of both)
+    straddling: tuple[str, ...] = ()
+    #: True when the benchmark has one document: both parts are every query
+    in_sample: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tune_queries": len(self.tune),
+            "judge_queries": len(self.judge),
+            "tune_documents": list(self.tune_documents),
+            "judge_documents": list(self.judge_documents),
+            "straddling_queries": list(self.straddling),
+            "in_sample": self.in_sample,
+        }
+
+
+def split_by_document(benchmark: Benchmark, *, seed: int = DEFAULT_SEED) -> DocumentSplit:
+    """Deal the benchmark's documents into a tuning part and a judging part.
+
+    The documents are shuffled with `seed`; each in turn goes to the part that holds fewer
+    queries so far (the tuning part on a tie), so the parts get about half the queries
+    each. A query belongs to the part that holds all its gold documents; a query whose gold
+    lies in both parts is left out of both. A benchmark with a single document cannot be
+    split by document: both parts are then every query, and the result says so
+    (`in_sample`).
+    """
+    docs_of = {q.query_id: {g.doc_id for g in q.gold} for q in benchmark.queries}
+    documents = sorted({d for docs in docs_of.values() for d in docs})
+    if len(documents) < 2:
+        everyone = frozenset(docs_of)
+        return DocumentSplit(everyone, everyone, tuple(documents), tuple(documents),
+                             in_sample=True)
+    load = {d: sum(1 for docs in docs_of.values() if d in docs) for d in documents}
+    random.Random(seed).shuffle(documents)
+    parts: tuple[list[str], list[str]] = ([], [])
+    sizes = [0, 0]
+    for doc in documents:
+        side = 0 if sizes[0] <= sizes[1] else 1
+        parts[side].append(doc)
+        sizes[side] += load[doc]
+    tune_docs, judge_docs = set(parts[0]), set(parts[1])
+    tune = frozenset(q for q, docs in docs_of.items() if docs <= tune_docs)
+    judge = frozenset(q for q, docs in docs_of.items() if docs <= judge_docs)
+    straddling = tuple(sorted(set(docs_of) - tune - judge))
+    return DocumentSplit(tune, judge, tuple(sorted(tune_docs)), tuple(sorted(judge_docs)),
+                         straddling)
+
+
+@dataclass
+class CalibrationResult:
+    """What `calibrate` found: the sweep, the split, the chosen point and its judgement."""
+
+    sweep: SweepResult
+    split: DocumentSplit
+    recall_key: str
+    size_key: str
+    max_loss: float
+    #: the chosen grid point (label, params, summaries on the tuning part), or None
+    chosen: dict[str, Any] | None
+    #: the grid points summarised on the tuning part (what the rule saw), in grid order
+    tune_points: list[dict[str, Any]]
+    #: label -> judgement against window on the judging part (chosen and named settings)
+    judged: dict[str, dict[str, Any]]
+    #: "labelled" (the user's queries) or "synthetic" (made from the index's own text)
+    source: str = "labelled"
+    resamples: int = DEFAULT_RESAMPLES
+    written: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def chosen_params(self) -> dict[str, Any] | None:
+        return dict(self.chosen["params"]) if self.chosen else None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = clean_json({
+            **self.sweep.description,
+            "source": self.source,
+            "k": self.sweep.k,
+            "grid": self.sweep.grid,
+            "fixed": self.sweep.fixed,
+            "recall_metric": self.recall_key,
+            "size_metric": self.size_key,
+            "max_recall_loss": self.max_loss,
+            "rule": self.rule_text(),
+            "split": self.split.to_json(),
+            "chosen": None if self.chosen is None else {
+                "label": self.chosen["label"], "params": self.chosen["params"]},
+            "tune": {"window": self._tune_reference("window"), "points": self.tune_points},
+            "judged": self.judged,
+            "written": self.written,
+        })
+        return data
+
+    def rule_text(self) -> str:
+        return (
+            f"smallest mean {self.size_key} among the settings whose mean {self.recall_key} "
+            f"on the tuning part is at most {self.max_loss * 100:g} points below window's"
+        )
+
+    def _tune_reference(self, label: str) -> dict[str, dict[str, float]]:
+        return self.sweep.runs[label].subset(self.split.tune).summary()
+
+    def summary_text(self) -> str:
+        """The chosen point in a few lines (what `suture calibrate` prints)."""
+        if self.chosen is None:
+            return (f"no setting keeps {self.recall_key} within {self.max_loss * 100:g} "
+                    "points of window's on the tuning part; nothing was chosen")
+        judged = self.judged.get(self.chosen["label"], {})
+        lines = [f"chosen scar setting: {_params_text(self.chosen['params'])}"]
+        if judged:
+            lines.append(f"on the judging part ({judged['queries']} queries of "
+                         f"{len(self.split.judge_documents)} documents): "
+                         + judgement_text(judged, self.recall_key, self.size_key))
+        return "\n".join(lines)
+
+    def write(self, out: str | Path, *, command: str = "") -> Path:
+        """calibration.json, calibration.md and the Pareto plot (pareto.png) into `out`."""
+        from suture.evaluation.plots import plot_pareto
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "calibration.json").write_text(
+            json.dumps(self.to_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+            encoding="utf-8",
+        )
+        refs = {}
+        for label in self.sweep.references:
+            summary = self._tune_reference(label)["all"]
+            refs[label] = (summary[self.size_key], summary[self.recall_key])
+        flat = [{"label": p["label"], "pareto": p["pareto"], **p["all"]}
+                for p in self.tune_points]
+        window = self._tune_reference("window")["all"][self.recall_key]
+        figure = plot_pareto(
+            flat, refs, out, recall_key=self.recall_key, size_key=self.size_key,
+            title=(f"{self.sweep.description['benchmark']['name']}: scar settings on the "
+                   f"tuning part (k = {self.sweep.k})"),
+            chosen=self.chosen["label"] if self.chosen else None,
+            floor=window - self.max_loss,
+        )
+        (out / "calibration.md").write_text(self.render(figure, command), encoding="utf-8")
+        return out / figure
+
+    def render(self, figure: str, command: str) -> str:
+        name = self.sweep.description["benchmark"]["name"]
+        split = self.split
+        lines = [f"# scar calibration: {name} (k = {self.sweep.k})", ""]
+        if command:
+            lines += ["```sh", command, "```", ""]
+        how = (
+            "The benchmark has one document, so it could not be split by document: the "
+            "setting was chosen and judged on the same queries (an in-sample estimate)."
+            if split.in_sample else
+            f"Split by document (seeded shuffle, each document to the part with fewer "
+            f"queries): tuned on {len(split.tune)} queries of "
+            f"{len(split.tune_documents)} documents, judged on {len(split.judge)} queries "
+            f"of {len(split.judge_documents)} others"
+            + (f"; {len(split.straddling)} queries with gold in both parts were left out."
+               if split.straddling else ".")
+        )
+        queries = ("the user’s labelled set" if self.source == "labelled"
+                   else "synthetic, made from the index’s own text")
+        lines += [
+            f"Queries: {queries}. Rule: {self.rule_text()}. {how}",
+            "",
+            self.summary_text(),
+            "",
+            f"![Pareto plot]({figure})",
+            "",
+            "## Judged against window on the judging part",
+            "",
+            f"| setting | params | {self.recall_key} | vs window (95% CI) | {self.size_key} "
+            f"| vs window (95% CI) | p ({self.size_key}) |",
+            "|---|---|---:|---:|---:|---:|---|",
+        ]
+        for label, judged in self.judged.items():
+            recall = judged["comparisons"][self.recall_key]
+            size = judged["comparisons"][self.size_key]
+            lines.append(
+                f"| {label} | {_params_text(judged['params'])} | {_pct(recall['mean_a'])} | "
+                f"{diff_text(recall)} | {size['mean_a']:.1f} | {change_text(size)} | "
+                f"{format_p(size['p_value'], self.resamples)} |"
+            )
+        lines += [
+            "",
+            f"## Every grid point on the tuning part (window: "
+            f"{_pct(self._tune_reference('window')['all'][self.recall_key])})",
+            "",
+            f"| setting | Pareto | {self.recall_key} | chunks | tokens | characters |",
+            "|---|:---:|---:|---:|---:|---:|",
+        ]
+        for point in sorted(self.tune_points, key=lambda p: p["all"][self.size_key]):
+            a = point["all"]
+            mark = "★" if self.chosen and point["label"] == self.chosen["label"] else (
+                "✓" if point["pareto"] else "")
+            lines.append(f"| {point['label']} | {mark} | {_pct(a[self.recall_key])} | "
+                         f"{a['chunks']:.2f} | {a['tokens']:.0f} | {a['characters']:.0f} |")
+        return "\n".join(lines) + "\n"
+
+
+def calibrate(
+    evaluator: Evaluator,
+    *,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    k: int = 5,
+    max_loss: float = 0.01,
+    recall_key: str | None = None,
+    size_key: str = "tokens",
+    fixed: Mapping[str, Any] | None = None,
+    named: Mapping[str, Mapping[str, Any]] = NAMED_SETTINGS,
+    seed: int = DEFAULT_SEED,
+    resamples: int = DEFAULT_RESAMPLES,
+    source: str = "labelled",
+) -> CalibrationResult:
+    """Sweep, split by document, choose on one part, judge on the other (module docstring).
+
+    `max_loss` is a share (0.01 = 1 point of recall). `recall_key` defaults to span recall
+    on span benchmarks and document recall on BEIR ones. Parameters not in `grid` are
+    pinned to `fixed` or the policy's own defaults, so an index's stored defaults never
+    leak into a grid point.
+    """
+    from suture.policies import get_policy
+
+    if size_key not in TARGETS:
+        raise ConfigurationError(f"--target must be one of {', '.join(TARGETS)}, got {size_key!r}")
+    if not 0 <= max_loss <= 1:
+        raise ConfigurationError(
+            f"--max-recall-loss is in points of recall (0 to 100), got {max_loss * 100:g}")
+    level = evaluator.benchmark.level
+    recall_key = recall_key or ("doc_recall" if level == "document" else "span_recall")
+    grid = {name: list(values) for name, values in (grid or DEFAULT_GRID).items()}
+    settings = {**get_policy("scar").params(), **dict(fixed or {})}
+    pinned = {name: value for name, value in settings.items() if name not in grid}
+    sweep = run_sweep(evaluator, grid, k=k, fixed=pinned, references=("topk", "window"))
+    split = split_by_document(evaluator.benchmark, seed=seed)
+
+    tune_points = []
+    for point in sweep.points:
+        summary = sweep.runs[point["label"]].subset(split.tune).summary()
+        tune_points.append({"label": point["label"], "params": point["params"], **summary})
+    flags = pareto_front([(p["all"][size_key], p["all"][recall_key]) for p in tune_points])
+    for point, flag in zip(tune_points, flags, strict=True):
+        point["pareto"] = flag
+    window = sweep.runs["window"]
+    index = select_setting([p["all"] for p in tune_points],
+                           window.subset(split.tune).summary()["all"],
+                           recall_key=recall_key, size_key=size_key, max_loss=max_loss)
+    chosen = None if index is None else tune_points[index]
+
+    # The chosen setting, then the named ones (run here when the grid lacks them).
+    runs: dict[str, tuple[dict[str, Any], PolicyRun]] = {}
+    if chosen is not None:
+        runs[chosen["label"]] = (chosen["params"], sweep.runs[chosen["label"]])
+    for name, params in named.items():
+        full = {**settings, **params}
+        label = next((p["label"] for p in sweep.points if p["params"] == full), None)
+        run = sweep.runs[label] if label else evaluator.run(
+            PolicySpec("scar", full, label=default_label("scar", params)), k)
+        runs[name] = (full, run)
+    metrics = JUDGED_DOCUMENT_METRICS if level == "document" else JUDGED_METRICS
+    metrics = tuple(dict.fromkeys((recall_key, size_key, *metrics)))
+    judged = {
+        label: judge(run, window, split.judge, params=params, metrics=metrics,
+                     resamples=resamples, seed=seed)
+        for label, (params, run) in runs.items()
+    }
+    return CalibrationResult(sweep=sweep, split=split, recall_key=recall_key,
+                             size_key=size_key, max_loss=max_loss, chosen=chosen,
+                             tune_points=tune_points, judged=judged, source=source,
+                             resamples=resamples)
+
+
+def judge(
+    run: PolicyRun,
+    window: PolicyRun,
+    query_ids: frozenset[str],
+    *,
+    params: Mapping[str, Any],
+    metrics: Sequence[str],
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, Any]:
+    """One setting against window on some queries: summaries (all / fragmented / atomic)
+    and the paired bootstrap of each metric."""
+    mine, theirs = run.subset(query_ids), window.subset(query_ids)
+    summary, reference = mine.summary(), theirs.summary()
+    comparisons = {
+        metric: paired_bootstrap(mine.values(metric), theirs.values(metric), metric=metric,
+                                 policy_a=run.spec.label, policy_b="window",
+                                 resamples=resamples, seed=seed).to_dict()
+        for metric in metrics
+    }
+    return {
+        "params": dict(params),
+        "queries": len(mine.records),
+        "summary": summary,
+        "window": reference,
+        "comparisons": comparisons,
+    }
+
+
+def write_choice(index: Index, result: CalibrationResult) -> dict[str, Any]:
+    """Store the chosen parameters as the index's scar defaults; returns what was written.
+
+    Every parameter of the setting is written (not only the grid's), so a later change of
+    suture's own default cannot silently change a calibrated index.
+    """
+    params = result.chosen_params
+    if params is None:
+        raise ConfigurationError(
+            f"no scar setting kept {result.recall_key} within "
+            f"{result.max_loss * 100:g} points of window's; nothing was written (allow a "
+            "larger --max-recall-loss, or widen the grid)")
+    defaults = {name: dict(values) for name, values in index.manifest.policy_defaults.items()}
+    defaults["scar"] = params
+    index.with_manifest(policy_defaults=defaults)
+    result.written = {"index": index.store.index_argument, "policy_defaults": {"scar": params}}
+    return params
+
+
+def judgement_text(judged: Mapping[str, Any], recall_key: str, size_key: str) -> str:
+    """"span_recall 47.5% (−0.6 pp [−1.9, +0.5] vs window), tokens −14.0% [...]"."""
+    recall = judged["comparisons"][recall_key]
+    size = judged["comparisons"][size_key]
+    return (f"{recall_key} {_pct(recall['mean_a'])} ({diff_text(recall)} vs window "
+            f"{_pct(recall['mean_b'])}), {size_key} {size['mean_a']:.1f} "
+            f"({change_text(size)} vs window {size['mean_b']:.1f})")
+
+
+def _params_text(params: Mapping[str, Any]) -> str:
+    shown = {k: v for k, v in params.items() if k in ("lam", "tau", "radius")}
+    rest = {k: v for k, v in params.items() if k not in shown}
+    text = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in shown.items())
+    extra = [f"{k}={v}" for k, v in rest.items() if (k, v) not in _DEFAULT_EXTRAS]
+    return ", ".join([text, *extra]) if extra else text
+
+
+#: parameters left out of the short setting text when they have these values
+_DEFAULT_EXTRAS = {("penalty_against", "seed"), ("neighbours", "adjacent")}
+
+
+def _pct(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value * 100:.1f}%"
+
+
+def diff_text(comparison: Mapping[str, Any]) -> str:
+    """A recall difference in points with its interval: "−0.6 pp [−1.9, +0.5]"."""
+    scale = 100 if comparison["metric"] in PROPORTION_METRICS else 1
+    def fmt(x: float | None) -> str:
+        if x is None or math.isnan(x):
+            return "–"
+        return f"{x * scale:+.1f}".replace("-", "−")
+    return (f"{fmt(comparison['mean_diff'])} pp [{fmt(comparison['ci_low'])}, "
+            f"{fmt(comparison['ci_high'])}]")
+
+
+def change_text(comparison: Mapping[str, Any]) -> str:
+    """A size change in percent with its interval: "−14.0% [−16.1, −12.0]"."""
+    base = comparison["mean_b"]
+    if not base or comparison["mean_diff"] is None or math.isnan(comparison["mean_diff"]):
+        return "–"
+    def pct(x: float) -> str:
+        return f"{x / base * 100:+.1f}".replace("-", "−")
+    return (f"{pct(comparison['mean_diff'])}% [{pct(comparison['ci_low'])}, "
+            f"{pct(comparison['ci_high'])}]")
+
+
+__all__ = [
+    "DEFAULT_GRID",
+    "NAMED_SETTINGS",
+    "TARGETS",
+    "CalibrationResult",
+    "DocumentSplit",
+    "calibrate",
+    "change_text",
+    "diff_text",
+    "judge",
+    "judgement_text",
+    "split_by_document",
+    "write_choice",
+]

@@ -1,0 +1,96 @@
+"""`suture calibrate` as a process: on hand-written questions about three real contracts it
+chooses a scar setting, writes it into the index manifest, and later scar queries use it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from suture.index import Index
+from tests.cli.conftest import suture
+from tests.evaluation.conftest import write_contract_benchmark
+
+#: a grid without suture's own default (λ 1.0, τ 0.3, r 1), so the chosen setting differs
+GRID = ("--lam", "0,0.25", "--tau", "0.5,0.9", "--radius", "1,2")
+
+
+@pytest.fixture(scope="module")
+def calibrated(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("calibrate")
+    contracts = shared_data / "cuad_v1" / "full_contract_txt"
+    bench = write_contract_benchmark(folder / "queries.json", contracts)
+    paths = {"bench": bench, "index": folder / "idx", "out": folder / "out"}
+    done = suture("calibrate", "--benchmark", bench, "--corpus", contracts, "--index",
+                  paths["index"], "--embedder", "hashing", "--out", paths["out"], *GRID,
+                  "--max-recall-loss", "5", "--target", "characters", "--resamples", "300",
+                  "--no-progress", timeout=600)
+    assert done.returncode == 0, done.stderr + done.stdout
+    paths["stdout"] = folder / "stdout.txt"
+    paths["stdout"].write_text(done.stdout)
+    return paths
+
+
+def test_the_chosen_setting_is_written_and_printed(calibrated: dict[str, Path]) -> None:
+    report = json.loads((calibrated["out"] / "calibration.json").read_text())
+    chosen = report["chosen"]["params"]
+    assert Index.open(calibrated["index"]).manifest.policy_defaults["scar"] == chosen
+    assert report["written"]["policy_defaults"]["scar"] == chosen
+    # the split: three contracts, so each part holds whole contracts only
+    split = report["split"]
+    assert not set(split["tune_documents"]) & set(split["judge_documents"])
+    assert split["tune_queries"] + split["judge_queries"] == 17
+    assert (calibrated["out"] / "pareto.png").stat().st_size > 10_000
+    printed = calibrated["stdout"].read_text()
+    assert "chosen scar setting: " in printed and "pareto.png" in printed
+    assert f"lam={chosen['lam']:g}" in printed.replace("lam=0.0", "lam=0")
+
+
+def test_later_queries_use_the_written_setting(calibrated: dict[str, Path]) -> None:
+    index = Index.open(calibrated["index"])
+    chosen = dict(index.manifest.policy_defaults["scar"])
+    questions = [t["query"] for t in json.loads(calibrated["bench"].read_text())["tests"]]
+    differs = []
+    for question in questions:
+        plain = index.retrieve(question, "scar")
+        assert plain.chunk_ids == index.retrieve(question, "scar", **chosen).chunk_ids
+        suture_default = index.retrieve(question, "scar", lam=1.0, tau=0.3, radius=1)
+        if suture_default.chunk_ids != plain.chunk_ids:
+            differs.append((question, plain.chunk_ids))
+    # otherwise this test could not tell the written setting from suture's default
+    assert differs
+    question, expected = differs[0]
+    done = suture("query", question, "--index", calibrated["index"], "--policy", "scar",
+                  "--json")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert [c for s in printed["spans"] for c in s["chunk_ids"]] == list(expected)
+    # a --param still overrides the index's default
+    overridden = suture("query", question, "--index", calibrated["index"], "--policy", "scar",
+                        "--param", "lam=1.0", "--param", "tau=0.3", "--param", "radius=1",
+                        "--json")
+    assert [c for s in json.loads(overridden.stdout)["spans"] for c in s["chunk_ids"]] != list(
+        expected)
+
+
+def test_without_labels_it_calibrates_on_synthetic_queries(
+    calibrated: dict[str, Path], tmp_path: Path
+) -> None:
+    before = Index.open(calibrated["index"]).manifest.policy_defaults
+    done = suture("calibrate", "--index", calibrated["index"], "--out", tmp_path / "syn",
+                  "--synthetic-queries", "40", *GRID, "--max-recall-loss", "50",
+                  "--resamples", "100", "--dry-run",
+                  "--no-progress", timeout=600)
+    assert done.returncode == 0, done.stderr + done.stdout
+    report = json.loads((tmp_path / "syn" / "calibration.json").read_text())
+    assert report["source"] == "synthetic" and report["benchmark"]["queries"] == 40
+    assert "--dry-run" in done.stdout
+    assert Index.open(calibrated["index"]).manifest.policy_defaults == before
+
+
+def test_a_bad_target_is_named(calibrated: dict[str, Path], tmp_path: Path) -> None:
+    done = suture("calibrate", "--index", calibrated["index"], "--out", tmp_path,
+                  "--target", "pages", "--no-progress")
+    assert done.returncode == 2
+    assert "'pages'" in done.stderr and "tokens, chunks, characters" in done.stderr

@@ -1,0 +1,145 @@
+"""`suture.evaluation.calibrate`: the split by document, the selection rule, and a
+calibration checked against independent runs on each part (real privacy-QA corpus)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from suture.evaluation.benchmarks import Benchmark, BenchmarkQuery, GoldSpan, load_benchmark
+from suture.evaluation.calibrate import calibrate, split_by_document, write_choice
+from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.policy_specs import PolicySpec
+from suture.evaluation.sweep import select_setting
+
+
+@pytest.fixture(scope="module")
+def cuad_mini(shared_data: Path) -> Benchmark:
+    return load_benchmark(shared_data / "legalbench_rag" / "benchmarks" / "cuad_mini.json",
+                          shared_data / "cuad_v1" / "full_contract_txt")
+
+
+def test_split_keeps_documents_apart_and_balances_queries(cuad_mini: Benchmark) -> None:
+    split = split_by_document(cuad_mini, seed=0)
+    tune_docs, judge_docs = set(split.tune_documents), set(split.judge_documents)
+    assert not tune_docs & judge_docs
+    assert tune_docs | judge_docs == set(cuad_mini.doc_ids)
+    by_id = {q.query_id: q for q in cuad_mini.queries}
+    for part, docs in ((split.tune, tune_docs), (split.judge, judge_docs)):
+        for query_id in part:
+            assert {g.doc_id for g in by_id[query_id].gold} <= docs
+    assert not split.tune & split.judge
+    # every CUAD query asks about one contract, so none straddles the parts
+    assert split.tune | split.judge == set(by_id) and not split.straddling
+    largest = max(sum(1 for q in cuad_mini.queries if q.gold[0].doc_id == d)
+                  for d in cuad_mini.doc_ids)
+    assert abs(len(split.tune) - len(split.judge)) <= largest
+    assert split_by_document(cuad_mini, seed=0) == split
+    assert any(split_by_document(cuad_mini, seed=s).tune != split.tune for s in range(1, 6))
+
+
+def _query(query_id: str, *docs: str) -> BenchmarkQuery:
+    return BenchmarkQuery(query_id, f"question {query_id}",
+                          tuple(GoldSpan(d, d, 0, 10) for d in docs))
+
+
+def test_split_leaves_out_queries_on_both_sides_and_one_document_is_in_sample() -> None:
+    queries = (_query("a", "x"), _query("b", "y"), _query("c", "z"), _query("both", "x", "y"))
+    bench = Benchmark("toy", queries, Path("."))
+    for seed in range(20):
+        split = split_by_document(bench, seed=seed)
+        apart = ("x" in split.tune_documents) != ("x" in split.judge_documents) and (
+            ("x" in split.tune_documents) != ("y" in split.tune_documents))
+        if apart:
+            assert split.straddling == ("both",)
+            assert "both" not in split.tune | split.judge
+            break
+    else:
+        pytest.fail("no seed put documents x and y in different parts")
+    single = split_by_document(Benchmark("one", (_query("a", "x"), _query("b", "x")), Path(".")))
+    assert single.in_sample and single.tune == single.judge == {"a", "b"}
+
+
+def test_selection_rule_by_hand() -> None:
+    window = {"recall": 0.50, "size": 100.0}
+    points = [
+        {"recall": 0.40, "size": 50.0},   # cheapest, but loses 10 points
+        {"recall": 0.485, "size": 70.0},  # within 2 points
+        {"recall": 0.49, "size": 70.0},   # same size, better recall: wins the tie
+        {"recall": math.nan, "size": 10.0},  # unscorable: never chosen
+        {"recall": 0.55, "size": 90.0},
+    ]
+    assert select_setting(points, window, recall_key="recall", size_key="size",
+                          max_loss=0.02) == 2
+    assert select_setting(points, window, recall_key="recall", size_key="size",
+                          max_loss=0.0) == 4
+    assert select_setting(points, window, recall_key="recall", size_key="size",
+                          max_loss=0.2) == 0
+    assert select_setting(points[:2], window, recall_key="recall", size_key="size",
+                          max_loss=0.01) is None
+    # a setting exactly at the floor qualifies (0.5 − 0.02 is not exactly 0.48 in floats)
+    assert select_setting([{"recall": 0.48, "size": 1.0}], window, recall_key="recall",
+                          size_key="size", max_loss=0.02) == 0
+
+
+GRID = {"lam": [0.0, 1.0], "tau": [0.3, 0.8], "radius": [1]}
+
+
+def test_calibration_chooses_on_one_part_and_judges_on_the_other(
+    privacy_index: Any, privacy: Benchmark
+) -> None:
+    result = calibrate(Evaluator(privacy_index, privacy, show_progress=False), grid=GRID,
+                       max_loss=0.05, size_key="characters", resamples=200)
+    split = result.split
+    assert not split.in_sample and split.tune and split.judge
+    assert {q.query_id for q in privacy.queries} == split.tune | split.judge
+
+    def part(ids: frozenset[str]) -> Evaluator:
+        kept = tuple(q for q in privacy.queries if q.query_id in ids)
+        return Evaluator(privacy_index, Benchmark(privacy.name, kept, privacy.corpus,
+                                                  file_paths=privacy.file_paths),
+                         show_progress=False)
+
+    # What the rule saw: each grid point run independently on the tuning queries alone.
+    tune = part(split.tune)
+    window = tune.run(PolicySpec("window"), 5).summary()["all"]
+    seen = [tune.run(PolicySpec("scar", p["params"]), 5).summary()["all"]
+            for p in result.tune_points]
+    for mine, point in zip(seen, result.tune_points, strict=True):
+        assert mine["span_recall"] == pytest.approx(point["all"]["span_recall"])
+    expected = select_setting(seen, window, recall_key="span_recall", size_key="characters",
+                              max_loss=0.05)
+    assert expected is not None and result.chosen is not None
+    assert result.chosen["label"] == result.tune_points[expected]["label"]
+
+    # What it was judged on: the chosen setting run on the judging queries alone.
+    judge = part(split.judge)
+    chosen = judge.run(PolicySpec("scar", result.chosen["params"]), 5).summary()["all"]
+    judged = result.judged[result.chosen["label"]]
+    assert judged["queries"] == len(split.judge)
+    assert judged["comparisons"]["span_recall"]["mean_a"] == pytest.approx(chosen["span_recall"])
+    assert judged["comparisons"]["characters"]["mean_a"] == pytest.approx(chosen["characters"])
+    assert judged["comparisons"]["characters"]["mean_b"] == pytest.approx(
+        judge.run(PolicySpec("window"), 5).summary()["all"]["characters"])
+    assert {"default", "paper main", "paper transfer"} <= set(result.judged)
+
+
+def test_write_choice_keeps_other_policy_defaults(
+    privacy: Benchmark, tmp_path: Path
+) -> None:
+    from suture.evaluation.runner import open_or_build_index
+
+    index = open_or_build_index(tmp_path / "idx", privacy, embedder="hashing",
+                                show_progress=False)
+    index.with_manifest(policy_defaults={"window": {"width": 2}})
+    result = calibrate(Evaluator(index, privacy.subset(20), show_progress=False), grid=GRID,
+                       max_loss=0.5, resamples=100)
+    written = write_choice(index, result)
+    assert written == result.chosen_params
+    from suture.index import Index
+
+    reopened = Index.open(tmp_path / "idx").manifest.policy_defaults
+    assert reopened == {"window": {"width": 2}, "scar": written}
