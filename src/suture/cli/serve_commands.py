@@ -59,9 +59,11 @@ def serve_command(
         import uvicorn
 
         from suture.server import ApiKeys, IndexService, ServerSettings, create_app, open_index
+        from suture.server.allocator import limit_malloc_arenas
         from suture.server.auth import KEYS_VARIABLE, check_binding
     except ImportError as exc:
         raise fail(exc) from None
+    limit_malloc_arenas()  # before any thread starts (docs/server.md, "Running it for long")
     if request_timeout <= 0 or read_threads < 1 or max_body_mb <= 0 or max_query_chars < 1:
         raise fail(ValueError(
             "--request-timeout and --max-body-mb must be > 0, --read-threads and "
