@@ -6,6 +6,7 @@ its own, as a user's `suture index --ray` does.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -135,3 +136,32 @@ def test_command_line_ray_index_and_missing_extra(corpus: Path, tmp_path: Path) 
         capture_output=True, text=True, env=env, timeout=600)
     assert missing.returncode == 2 and "pip install 'suture[ray]'" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_command_line_ray_writes_a_postgresql_index_from_every_worker(
+    corpus: Path, tmp_path: Path, postgres_url: str
+) -> None:
+    """Many writers: each Ray worker opens the server store by its URL and writes the
+    documents it embedded (Qdrant's local mode is one process at a time, so the server
+    backend tested here is PostgreSQL)."""
+    from tests.backends import RUN
+
+    name = f"{RUN}_ray_cli"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    result = subprocess.run(
+        [sys.executable, "-m", "suture", "index", str(corpus), "--index", name,
+         "--store", postgres_url, "--embedder", "hashing", "--ray", "--ray-workers", "2",
+         "-q"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    single = Index.build([corpus], tmp_path / "single", embedder="hashing")
+    written = Index.open(name, store=postgres_url)
+    assert_same_index(written, single)
+    query = subprocess.run(
+        [sys.executable, "-m", "suture", "query", "What is the three-way handshake?",
+         "--index", name, "--store", postgres_url, "--policy", "scar", "--json"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert query.returncode == 0, query.stderr
+    expected = single.retrieve("What is the three-way handshake?", policy="scar")
+    assert [s["text"] for s in json.loads(query.stdout)["spans"]] == [
+        s.text for s in expected.spans]

@@ -332,6 +332,7 @@ __all__ = ["Evaluator"]
 
 
 def _index_arguments(index: Index) -> str:
-    """The `--index` (and `--store`) arguments that reach `index` from the command line."""
-    store = index.store.store_argument
-    return f"--index {index.store.index_argument}" + (f" --store {store}" if store else "")
+    """The `--index` argument that reaches `index` from the command line (a store URL
+    may hold a password, so `--store` is named, not printed)."""
+    store = " --store <the same --store>" if index.store.store_argument else ""
+    return f"--index {index.store.index_argument}{store}"

@@ -270,6 +270,15 @@ class PostgresStore(Store):
         return self.name
 
     @property
+    def store_argument(self) -> str | None:
+        """The ``--store`` URL (password included, so never print it): how Ray workers
+        reach this index."""
+        search = "" if self.connection.search == "auto" else f"search={self.connection.search}"
+        parts = urlsplit(self.connection.conninfo)
+        query = "&".join(q for q in (parts.query, search) if q)
+        return urlunsplit(parts._replace(query=query))
+
+    @property
     def derived(self) -> TableData:
         return TableData(self)
 
