@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from suture.embedders.base import Vectors
+from suture.exceptions import ConfigurationError
 from suture.stores.table import ChunkTable
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document
@@ -97,6 +98,13 @@ class Manifest:
             "chunk_overlap": self.chunk_overlap,
             "contextual": self.contextual,
         }
+
+    def describe_settings(self) -> str:
+        """`settings()` in words, for messages."""
+        return (
+            f"embedder {self.embedder} ({self.dimension}-d), chunks of "
+            f"{self.chunk_size}/{self.chunk_overlap}, contextual={self.contextual}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +215,19 @@ class Store(ABC):
 
     @abstractmethod
     def update_manifest(self, manifest: Manifest) -> None:
-        """Persist a changed manifest (only defaults such as the retriever may change)."""
+        """Persist a changed manifest (only defaults such as the retriever may change;
+        call `check_same_settings` first)."""
+
+    def check_same_settings(self, wanted: Manifest) -> None:
+        """Refuse a manifest that changes what the stored vectors depend on (a second
+        writer creating this index with other settings, or a manifest update)."""
+        if wanted.settings() != self.manifest.settings():
+            raise ConfigurationError(
+                f"the index at {self.location} was created with "
+                f"{self.manifest.describe_settings()}; this call asked for "
+                f"{wanted.describe_settings()}. Use the index's settings, or build a new "
+                "index elsewhere"
+            )
 
     # -- embedding cache (optional) -------------------------------------------------
     def cached_embeddings(self, embedder_key: str, text_hashes: Sequence[str]) -> dict[str, Any]:

@@ -66,7 +66,7 @@ from suture.stores.base import (
     Store,
     check_vectors,
 )
-from suture.stores.sqlite import _describe, _section_from_json, _section_to_json, _token_map
+from suture.stores.sqlite import _section_from_json, _section_to_json, _token_map
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document
 
@@ -249,13 +249,11 @@ class PostgresStore(Store):
             stored = _read_manifest(conn, tables)
             assert stored is not None  # written above or by the creator we waited for
             store = cls(connection, name, stored, _vector_oid(conn, connection))
-        if stored.settings() != manifest.settings():
+        try:
+            store.check_same_settings(manifest)
+        except ConfigurationError:
             store.close()
-            raise ConfigurationError(
-                f"the index at {store.location} was created with {_describe(stored)}; this "
-                f"call asked for {_describe(manifest)}. Use the index's settings, or build a "
-                "new index under another name"
-            )
+            raise
         return store
 
     def close(self) -> None:
@@ -283,11 +281,7 @@ class PostgresStore(Store):
         return TableData(self)
 
     def update_manifest(self, manifest: Manifest) -> None:
-        if manifest.settings() != self.manifest.settings():
-            raise ConfigurationError(
-                f"the index at {self.location} cannot change its embedder or chunking; build "
-                "a new index for other settings"
-            )
+        self.check_same_settings(manifest)
         with self._writing() as conn:
             conn.execute(_q("UPDATE {meta} SET manifest = %s", self.tables),
                          (json.dumps(manifest.to_dict(), sort_keys=True),))

@@ -93,7 +93,6 @@ from suture.stores.base import (
 from suture.stores.lexical import LexicalSettings, Tokenizer
 from suture.stores.sqlite import (
     DocumentCache,
-    _check_same_settings,
     _section_from_json,
     _section_to_json,
     _token_map,
@@ -355,7 +354,7 @@ class QdrantStore(Store):
                     "tokenisations": [list(t) for t in tokenisations]}),
             ], update_mode=models.UpdateMode.INSERT_ONLY)
         store = cls.open_index(name, url)
-        _check_same_settings(store, manifest)
+        store.check_same_settings(manifest)
         return store
 
     @property
@@ -376,11 +375,7 @@ class QdrantStore(Store):
         return self._derived
 
     def update_manifest(self, manifest: Manifest) -> None:
-        if manifest.settings() != self.manifest.settings():
-            raise ConfigurationError(
-                f"the index at {self.location} cannot change its embedder or chunking; build "
-                "a new index for other settings"
-            )
+        self.check_same_settings(manifest)
         record = _manifest_record(self._connection, self.name) or {}
         self._upsert(self.companion, [_record(point_id("manifest"), {
             **record, "kind": "manifest", "manifest": manifest.to_dict()})])

@@ -181,7 +181,7 @@ class SQLiteStore(Store):
             )
         if (folder / MANIFEST_FILE).exists():  # an existing index (perhaps from before 0.3)
             store = cls.open(folder)
-            _check_same_settings(store, manifest)
+            store.check_same_settings(manifest)
             return store
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -199,7 +199,7 @@ class SQLiteStore(Store):
         finally:
             connection.close()
         store = cls.open(folder)
-        _check_same_settings(store, manifest)
+        store.check_same_settings(manifest)
         return store
 
     @classmethod
@@ -248,11 +248,7 @@ class SQLiteStore(Store):
         return self._derived
 
     def update_manifest(self, manifest: Manifest) -> None:
-        if manifest.settings() != self.manifest.settings():
-            raise ConfigurationError(
-                f"the index at {self.path} cannot change its embedder or chunking; build a "
-                "new index for other settings"
-            )
+        self.check_same_settings(manifest)
         with self._writing() as connection:
             connection.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('manifest', ?)",
@@ -819,9 +815,9 @@ def _read_manifest(folder: Path, read_only: bool) -> Manifest:
         _check_dimension(connection, folder, stored)
         if on_disk is not None and on_disk.settings() != stored.settings():
             raise IndexError_(
-                f"{path} says {_describe(on_disk)} but the index database holds "
-                f"{_describe(stored)}; the database is authoritative: delete {MANIFEST_FILE} "
-                "to have it rewritten from the database"
+                f"{path} says {on_disk.describe_settings()} but the index database holds "
+                f"{stored.describe_settings()}; the database is authoritative: delete "
+                f"{MANIFEST_FILE} to have it rewritten from the database"
             )
         if on_disk != stored and not read_only:
             write_json_atomic(path, stored.to_dict())
@@ -850,25 +846,9 @@ def _check_dimension(connection: sqlite3.Connection, folder: Path, manifest: Man
     row = connection.execute("SELECT length(vector) FROM chunks LIMIT 1").fetchone()
     if row is not None and int(row[0]) != 4 * manifest.dimension:
         raise IndexError_(
-            f"{folder / MANIFEST_FILE} says {_describe(manifest)} but the stored vectors are "
-            f"{int(row[0]) // 4}-d; restore the index's own {MANIFEST_FILE}, or rebuild it"
-        )
-
-
-def _describe(manifest: Manifest) -> str:
-    return (
-        f"embedder {manifest.embedder} ({manifest.dimension}-d), chunks of "
-        f"{manifest.chunk_size}/{manifest.chunk_overlap}, contextual={manifest.contextual}"
-    )
-
-
-def _check_same_settings(store: Store, wanted: Manifest) -> None:
-    """A second writer creating the same index must ask for the same settings."""
-    if store.manifest.settings() != wanted.settings():
-        raise ConfigurationError(
-            f"the index at {store.location} was created with {_describe(store.manifest)}; "
-            f"this call asked for {_describe(wanted)}. Use the index's settings, or build "
-            "a new index elsewhere"
+            f"{folder / MANIFEST_FILE} says {manifest.describe_settings()} but the stored "
+            f"vectors are {int(row[0]) // 4}-d; restore the index's own {MANIFEST_FILE}, or "
+            "rebuild it"
         )
 
 
