@@ -17,6 +17,7 @@ import contextlib
 import functools
 import hashlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +138,31 @@ def load_minilm(
     one copy. `eager_attention=True` is required for `output_attentions=True`.
     """
     return _load(resolve_model_folder(model_path), eager_attention)
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    """What reading a transformers model's attention needs: its fast tokenizer raw (no
+    padding, no truncation: windows are framed by hand), the ids that frame a window,
+    and the layer and head counts."""
+
+    tokenizer: Tokenizer
+    cls_id: int
+    sep_id: int
+    pad_id: int
+    layers: int
+    heads: int
+
+    @classmethod
+    def of(cls, hf_tokenizer: Any, model: Any) -> AttentionLayout:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        return cls(tokenizer, int(hf_tokenizer.cls_token_id), int(hf_tokenizer.sep_token_id),
+                   int(hf_tokenizer.pad_token_id or 0), int(model.config.num_hidden_layers),
+                   int(model.config.num_attention_heads))
 
 
 class MiniLMEmbedder(TokenizedEmbedder):

@@ -42,21 +42,13 @@ class SproutEncoder:
     """
 
     def __init__(self, embedder: MiniLMEmbedder | None = None) -> None:
-        from tokenizers import Tokenizer
-
-        from suture.embedders.minilm import MiniLMEmbedder, load_minilm
+        from suture.embedders.minilm import AttentionLayout, MiniLMEmbedder, load_minilm
 
         self.embedder = embedder if embedder is not None else MiniLMEmbedder()
         hf_tokenizer, self.model = load_minilm(self.embedder.model_path, eager_attention=True)
-        self.tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()
-        self.cls_id = int(hf_tokenizer.cls_token_id)
-        self.sep_id = int(hf_tokenizer.sep_token_id)
-        self.pad_id = int(hf_tokenizer.pad_token_id or 0)
-        config = self.model.config
-        self.layers = int(config.num_hidden_layers)
-        self.heads = int(config.num_attention_heads)
+        layout = AttentionLayout.of(hf_tokenizer, self.model)
+        self.tokenizer, self.cls_id, self.sep_id = layout.tokenizer, layout.cls_id, layout.sep_id
+        self.pad_id, self.layers, self.heads = layout.pad_id, layout.layers, layout.heads
 
     @property
     def identity(self) -> str:

@@ -30,10 +30,13 @@ class TrainableEncoder:
     def __init__(self, base: str | Path | None = None, *, train_layers: int = 6,
                  seed: int = 0) -> None:
         import torch
-        from tokenizers import Tokenizer
         from transformers import AutoModel, AutoTokenizer
 
-        from suture.embedders.minilm import quiet_transformers, resolve_model_folder
+        from suture.embedders.minilm import (
+            AttentionLayout,
+            quiet_transformers,
+            resolve_model_folder,
+        )
 
         torch.manual_seed(seed)
         self.torch = torch
@@ -44,15 +47,9 @@ class TrainableEncoder:
             self.model = AutoModel.from_pretrained(str(self.base), local_files_only=True,
                                                    attn_implementation="eager")
         self.model.eval()  # no dropout: the attention L_str reads is the one indexing sees
-        self.tokenizer = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()
-        self.cls_id = int(hf_tokenizer.cls_token_id)
-        self.sep_id = int(hf_tokenizer.sep_token_id)
-        self.pad_id = int(hf_tokenizer.pad_token_id or 0)
-        config = self.model.config
-        self.layers = int(config.num_hidden_layers)
-        self.heads = int(config.num_attention_heads)
+        layout = AttentionLayout.of(hf_tokenizer, self.model)
+        self.tokenizer, self.cls_id, self.sep_id = layout.tokenizer, layout.cls_id, layout.sep_id
+        self.pad_id, self.layers, self.heads = layout.pad_id, layout.layers, layout.heads
         if not 0 <= train_layers <= self.layers:
             raise ValueError(f"train_layers must be in [0, {self.layers}], got {train_layers}")
         self.train_layers = train_layers
