@@ -11,10 +11,11 @@ the queries (split by document) with the paired bootstrap.
     python benchmarks/calibrate_scar.py report --out out/calibrate-scar \\
         --plot docs/img/calibrated-scar-pareto.png
 
-`run` writes OUT/NAME-EMBEDDER/{adjacent,links,synthetic}/ (each `suture calibrate`'s
-calibration.md, .json and pareto.png) and summary.json (every judged setting); `report`
-prints the markdown tables of docs/results.md ("Calibrated SCAR") from every summary.json
-and draws the Pareto plot (span recall against characters on the judging part).
+`run` writes OUT/NAME-EMBEDDER/{adjacent,logical,synthetic}/ (each `suture calibrate`'s
+calibration.md, .json and pareto.png) and summary.json (every judged setting; with
+`--parts`, one summary-PARTS.json per process, so the parts can run side by side);
+`report` prints the markdown tables of docs/results.md ("Calibrated SCAR") from them and
+draws the Pareto plot (span recall against characters on the judging part).
 Nothing is written into the index manifest (the calibrations are dry runs).
 """
 
@@ -27,7 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from suture.evaluation.benchmarks import load_benchmark
-from suture.evaluation.calibrate import CalibrationResult, calibrate, judge
+from suture.evaluation.calibrate import (
+    CalibrationResult,
+    calibrate,
+    judge,
+    split_by_document,
+)
 from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.policy_specs import PolicySpec, default_label
 from suture.evaluation.runner import open_or_build_index
@@ -40,53 +46,68 @@ TARGET_LOSS = 0.02
 METRICS = ("span_recall", "chunk_recall", "characters", "tokens", "chunks")
 
 
+#: what `run` measures; `--parts` runs some of them (in parallel processes, each its own file)
+PARTS = ("adjacent", "logical", "synthetic")
+
+
 def run(args: argparse.Namespace) -> Path:
     out = Path(args.out) / f"{args.name}-{args.embedder}"
+    parts = [p for p in PARTS if p in args.parts.split(",")]
     benchmark = load_benchmark(Path(args.benchmark), Path(args.corpus))
     index = open_or_build_index(args.index, benchmark, embedder=args.embedder)
     labelled = Evaluator(index, benchmark)
     common: dict[str, Any] = {"k": args.k, "max_loss": args.max_loss / 100,
                               "size_key": "characters", "seed": args.seed,
                               "resamples": args.resamples}
+    split = split_by_document(benchmark, seed=args.seed)
+    window = labelled.run(PolicySpec("window"), args.k)
     rows: list[dict[str, Any]] = []
+    for part, fixed in (("adjacent", {}), ("logical", {"links": "all"})):
+        if part in parts:
+            result = calibrate(labelled, fixed=fixed, **common)
+            result.write(out / part)
+            if result.split != split:
+                raise AssertionError("the calibration split the queries differently")
+            rows += _rows(result, part)
 
-    adjacent = calibrate(labelled, **common)
-    adjacent.write(out / "adjacent")
-    rows += _rows(adjacent, "adjacent")
-    window = adjacent.sweep.runs["window"]
-    judging = adjacent.split.judge
-
-    links = calibrate(labelled, fixed={"links": "all"}, **common)
-    links.write(out / "links")
-    if links.split != adjacent.split:
-        raise AssertionError("the two calibrations split the queries differently")
-    rows += _rows(links, "logical")
-
-    # The unsupervised fallback: chosen on synthetic queries, judged on the real ones.
-    synthetic = synthetic_benchmark(index.store, queries=args.synthetic_queries,
-                                    seed=args.seed)
-    fallback = calibrate(Evaluator(index, synthetic), source="synthetic", **common)
-    fallback.write(out / "synthetic")
-    if fallback.chosen_params is not None:
-        params = fallback.chosen_params
-        spec = PolicySpec("scar", params, label=default_label("scar", params))
-        judged = judge(labelled.run(spec, args.k), window, judging, params=params,
-                       metrics=METRICS, resamples=args.resamples, seed=args.seed)
-        rows.append(_row("unsupervised (synthetic queries)", "adjacent", judged))
+    if "synthetic" in parts:
+        # The unsupervised fallback: chosen on synthetic queries, judged on the real ones.
+        synthetic = synthetic_benchmark(index.store, queries=args.synthetic_queries,
+                                        seed=args.seed)
+        fallback = calibrate(Evaluator(index, synthetic), source="synthetic", **common)
+        fallback.write(out / "synthetic")
+        if fallback.chosen_params is not None:
+            params = fallback.chosen_params
+            spec = PolicySpec("scar", params, label=default_label("scar", params))
+            judged = judge(labelled.run(spec, args.k), window, split.judge, params=params,
+                           metrics=METRICS, resamples=args.resamples, seed=args.seed)
+            rows.append(_row("unsupervised (synthetic queries)", "adjacent", judged))
 
     summary = {
         "name": args.name,
         "embedder": args.embedder,
         "k": args.k,
         "max_recall_loss": args.max_loss,
-        "split": adjacent.split.to_json(),
-        "window": _window(window.subset(judging).summary()),
+        "split": split.to_json(),
+        "window": _window(window.subset(split.judge).summary()),
         "rows": rows,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, allow_nan=True) + "\n",
-                                      encoding="utf-8")
+    name = "summary.json" if parts == list(PARTS) else f"summary-{'+'.join(parts)}.json"
+    (out / name).write_text(json.dumps(summary, indent=1, allow_nan=True) + "\n",
+                            encoding="utf-8")
     print(render([summary]))
     return out
+
+
+def merged(folder: Path) -> dict[str, Any]:
+    """One benchmark's summary from its summary*.json files (parts run apart), rows in
+    the order adjacent, logical, synthetic."""
+    pieces = [json.loads(p.read_text(encoding="utf-8"))
+              for p in sorted(folder.glob("summary*.json"))]
+    rows = [r for piece in pieces for r in piece["rows"]]
+    rows.sort(key=lambda r: (r["setting"].startswith("unsupervised"),
+                             PARTS.index(r["neighbours"])))
+    return {**pieces[0], "rows": rows}
 
 
 def _rows(result: CalibrationResult, neighbours: str) -> list[dict[str, Any]]:
@@ -214,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--synthetic-queries", type=int, default=200)
     one.add_argument("--seed", type=int, default=0)
     one.add_argument("--resamples", type=int, default=10_000)
+    one.add_argument("--parts", default=",".join(PARTS),
+                     help="which of adjacent, logical, synthetic to run")
     report = sub.add_parser("report")
     report.add_argument("--out", default="out/calibrate-scar")
     report.add_argument("--plot", default="docs/img/calibrated-scar-pareto.png")
@@ -221,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         run(args)
         return 0
-    summaries = [json.loads(p.read_text(encoding="utf-8"))
-                 for p in sorted(Path(args.out).glob("*/summary.json"))]
+    folders = sorted({p.parent for p in Path(args.out).glob("*/summary*.json")})
+    summaries = [merged(folder) for folder in folders]
     print(render(summaries))
     plot(summaries, Path(args.plot))
     return 0
