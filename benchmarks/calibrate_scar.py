@@ -193,10 +193,14 @@ def plot(summaries: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(summaries), figsize=(5.2 * len(summaries), 4.6),
+    columns = min(3, len(summaries))
+    rows = math.ceil(len(summaries) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.2 * rows + 0.8),
                              squeeze=False)
     markers = {"adjacent": "o", "logical": "^"}
-    for ax, s in zip(axes[0], summaries, strict=True):
+    for ax in axes.flat[len(summaries):]:
+        ax.set_visible(False)
+    for ax, s in zip(axes.flat, summaries, strict=False):
         w = s["window"]
         ax.scatter([0], [w["span_recall"] * 100], color="black", marker="s", label="window")
         ax.axhline((w["span_recall"] - TARGET_LOSS) * 100, color="grey", ls="--", lw=0.8)
@@ -214,7 +218,7 @@ def plot(summaries: list[dict[str, Any]], path: Path) -> None:
         ax.grid(alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.tight_layout(rect=(0, 0.1 / rows, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
