@@ -2,11 +2,11 @@
 
 The same real documents are indexed into the embedded SQLite store (the reference) and
 into each other backend of `tests/backends.py`; then every policy (topk, window, window2,
-parent, scar with its decision trace, rerank with a tiny cross-encoder, sprout with real
-attention trees) and every first-stage retriever answer the same questions, and the
-contexts must agree: spans, chunk ids, reasons, token and character counts, hits, and
-scores to 1e-5. Adding a backend means adding it to `tests/backends.py`; this module then
-covers it.
+parent, scar with its decision trace and with logical neighbours, rerank with a tiny
+cross-encoder, sprout with real attention trees) and every first-stage retriever answer
+the same questions, and the contexts must agree: spans, chunk ids, reasons, token and
+character counts, hits, and scores to 1e-5. Adding a backend means adding it to
+`tests/backends.py`; this module then covers it.
 """
 
 from __future__ import annotations
@@ -101,6 +101,7 @@ def assert_same(got: Any, expected: Any, where: str = "") -> None:
 POLICIES: list[tuple[str, dict[str, Any]]] = [
     ("topk", {}), ("window", {}), ("window2", {}), ("parent", {}),
     ("scar", {}), ("scar", {"radius": 2, "penalty_against": "previous"}),
+    ("scar", {"links": "all"}),
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,31 +48,44 @@ def test_the_chosen_setting_is_written_and_printed(calibrated: dict[str, Path]) 
     assert f"lam={chosen['lam']:g}" in printed.replace("lam=0.0", "lam=0")
 
 
-def test_later_queries_use_the_written_setting(calibrated: dict[str, Path]) -> None:
-    index = Index.open(calibrated["index"])
-    chosen = dict(index.manifest.policy_defaults["scar"])
-    questions = [t["query"] for t in json.loads(calibrated["bench"].read_text())["tests"]]
-    differs = []
-    for question in questions:
-        plain = index.retrieve(question, "scar")
-        assert plain.chunk_ids == index.retrieve(question, "scar", **chosen).chunk_ids
-        suture_default = index.retrieve(question, "scar", lam=1.0, tau=0.3, radius=1)
-        if suture_default.chunk_ids != plain.chunk_ids:
-            differs.append((question, plain.chunk_ids))
-    # otherwise this test could not tell the written setting from suture's default
-    assert differs
-    question, expected = differs[0]
-    done = suture("query", question, "--index", calibrated["index"], "--policy", "scar",
-                  "--json")
+def _query(index: Path, question: str, *params: str) -> dict[str, Any]:
+    done = suture("query", question, "--index", index, "--policy", "scar", "--explain",
+                  "--json", *params)
     assert done.returncode == 0, done.stderr
-    printed = json.loads(done.stdout)
-    assert [c for s in printed["spans"] for c in s["chunk_ids"]] == list(expected)
-    # a --param still overrides the index's default
-    overridden = suture("query", question, "--index", calibrated["index"], "--policy", "scar",
-                        "--param", "lam=1.0", "--param", "tau=0.3", "--param", "radius=1",
-                        "--json")
-    assert [c for s in json.loads(overridden.stdout)["spans"] for c in s["chunk_ids"]] != list(
-        expected)
+    printed: dict[str, Any] = json.loads(done.stdout)
+    return printed
+
+
+def test_later_queries_use_the_written_setting(calibrated: dict[str, Path]) -> None:
+    """A later `suture query --policy scar` without --param decides by the chosen (λ, τ, r),
+    as its --explain trace shows: every threshold is τ·cos(q, c) and every S is
+    cos(q, n) − λ·b with the chosen values, and no walk goes beyond the chosen r."""
+    chosen = json.loads((calibrated["out"] / "calibration.json").read_text())["chosen"]
+    lam, tau, radius = (chosen["params"][name] for name in ("lam", "tau", "radius"))
+    questions = [t["query"] for t in json.loads(calibrated["bench"].read_text())["tests"]]
+    index = Index.open(calibrated["index"])
+    differs = [q for q in questions
+               if index.retrieve(q, "scar").chunk_ids
+               != index.retrieve(q, "scar", lam=1.0, tau=0.3, radius=1).chunk_ids]
+    # otherwise the context could not tell the written setting from suture's default
+    assert differs
+    for question in differs[:2]:
+        printed = _query(calibrated["index"], question)
+        assert printed["trace"]
+        for row in printed["trace"]:
+            assert row["threshold"] == pytest.approx(tau * row["cos_q_seed"])
+            if row["S"] is not None:
+                assert row["S"] == pytest.approx(row["cos_q_neighbour"] - lam * row["b"])
+            assert abs(row["offset"]) <= radius
+        expected = index.retrieve(question, "scar", **chosen["params"])
+        assert [c for s in printed["spans"] for c in s["chunk_ids"]] == list(expected.chunk_ids)
+        # a --param still overrides the index's default
+        overridden = _query(calibrated["index"], question, "--param", "lam=1.0",
+                            "--param", "tau=0.3", "--param", "radius=1")
+        assert all(row["threshold"] == pytest.approx(0.3 * row["cos_q_seed"])
+                   for row in overridden["trace"])
+        assert [c for s in overridden["spans"] for c in s["chunk_ids"]] != list(
+            expected.chunk_ids)
 
 
 def test_without_labels_it_calibrates_on_synthetic_queries(

@@ -61,7 +61,7 @@ def calibrate_command(
         _grid_default("radius"),
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="Other scar parameters, fixed for every setting "
-        "(e.g. neighbours=adjacent+section).")] = None,
+        "(e.g. links=section,term for logical neighbours).")] = None,
     synthetic_queries: Annotated[int, typer.Option(
         help="Without --benchmark: how many synthetic queries to make.")] = 200,
     write: Annotated[bool, typer.Option(

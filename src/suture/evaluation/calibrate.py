@@ -416,7 +416,7 @@ def _params_text(params: Mapping[str, Any]) -> str:
 
 
 #: parameters left out of the short setting text when they have these values
-_DEFAULT_EXTRAS = {("penalty_against", "seed"), ("neighbours", "adjacent")}
+_DEFAULT_EXTRAS = {("penalty_against", "seed"), ("links", "")}
 
 
 def _pct(value: float | None) -> str:
