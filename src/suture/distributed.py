@@ -221,7 +221,7 @@ def _many_writers(ray: Any, store: Store, planned: Iterator[PendingDocument],
 
     # Whole documents: a document's pieces in batches written by different actors would
     # each need the others' vectors in the cache before the last one writes.
-    for batch in batches(planned, piece=None):
+    for batch in batches(planned, piece_size=None):
         while len(pending) >= limit:
             finish_oldest()
         pending.append((batch, actors[next_actor].index_batch.remote(index, url, batch)))

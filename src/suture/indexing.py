@@ -178,14 +178,14 @@ def plan_documents(
 
 
 def batches(pending: Iterable[PendingDocument], size: int = EMBED_STEP,
-            piece: int | None = PIECE_CHUNKS) -> Iterator[list[Piece]]:
-    """Pieces of documents (of at most `piece` chunks; None: whole documents) grouped
-    until a batch holds at least `size` chunk texts. A document of up to `piece` chunks
+            piece_size: int | None = PIECE_CHUNKS) -> Iterator[list[Piece]]:
+    """Pieces of documents (of at most `piece_size` chunks; None: whole documents) grouped
+    until a batch holds at least `size` chunk texts. A document of up to `piece_size` chunks
     is one piece, so its batch is the same as when documents were never cut."""
     batch: list[Piece] = []
     count = 0
     for item in pending:
-        for part in item.pieces(piece):
+        for part in item.pieces(piece_size):
             batch.append(part)
             count += len(part)
             if count >= size:
@@ -248,29 +248,30 @@ def embed_batch(
 
 
 def write_batch(store: Store, embedder_key: str, batch: Sequence[Piece],
-                vectors: Mapping[str, Vectors], report: IndexReport) -> None:
+                vectors: Mapping[str, Vectors], report: IndexReport,
+                piece_size: int = PIECE_CHUNKS) -> None:
     """One atomic store write per document that `batch` finishes.
 
-    The document is written a piece at a time: its chunk texts are made again from the
-    layout, and the vectors of pieces embedded by earlier batches come back from the
+    The document is written `piece_size` chunks at a time: their texts are made again from
+    the layout, and the vectors of pieces embedded by earlier batches come back from the
     embedding cache, so no more than one piece is held on top of the document.
     """
     for piece in batch:
         if piece.last:
             item = piece.item
             store.write_document_parts(item.document, item.content_hash,
-                                       _parts(store, embedder_key, item, vectors),
+                                       _parts(store, embedder_key, item, vectors, piece_size),
                                        TokenMap.of(item.document.text))
             (report.updated if item.replaces else report.added).append(item.document.doc_id)
             report.chunks_written += item.chunk_count
 
 
 def _parts(store: Store, embedder_key: str, item: PendingDocument,
-           vectors: Mapping[str, Vectors]) -> Iterator[ChunkPart]:
+           vectors: Mapping[str, Vectors], size: int) -> Iterator[ChunkPart]:
     """`item`'s chunks and vectors a piece at a time, for `Store.write_document_parts`."""
     import numpy as np
 
-    for piece in item.pieces():
+    for piece in item.pieces(size):
         chunks = piece.chunks()
         hashes = [digest for digest, _ in piece.embedding_inputs(chunks)]
         missing = [h for h in hashes if h not in vectors]
