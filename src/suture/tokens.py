@@ -185,7 +185,7 @@ class TokenMap:
         np.subtract(ends, starts, out=lengths, casting="unsafe")
         cumulative = np.frombuffer(self.cumulative, dtype=np.intc)
         np.subtract(cumulative[1:], cumulative[:-1], out=tokens, casting="unsafe")
-        return _MAP_FORMAT + zlib.compress(columns.tobytes(), 6)
+        return _MAP_FORMAT + zlib.compress(columns, 6)  # the buffer itself, not a copy
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TokenMap:
