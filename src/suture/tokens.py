@@ -186,11 +186,11 @@ class TokenMap:
         if len(starts):
             column[0] = starts[0]
             np.subtract(starts[1:], ends[:-1], out=column[1:], casting="unsafe")
-        parts.append(compressor.compress(column))  # gaps
+        parts.append(compressor.compress(column.data))  # gaps
         np.subtract(ends, starts, out=column, casting="unsafe")
-        parts.append(compressor.compress(column))  # lengths
+        parts.append(compressor.compress(column.data))  # lengths
         np.subtract(cumulative[1:], cumulative[:-1], out=column, casting="unsafe")
-        parts.append(compressor.compress(column))  # tokens
+        parts.append(compressor.compress(column.data))  # tokens
         parts.append(compressor.flush())
         return b"".join(parts)
 
