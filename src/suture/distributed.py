@@ -13,12 +13,13 @@ What happens to a batch depends on the store:
   cache, one atomic write per document), so machines write concurrently.
 
 Why Ray actors directly and not Ray Data's `map_batches`: each actor holds one model for
-its whole life (loading MiniLM costs seconds), batches are whole documents so that
-writes stay atomic per document and the driver keeps the order, progress and the
-report, and nothing needs Ray Data's extra dependencies. Actors are started with
-unlimited restarts and task retries: a killed worker is replaced and its step runs
-again; the embedding cache and per-document writes make a killed driver's rerun resume
-with nothing lost or duplicated, exactly as without Ray.
+its whole life (loading MiniLM costs seconds), batches end on whole documents (or on
+pieces of a large one, which the one writer writes in order) so that writes stay atomic
+per document and the driver keeps the order, progress and the report, and nothing
+needs Ray Data's extra dependencies. Actors are started with unlimited restarts and
+task retries: a killed worker is replaced and its step runs again; the embedding cache
+and per-document writes make a killed driver's rerun resume with nothing lost or
+duplicated, exactly as without Ray.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from suture.exceptions import ConfigurationError, missing_dependency
 from suture.indexing import (
     IndexReport,
     PendingDocument,
+    Piece,
     Step,
     batches,
     embed_batch,
@@ -103,7 +105,7 @@ def _worker_class(ray: Any) -> Any:
             return self.embedder.embed_documents(texts)
 
         def index_batch(self, index: str, store: str | None,
-                        batch: list[PendingDocument]) -> IndexReport:
+                        batch: list[Piece]) -> IndexReport:
             from suture.stores import open_store
 
             key = (index, store)
@@ -113,7 +115,7 @@ def _worker_class(ray: Any) -> Any:
             report = IndexReport()
             vectors = embed_batch(target, self.embedder.key, self.embedder.embed_documents,
                                   batch, report)
-            write_batch(target, batch, vectors, report)
+            write_batch(target, self.embedder.key, batch, vectors, report)
             return report
 
     return ray.remote(max_restarts=-1, max_task_retries=-1)(EmbedWorker)
@@ -166,8 +168,7 @@ def _one_writer(ray: Any, store: Store, embedder_key: str,
                 actors: Sequence[Any], bar: Any) -> None:
     """Steps go to the actors; the driver caches them and writes whole documents."""
     limit = IN_FLIGHT_PER_WORKER * len(actors)
-    pending: deque[tuple[list[PendingDocument], dict[str, Any], list[tuple[Step, Any]]]] = (
-        deque())
+    pending: deque[tuple[list[Piece], dict[str, Any], list[tuple[Step, Any]]]] = deque()
     next_actor = 0
     in_flight = 0
 
@@ -179,9 +180,9 @@ def _one_writer(ray: Any, store: Store, embedder_key: str,
             in_flight -= 1
             if bar is not None:
                 bar.update(len(step))
-        write_batch(store, batch, vectors, report)
+        write_batch(store, embedder_key, batch, vectors, report)
         if bar is not None:
-            bar.update(sum(len(item.chunks) for item in batch)
+            bar.update(sum(len(piece) for piece in batch)
                        - sum(len(step) for step, _ in steps))
 
     for batch in batches(planned):
@@ -203,7 +204,7 @@ def _many_writers(ray: Any, store: Store, planned: Iterator[PendingDocument],
     """Whole batches go to the actors, which write them into the server store."""
     index, url = store.index_argument, _store_url(store)
     limit = IN_FLIGHT_PER_WORKER * len(actors)
-    pending: deque[tuple[list[PendingDocument], Any]] = deque()
+    pending: deque[tuple[list[Piece], Any]] = deque()
     next_actor = 0
 
     def finish_oldest() -> None:
@@ -216,9 +217,11 @@ def _many_writers(ray: Any, store: Store, planned: Iterator[PendingDocument],
         report.cached += done.cached
         report.embed_seconds += done.embed_seconds
         if bar is not None:
-            bar.update(sum(len(item.chunks) for item in batch))
+            bar.update(sum(len(piece) for piece in batch))
 
-    for batch in batches(planned):
+    # Whole documents: a document's pieces in batches written by different actors would
+    # each need the others' vectors in the cache before the last one writes.
+    for batch in batches(planned, piece_size=None):
         while len(pending) >= limit:
             finish_oldest()
         pending.append((batch, actors[next_actor].index_batch.remote(index, url, batch)))
@@ -241,7 +244,7 @@ def _store_url(store: Store) -> str:
 def _counted(items: Iterable[PendingDocument], bar: Any) -> Iterator[PendingDocument]:
     for item in items:
         if bar is not None:
-            bar.total = (bar.total or 0) + len(item.chunks)
+            bar.total = (bar.total or 0) + item.chunk_count
             bar.refresh()
         yield item
 

@@ -1,12 +1,14 @@
 """The ingestion pipeline: load → chunk → embed → write, one bounded batch at a time.
 
 Documents stream from the loaders; each is compared with the store by content hash
-(unchanged: skipped; changed: replaced; new: added), chunked, and collected into a
-batch of about `EMBED_STEP` chunk texts. A batch's texts are looked up in the store's
-embedding cache, the rest embedded in steps of `EMBED_STEP` and cached at once (so a
-killed run resumes without re-embedding), then each document of the batch is written
-in one atomic store write. Memory is bounded by one batch (plus the largest single
-document), not by the corpus.
+(unchanged: skipped; changed: replaced; new: added), chunked into a layout (offsets,
+no texts), and collected into a batch of about `EMBED_STEP` chunk texts; a document of
+more than `PIECE_CHUNKS` chunks is cut into pieces that go into separate batches. A
+batch's texts are looked up in the store's embedding cache, the rest embedded in steps
+of `EMBED_STEP` and cached at once (so a killed run resumes without re-embedding), then
+each document the batch finishes is written in one atomic store write, a piece at a
+time. Memory is bounded by one batch plus the largest document's text and token map,
+not by the corpus and not by a multiple of the document.
 
 The stages are separate functions so that other executors (the Ray pipeline in
 `suture.distributed`) run the same steps: `plan_documents` (load, compare, chunk),
@@ -17,19 +19,23 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from suture.chunking import chunk_document, embedding_text
+from suture.chunking import ChunkLayout, chunk_layout, embedding_text
 from suture.documents import Skipped, content_hash, same_file_key
 from suture.embedders import Embedder, Vectors
-from suture.stores.base import Manifest, Store
+from suture.exceptions import IndexError_
+from suture.stores.base import ChunkPart, Manifest, Store
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document
 
 #: how many texts are embedded (and cached) per step; bounds work lost to a crash
 EMBED_STEP = 256
+#: a document with more chunks than this is embedded, and written, in pieces of this many
+#: (≈ 2.5 MB of text): what one batch holds of a large document
+PIECE_CHUNKS = 16 * EMBED_STEP
 #: makes a tqdm-like progress bar: `total` (grows as documents are planned), `refresh()`,
 #: `update(n)` and `close()`
 ProgressFactory = Callable[[], Any]
@@ -77,26 +83,62 @@ class IndexReport:
 
 @dataclass(frozen=True, slots=True)
 class PendingDocument:
-    """A new or changed document, chunked, with the text each chunk is embedded as."""
+    """A new or changed document with where its chunks lie (`ChunkLayout`): the chunk
+    texts and what they are embedded as are made a piece at a time (`Piece`), so a large
+    document is never held more than once."""
 
     document: Document
     content_hash: str
-    chunks: tuple[Chunk, ...]
-    #: sha256 of each chunk's embedding text (the embedding cache key), chunk-aligned
-    text_hashes: tuple[str, ...]
-    texts: tuple[str, ...]
+    layout: ChunkLayout
+    #: the index's `Manifest.contextual`: chunks are embedded with title and section path
+    contextual: bool
     replaces: bool
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self.layout)
+
+    def pieces(self, size: int | None = PIECE_CHUNKS) -> list[Piece]:
+        """The document cut into pieces of `size` chunks (None: one piece)."""
+        step = size or self.chunk_count
+        return [Piece(self, low, min(low + step, self.chunk_count))
+                for low in range(0, self.chunk_count, step)]
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Chunks `low` to `high` (exclusive) of a pending document: what one batch embeds
+    of it, and what one part of its store write holds."""
+
+    item: PendingDocument
+    low: int
+    high: int
+
+    def __len__(self) -> int:
+        return self.high - self.low
+
+    @property
+    def last(self) -> bool:
+        """Whether the piece ends its document (then the document can be written)."""
+        return self.high == self.item.chunk_count
+
+    def chunks(self) -> list[Chunk]:
+        return self.item.layout.chunks(self.item.document, self.low, self.high)
+
+    def embedding_inputs(self, chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
+        """(sha256 of the embedding text: the cache key, embedding text) of each chunk."""
+        title, contextual = self.item.document.title, self.item.contextual
+        texts = (embedding_text(c, title, contextual) for c in chunks)
+        return [(hashlib.sha256(t.encode()).hexdigest(), t) for t in texts]
 
 
 def pending_document(document: Document, digest: str, manifest: Manifest,
                      replaces: bool) -> PendingDocument | None:
     """Chunk `document` as the index does; None when it has no text to index."""
-    chunks = chunk_document(document, manifest.chunk_size, manifest.chunk_overlap)
-    if not chunks:
+    layout = chunk_layout(document, manifest.chunk_size, manifest.chunk_overlap)
+    if not len(layout):
         return None
-    texts = tuple(embedding_text(c, document.title, manifest.contextual) for c in chunks)
-    hashes = tuple(hashlib.sha256(t.encode()).hexdigest() for t in texts)
-    return PendingDocument(document, digest, tuple(chunks), hashes, texts, replaces)
+    return PendingDocument(document, digest, layout, manifest.contextual, replaces)
 
 
 def plan_documents(
@@ -135,17 +177,20 @@ def plan_documents(
         yield pending
 
 
-def batches(pending: Iterable[PendingDocument], size: int = EMBED_STEP
-            ) -> Iterator[list[PendingDocument]]:
-    """Whole documents grouped until a batch holds at least `size` chunk texts."""
-    batch: list[PendingDocument] = []
+def batches(pending: Iterable[PendingDocument], size: int = EMBED_STEP,
+            piece_size: int | None = PIECE_CHUNKS) -> Iterator[list[Piece]]:
+    """Pieces of documents (of at most `piece_size` chunks; None: whole documents) grouped
+    until a batch holds at least `size` chunk texts. A document of up to `piece_size` chunks
+    is one piece, so its batch is the same as when documents were never cut."""
+    batch: list[Piece] = []
     count = 0
     for item in pending:
-        batch.append(item)
-        count += len(item.chunks)
-        if count >= size:
-            yield batch
-            batch, count = [], 0
+        for part in item.pieces(piece_size):
+            batch.append(part)
+            count += len(part)
+            if count >= size:
+                yield batch
+                batch, count = [], 0
     if batch:
         yield batch
 
@@ -156,13 +201,13 @@ EmbedFn = Callable[[Sequence[str]], Vectors]
 Step = list[tuple[str, str]]
 
 
-def plan_embedding(store: Store, embedder_key: str, batch: Sequence[PendingDocument],
+def plan_embedding(store: Store, embedder_key: str, batch: Sequence[Piece],
                    report: IndexReport) -> tuple[dict[str, Vectors], list[Step]]:
     """The vectors of `batch` already in the store's cache, and the steps that embed the
     rest (longest texts first, so a step's texts have similar lengths: less padding)."""
     texts: dict[str, str] = {}
-    for item in batch:
-        for digest, text in zip(item.text_hashes, item.texts, strict=True):
+    for piece in batch:
+        for digest, text in piece.embedding_inputs(piece.chunks()):
             texts.setdefault(digest, text)
     vectors: dict[str, Vectors] = store.cached_embeddings(embedder_key, list(texts))
     report.cached += len(vectors)
@@ -185,7 +230,7 @@ def embed_batch(
     store: Store,
     embedder_key: str,
     embed: EmbedFn,
-    batch: Sequence[PendingDocument],
+    batch: Sequence[Piece],
     report: IndexReport,
     on_embedded: Callable[[int], Any] | None = None,
 ) -> dict[str, Vectors]:
@@ -202,17 +247,42 @@ def embed_batch(
     return vectors
 
 
-def write_batch(store: Store, batch: Sequence[PendingDocument], vectors: dict[str, Vectors],
-                report: IndexReport) -> None:
-    """One atomic store write per document of `batch`."""
+def write_batch(store: Store, embedder_key: str, batch: Sequence[Piece],
+                vectors: Mapping[str, Vectors], report: IndexReport,
+                piece_size: int = PIECE_CHUNKS) -> None:
+    """One atomic store write per document that `batch` finishes.
+
+    The document is written `piece_size` chunks at a time: their texts are made again from
+    the layout, and the vectors of pieces embedded by earlier batches come back from the
+    embedding cache, so no more than one piece is held on top of the document.
+    """
+    for piece in batch:
+        if piece.last:
+            item = piece.item
+            store.write_document_parts(item.document, item.content_hash,
+                                       _parts(store, embedder_key, item, vectors, piece_size),
+                                       TokenMap.of(item.document.text))
+            (report.updated if item.replaces else report.added).append(item.document.doc_id)
+            report.chunks_written += item.chunk_count
+
+
+def _parts(store: Store, embedder_key: str, item: PendingDocument,
+           vectors: Mapping[str, Vectors], size: int) -> Iterator[ChunkPart]:
+    """`item`'s chunks and vectors a piece at a time, for `Store.write_document_parts`."""
     import numpy as np
 
-    for item in batch:
-        rows = np.stack([vectors[h] for h in item.text_hashes])
-        store.write_document(item.document, item.content_hash, item.chunks, rows,
-                             TokenMap.of(item.document.text))
-        (report.updated if item.replaces else report.added).append(item.document.doc_id)
-        report.chunks_written += len(item.chunks)
+    for piece in item.pieces(size):
+        chunks = piece.chunks()
+        hashes = [digest for digest, _ in piece.embedding_inputs(chunks)]
+        missing = [h for h in hashes if h not in vectors]
+        found = store.cached_embeddings(embedder_key, missing) if missing else {}
+        if len(found) < len(set(missing)):
+            raise IndexError_(
+                f"the embeddings of {item.document.doc_id!r} (chunks {piece.low}-{piece.high}) "
+                f"are not in the embedding cache of the index at {store.location}; a store "
+                "that indexes documents larger than one piece must keep an embedding cache"
+            )
+        yield chunks, np.stack([vectors[h] if h in vectors else found[h] for h in hashes])
 
 
 def ingest(
@@ -234,7 +304,7 @@ def ingest(
     def counted(items: Iterable[PendingDocument]) -> Iterator[PendingDocument]:
         for item in items:
             if bar is not None:
-                bar.total = (bar.total or 0) + len(item.chunks)
+                bar.total = (bar.total or 0) + item.chunk_count
                 bar.refresh()
             yield item
 
@@ -244,9 +314,9 @@ def ingest(
             vectors = embed_batch(store, embedder.key, embedder.embed_documents, batch, report,
                                   bar.update if bar is not None else None)
             if bar is not None:  # chunks served from the cache (or repeated) count as done
-                chunks = sum(len(item.chunks) for item in batch)
+                chunks = sum(len(piece) for piece in batch)
                 bar.update(chunks - (report.embedded - embedded_before))
-            write_batch(store, batch, vectors, report)
+            write_batch(store, embedder.key, batch, vectors, report)
     finally:
         if bar is not None:
             bar.close()

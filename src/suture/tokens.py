@@ -175,17 +175,24 @@ class TokenMap:
         quarter of a byte per character of text (RFC 9293: 60 KB for 264 KB of text,
         against 733 KB as plain int32 columns).
         """
+        # One column at a time through one compressor (the same bytes as compressing the
+        # three columns joined): a 200 MB text's map is not copied three times over.
         starts = np.frombuffer(self.word_starts, dtype=np.intc)
         ends = np.frombuffer(self.word_ends, dtype=np.intc)
-        columns = np.empty(3 * len(starts), dtype="<u4")
-        gaps, lengths, tokens = columns.reshape(3, -1)
-        if len(starts):
-            gaps[0] = starts[0]
-            np.subtract(starts[1:], ends[:-1], out=gaps[1:], casting="unsafe")
-        np.subtract(ends, starts, out=lengths, casting="unsafe")
         cumulative = np.frombuffer(self.cumulative, dtype=np.intc)
-        np.subtract(cumulative[1:], cumulative[:-1], out=tokens, casting="unsafe")
-        return _MAP_FORMAT + zlib.compress(columns.tobytes(), 6)
+        column = np.empty(len(starts), dtype="<u4")
+        compressor = zlib.compressobj(6)
+        parts = [_MAP_FORMAT]
+        if len(starts):
+            column[0] = starts[0]
+            np.subtract(starts[1:], ends[:-1], out=column[1:], casting="unsafe")
+        parts.append(compressor.compress(column.data))  # gaps
+        np.subtract(ends, starts, out=column, casting="unsafe")
+        parts.append(compressor.compress(column.data))  # lengths
+        np.subtract(cumulative[1:], cumulative[:-1], out=column, casting="unsafe")
+        parts.append(compressor.compress(column.data))  # tokens
+        parts.append(compressor.flush())
+        return b"".join(parts)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TokenMap:

@@ -7,6 +7,7 @@ passes them works with every policy, retriever and the index facade.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -198,6 +199,36 @@ def test_writes_replace_whole_documents_and_bump_the_generation(
     assert "b/c.txt" not in store.document_hashes()
     assert not [c for c in store.iter_chunks() if c.doc_id == "b/c.txt"]
     assert store.search(unit_vectors(1, 1)[0], 20, doc_ids=["b/c.txt"]) == []
+
+
+def test_a_document_written_in_parts_is_one_atomic_write(
+    filled: tuple[Store, dict[str, np.ndarray]],
+) -> None:
+    """`write_document_parts` stores its parts as one document, and parts that fail
+    half-way (the embedder gone mid-document) leave the stored version whole."""
+    store, _ = filled
+    doc, chunks = document("a.txt", 7, word="parted")
+    vectors = unit_vectors(7, 9)
+    store.write_document_parts(doc, "hash-parted", iter([(chunks[:3], vectors[:3]),
+                                                         (chunks[3:], vectors[3:])]),
+                               TokenMap.of(doc.text))
+    assert [c for c in store.iter_chunks() if c.doc_id == "a.txt"] == chunks
+    np.testing.assert_allclose(store.vectors([c.chunk_id for c in chunks]), vectors, atol=1e-6)
+    assert {s.doc_id: s.chunks for s in store.documents_summary()}["a.txt"] == 7
+
+    other, other_chunks = document("a.txt", 9, word="failed")
+
+    def failing() -> Iterator[tuple[list[Chunk], np.ndarray]]:
+        yield other_chunks[:4], unit_vectors(4, 3)
+        raise RuntimeError("the embedder went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        store.write_document_parts(other, "hash-failed", failing())
+    assert store.document("a.txt").text == doc.text
+    assert store.document_hashes()["a.txt"] == "hash-parted"
+    assert [c for c in store.iter_chunks() if c.doc_id == "a.txt"] == chunks
+    found = store.search(vectors[0], 20, doc_ids=["a.txt"])
+    assert sorted(hit.chunk.position for hit in found) == list(range(7))
 
 
 def test_token_maps_can_be_added_later(store_target: StoreTarget) -> None:

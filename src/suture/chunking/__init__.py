@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from suture.chunking.contextual import embedding_text
-from suture.chunking.recursive import RecursiveChunker, chunk_document
+from suture.chunking.recursive import ChunkLayout, RecursiveChunker, chunk_document, chunk_layout
 from suture.chunking.sentences import split_sentences
 
-__all__ = ["RecursiveChunker", "chunk_document", "embedding_text", "split_sentences"]
+__all__ = [
+    "ChunkLayout",
+    "RecursiveChunker",
+    "chunk_document",
+    "chunk_layout",
+    "embedding_text",
+    "split_sentences",
+]

@@ -12,8 +12,10 @@ contiguous run of pieces, stripped. So offsets are exact by construction, with n
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from suture.exceptions import ConfigurationError
 from suture.types import Chunk, Document, Section
@@ -235,29 +237,65 @@ class _SectionIndex:
         return max(covered, key=covered.__getitem__)  # first inserted wins ties
 
 
-def chunk_document(
+@dataclass(frozen=True, slots=True)
+class ChunkLayout:
+    """Where a document's chunks lie, without their texts: offsets and section paths.
+
+    A few bytes a chunk (the paths are shared tuples); the chunk texts are slices of
+    the document, made only for the chunks asked (`chunks`). Indexing keeps a large
+    document's layout rather than its chunks, so it never holds a second copy of the
+    text (see docs/architecture.md, "Indexing one large document").
+    """
+
+    starts: array[int]
+    ends: array[int]
+    section_paths: tuple[tuple[str, ...], ...]
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def chunks(self, document: Document, low: int = 0, high: int | None = None) -> list[Chunk]:
+        """Chunks `low` to `high` (exclusive; all by default) of `document`, with texts."""
+        text, doc_id = document.text, document.doc_id
+        return [
+            Chunk(
+                chunk_id=Chunk.make_id(doc_id, position),
+                doc_id=doc_id,
+                position=position,
+                start=self.starts[position],
+                end=self.ends[position],
+                text=text[self.starts[position] : self.ends[position]],
+                section_path=self.section_paths[position],
+            )
+            for position in range(low, len(self) if high is None else high)
+        ]
+
+
+def chunk_layout(
     document: Document,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-) -> list[Chunk]:
-    """Chunk a document into `Chunk`s with ids `doc_id#position` and exact offsets.
+) -> ChunkLayout:
+    """Where `chunk_document` cuts `document`, without making the chunk texts.
 
     `section_path` is the path of the section holding most of the chunk's characters
     (ties: the earlier section), so a chunk that starts with the tail of one article
     and continues into the next is labelled by the one it is mostly about.
     """
-    chunker = RecursiveChunker(chunk_size, chunk_overlap)
-    text = document.text
+    spans = RecursiveChunker(chunk_size, chunk_overlap).spans(document.text)
     sections = _SectionIndex(document)
-    return [
-        Chunk(
-            chunk_id=Chunk.make_id(document.doc_id, position),
-            doc_id=document.doc_id,
-            position=position,
-            start=start,
-            end=end,
-            text=text[start:end],
-            section_path=sections.majority_path(start, end),
-        )
-        for position, (start, end) in enumerate(chunker.spans(text))
-    ]
+    return ChunkLayout(
+        starts=array("q", (start for start, _ in spans)),
+        ends=array("q", (end for _, end in spans)),
+        section_paths=tuple(sections.majority_path(start, end) for start, end in spans),
+    )
+
+
+def chunk_document(
+    document: Document,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+) -> list[Chunk]:
+    """Chunk a document into `Chunk`s with ids `doc_id#position` and exact offsets
+    (the layout of `chunk_layout`, with the texts)."""
+    return chunk_layout(document, chunk_size, chunk_overlap).chunks(document)

@@ -12,7 +12,7 @@ order. The adapters only translate framework objects to `StoredPiece`s and back.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Collection, Hashable, Iterator, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -24,7 +24,7 @@ from suture.exceptions import ConfigurationError
 from suture.policies.base import PolicyRequest
 from suture.policies.scar import ScarPolicy
 from suture.stores import DerivedData, DocumentSummary, Manifest, ScoredChunk, Store
-from suture.stores.base import PositionRange
+from suture.stores.base import ChunkPart, PositionRange
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document, Hit
 
@@ -122,8 +122,9 @@ class FrameworkStore(Store):
     def create_index(cls, index: str, url: str | None, manifest: Manifest) -> Store:
         raise ConfigurationError(f"a framework's storage is written by the framework: {index!r}")
 
-    def write_document(self, document: Document, content_hash: str, chunks: Sequence[Chunk],
-                       vectors: Vectors, token_map: TokenMap | None = None) -> None:
+    def write_document_parts(self, document: Document, content_hash: str,
+                             parts: Iterable[ChunkPart], token_map: TokenMap | None = None
+                             ) -> None:
         self._refuse("write documents")
 
     def delete_document(self, doc_id: str) -> bool:

@@ -10,7 +10,8 @@ What a backend must provide (abstract below), in the words of the data flow:
 
 * the `Manifest` it was created with, kept inside the store itself;
 * a `generation` that grows with every write (derived data compares against it);
-* per-document atomic writes and deletes (`write_document`, `delete_document`);
+* per-document atomic writes and deletes (`write_document_parts`, which
+  `write_document` calls with one part, and `delete_document`);
 * documents by id (`document`, `token_map`, `document_hashes`, `documents_summary`);
 * exact or approximate cosine `search` (top-k, optionally only within some documents);
 * one batched `neighbours` fetch: for many (doc_id, low, high) position ranges, the
@@ -30,7 +31,7 @@ position, so two backends holding the same chunks return the same contexts.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 
 #: ranges asked of `Store.neighbours`: (doc_id, lowest position, highest position)
 PositionRange = tuple[str, int, int]
+#: some of a document's chunks, in position order, with their vectors (row-aligned)
+ChunkPart = tuple[Sequence[Chunk], Vectors]
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +193,6 @@ class Store(ABC):
         return None
 
     # -- writing ------------------------------------------------------------------
-    @abstractmethod
     def write_document(
         self,
         document: Document,
@@ -204,6 +206,21 @@ class Store(ABC):
         `token_map` (`TokenMap.of(document.text)`) is kept with the document so that
         context token counts need no tokenizer at query time.
         """
+        check_vectors(self, chunks, vectors)  # before anything is written
+        self.write_document_parts(document, content_hash, [(chunks, vectors)], token_map)
+
+    @abstractmethod
+    def write_document_parts(
+        self,
+        document: Document,
+        content_hash: str,
+        parts: Iterable[ChunkPart],
+        token_map: TokenMap | None = None,
+    ) -> None:
+        """`write_document` with the chunks and vectors given part by part, in position
+        order, inside the one atomic write: a large document is written without all of
+        its chunks and vectors in memory at once. An error raised while `parts` is
+        consumed (or a crash) leaves the document as it was before."""
 
     @abstractmethod
     def delete_document(self, doc_id: str) -> bool:

@@ -42,7 +42,7 @@ import re
 import struct
 import threading
 import weakref
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -58,6 +58,7 @@ from suture.exceptions import (
     missing_dependency,
 )
 from suture.stores.base import (
+    ChunkPart,
     DerivedData,
     DocumentSummary,
     Manifest,
@@ -348,41 +349,48 @@ class PostgresStore(Store):
             conn.execute("ROLLBACK")
 
     # -- writing -----------------------------------------------------------------------------
-    def write_document(
+    def write_document_parts(
         self,
         document: Document,
         content_hash: str,
-        chunks: Sequence[Chunk],
-        vectors: Vectors,
+        parts: Iterable[ChunkPart],
         token_map: TokenMap | None = None,
     ) -> None:
         from suture.stores import postgres_bm25
 
-        check_vectors(self, chunks, vectors)
         t = self.tables
         with self._writing() as conn:  # all of the document or none of it
             # The upsert comes first: it locks the document's row, so a concurrent writer of
-            # the same document waits here and the delete below sees what it committed.
+            # the same document waits here and the delete below sees what it committed. Its
+            # chunk count is set once every part is in.
             conn.execute(
                 _q("INSERT INTO {documents} (doc_id, content_hash, title, source, metadata, "
                    "sections, text, token_map, chunk_count) VALUES (%s, %s, %s, %s, %s, %s, "
-                   "%s, %s, %s) ON CONFLICT (doc_id) DO UPDATE SET content_hash = "
+                   "%s, %s, 0) ON CONFLICT (doc_id) DO UPDATE SET content_hash = "
                    "EXCLUDED.content_hash, title = EXCLUDED.title, source = EXCLUDED.source, "
                    "metadata = EXCLUDED.metadata, sections = EXCLUDED.sections, text = "
-                   "EXCLUDED.text, token_map = EXCLUDED.token_map, chunk_count = "
-                   "EXCLUDED.chunk_count", t),
+                   "EXCLUDED.text, token_map = EXCLUDED.token_map, chunk_count = 0", t),
                 (document.doc_id, content_hash, document.title, document.source,
                  json.dumps(dict(document.metadata), sort_keys=True, default=str),
                  json.dumps([_section_to_json(s) for s in document.sections]),
-                 document.text, token_map.to_bytes() if token_map is not None else None,
-                 len(chunks)),
+                 document.text, token_map.to_bytes() if token_map is not None else None),
             )
             removed = self._delete_rows(conn, document.doc_id)
-            ids = self._insert_chunks(conn, chunks, vectors)
-            postgres_bm25.write_postings(conn, t, document, content_hash, chunks, ids,
-                                         self.manifest.contextual)
+            lexical = postgres_bm25.tokenisations(conn, t)
+            chunk_terms: dict[int, int] = {}
+            count = 0
+            for chunks, vectors in parts:
+                check_vectors(self, chunks, vectors)
+                ids = self._insert_chunks(conn, chunks, vectors)
+                postgres_bm25.write_chunk_postings(conn, t, lexical, document, chunks, ids,
+                                                   self.manifest.contextual, chunk_terms)
+                count += len(chunks)
+            postgres_bm25.write_document_postings(conn, t, lexical, document, content_hash,
+                                                  count, chunk_terms)
+            conn.execute(_q("UPDATE {documents} SET chunk_count = %s WHERE doc_id = %s", t),
+                         (count, document.doc_id))
             conn.execute(_q("UPDATE {meta} SET generation = generation + 1, "
-                            "chunks = chunks + %s", t), (len(chunks) - removed,))
+                            "chunks = chunks + %s", t), (count - removed,))
 
     def _insert_chunks(self, conn: psycopg.Connection[Any], chunks: Sequence[Chunk],
                        vectors: Vectors) -> list[int]:

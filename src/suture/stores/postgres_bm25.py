@@ -17,7 +17,7 @@ Tables (one set per index, shared by every tokenisation the index was asked for)
   for each tokenisation, and what it added to the statistics.
 
 A document's postings depend only on its own chunks' lexical text (`embedding_text`,
-what is embedded) and the tokenisation, so `PostgresStore.write_document` writes them
+what is embedded) and the tokenisation, so `PostgresStore.write_document_parts` writes them
 in the document's own transaction for every tokenisation already asked for. A
 tokenisation asked for the first time is filled in for the stored documents then (one
 transaction per document), and documents another process wrote meanwhile are caught up
@@ -30,7 +30,7 @@ import functools
 import json
 import threading
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from suture.chunking.contextual import embedding_text
@@ -78,20 +78,46 @@ def _tokenizer(key: str) -> Tokenizer:
     return Tokenizer(settings["stopwords"], settings["stemmer"])
 
 
-def write_postings(conn: psycopg.Connection[Any], t: Tables, document: Document,
-                   content_hash: str, chunks: Sequence[Chunk], ids: Sequence[int],
-                   contextual: bool) -> None:
-    """Postings of one document for every tokenisation the index has (same transaction)."""
+def tokenisations(conn: psycopg.Connection[Any], t: Tables) -> list[tuple[int, Tokenizer]]:
+    """(id, tokenizer) of every tokenisation the index keeps postings for."""
     from suture.stores.postgres import _q
 
-    for tok, key in conn.execute(_q("SELECT id, key FROM {lexical} ORDER BY id", t)).fetchall():
-        _insert_postings(conn, t, int(tok), _tokenizer(key), document, content_hash, chunks,
-                         ids, contextual)
+    return [(int(tok), _tokenizer(key)) for tok, key in
+            conn.execute(_q("SELECT id, key FROM {lexical} ORDER BY id", t)).fetchall()]
+
+
+def write_chunk_postings(conn: psycopg.Connection[Any], t: Tables,
+                         tokenisations: Sequence[tuple[int, Tokenizer]], document: Document,
+                         chunks: Sequence[Chunk], ids: Sequence[int], contextual: bool,
+                         chunk_terms: dict[int, int]) -> None:
+    """Postings of some chunks of one document for every tokenisation (in the document's
+    transaction); adds the terms written to `chunk_terms` (per tokenisation)."""
+    for tok, tokenizer in tokenisations:
+        chunk_terms[tok] = chunk_terms.get(tok, 0) + _chunk_postings(
+            conn, t, tok, tokenizer, document, chunks, ids, contextual)
+
+
+def write_document_postings(conn: psycopg.Connection[Any], t: Tables,
+                            tokenisations: Sequence[tuple[int, Tokenizer]], document: Document,
+                            content_hash: str, chunk_count: int,
+                            chunk_terms: Mapping[int, int]) -> None:
+    """After the chunks' postings: the document's own postings and statistics."""
+    for tok, tokenizer in tokenisations:
+        _document_postings(conn, t, tok, tokenizer, document, content_hash, chunk_count,
+                           chunk_terms.get(tok, 0))
 
 
 def _insert_postings(conn: psycopg.Connection[Any], t: Tables, tok: int, tokenizer: Tokenizer,
                      document: Document, content_hash: str, chunks: Sequence[Chunk],
                      ids: Sequence[int], contextual: bool) -> None:
+    chunk_terms = _chunk_postings(conn, t, tok, tokenizer, document, chunks, ids, contextual)
+    _document_postings(conn, t, tok, tokenizer, document, content_hash, len(chunks), chunk_terms)
+
+
+def _chunk_postings(conn: psycopg.Connection[Any], t: Tables, tok: int, tokenizer: Tokenizer,
+                    document: Document, chunks: Sequence[Chunk], ids: Sequence[int],
+                    contextual: bool) -> int:
+    """COPY the chunks' postings for one tokenisation; returns how many terms they hold."""
     from suture.stores.postgres import _q
 
     chunk_terms = 0
@@ -104,6 +130,14 @@ def _insert_postings(conn: psycopg.Connection[Any], t: Tables, tok: int, tokeniz
             chunk_terms += len(terms)
             for term, tf in Counter(terms).items():
                 copy.write_row((chunk_id, tok, term, tf, len(terms)))
+    return chunk_terms
+
+
+def _document_postings(conn: psycopg.Connection[Any], t: Tables, tok: int,
+                       tokenizer: Tokenizer, document: Document, content_hash: str,
+                       chunk_count: int, chunk_terms: int) -> None:
+    from suture.stores.postgres import _q
+
     terms = tokenizer(f"{document.title}\n{document.text}")
     with conn.cursor() as cur, cur.copy(_q(
         "COPY {doc_postings} (doc_id, tok, term, tf, length) FROM STDIN (FORMAT BINARY)", t
@@ -113,10 +147,10 @@ def _insert_postings(conn: psycopg.Connection[Any], t: Tables, tok: int, tokeniz
             copy.write_row((document.doc_id, tok, term, tf, len(terms)))
     conn.execute(_q("INSERT INTO {lexical_docs} (doc_id, tok, content_hash, chunks, "
                     "chunk_terms, document_terms) VALUES (%s, %s, %s, %s, %s, %s)", t),
-                 (document.doc_id, tok, content_hash, len(chunks), chunk_terms, len(terms)))
+                 (document.doc_id, tok, content_hash, chunk_count, chunk_terms, len(terms)))
     conn.execute(_q("UPDATE {lexical} SET chunks = chunks + %s, chunk_terms = chunk_terms + %s, "
                     "documents = documents + 1, document_terms = document_terms + %s "
-                    "WHERE id = %s", t), (len(chunks), chunk_terms, len(terms), tok))
+                    "WHERE id = %s", t), (chunk_count, chunk_terms, len(terms), tok))
 
 
 def delete_postings(conn: psycopg.Connection[Any], t: Tables, doc_id: str,

@@ -81,6 +81,7 @@ from suture.exceptions import (
     missing_dependency,
 )
 from suture.stores.base import (
+    ChunkPart,
     DerivedData,
     DocumentSummary,
     Manifest,
@@ -524,24 +525,21 @@ class QdrantStore(Store):
         return pin is not None and self._read_generation() != pin.generation
 
     # -- writing -------------------------------------------------------------------------
-    def write_document(
+    def write_document_parts(
         self,
         document: Document,
         content_hash: str,
-        chunks: Sequence[Chunk],
-        vectors: Vectors,
+        parts: Iterable[ChunkPart],
         token_map: TokenMap | None = None,
     ) -> None:
-        check_vectors(self, chunks, vectors)
         self._check_not_reading()
         doc_id = document.doc_id
         version = uuid.uuid4().hex
-        texts = [embedding_text(c, document.title, self.manifest.contextual) for c in chunks]
         with self._document_lock(doc_id, version):
             record = self._records([doc_id]).get(doc_id)
-            self._write_version(document, version, chunks, vectors, texts, token_map)
+            count = self._write_version(document, version, parts, token_map)
             self._commit(doc_id, record, {
-                "version": version, "chunks": len(chunks), "content_hash": content_hash,
+                "version": version, "chunks": count, "content_hash": content_hash,
                 "title": document.title, "characters": len(document.text),
                 "token_map": token_map is not None, **self._document_terms(document)})
             self._tidy(doc_id, version, None if record is None else record.get("version"))
@@ -560,10 +558,11 @@ class QdrantStore(Store):
         if self._pin() is not None:
             raise RuntimeError("a store write cannot run inside a reading() block")
 
-    def _write_version(self, document: Document, version: str, chunks: Sequence[Chunk],
-                       vectors: Vectors, texts: Sequence[str], token_map: TokenMap | None
-                       ) -> None:
-        """Step 1: the new version's text record and chunk points (not yet live)."""
+    def _write_version(self, document: Document, version: str, parts: Iterable[ChunkPart],
+                       token_map: TokenMap | None) -> int:
+        """Step 1: the new version's text record and chunk points (not yet live), part by
+        part; returns how many chunks were written. What a failed step 1 leaves is removed
+        by the document's next write (`_tidy` keeps only live versions)."""
         doc_id = document.doc_id
         self._upsert(self.companion, [_record(point_id("text", doc_id, version), {
             "kind": "text", "doc_id": doc_id, "version": version, "text": document.text,
@@ -572,22 +571,33 @@ class QdrantStore(Store):
             "sections": json.dumps([_section_to_json(s) for s in document.sections]),
             "token_map": _b64(token_map.to_bytes()) if token_map is not None else None,
         })])
+        count = 0
+        for chunks, vectors in parts:
+            check_vectors(self, chunks, vectors)
+            self._upsert(self.chunks_collection,
+                         self._chunk_points(document, version, chunks, vectors))
+            count += len(chunks)
+        return count
+
+    def _chunk_points(self, document: Document, version: str, chunks: Sequence[Chunk],
+                      vectors: Vectors) -> list[models.PointStruct]:
         rows = np.ascontiguousarray(vectors, dtype=np.float32)
         points = []
         for i, chunk in enumerate(chunks):
             payload: dict[str, Any] = {
-                "doc_id": doc_id, "position": chunk.position, "start": chunk.start,
+                "doc_id": document.doc_id, "position": chunk.position, "start": chunk.start,
                 "end": chunk.end, "section_path": list(chunk.section_path),
                 "text": chunk.text, "version": version,
             }
+            text = embedding_text(chunk, document.title, self.manifest.contextual)
             for tokenisation in self.tokenisations:
-                terms = self.tokenizer(*tokenisation)(texts[i])
+                terms = self.tokenizer(*tokenisation)(text)
                 if terms:  # a chunk without terms is no BM25 document (as in Qdrant)
                     payload[terms_field(*tokenisation)] = " ".join(map(bm25_token, terms))
             points.append(models.PointStruct(
-                id=point_id("chunk", doc_id, version, chunk.position),
+                id=point_id("chunk", document.doc_id, version, chunk.position),
                 vector=rows[i].tolist(), payload=payload))
-        self._upsert(self.chunks_collection, points)
+        return points
 
     def _commit(self, doc_id: str, record: Mapping[str, Any] | None,
                 fields: Mapping[str, Any]) -> None:

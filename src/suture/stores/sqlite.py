@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import zipfile
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ from suture.stores.ann import (
     candidate_count,
 )
 from suture.stores.base import (
+    ChunkPart,
     DocumentSummary,
     Manifest,
     PositionRange,
@@ -309,16 +310,13 @@ class SQLiteStore(Store):
         return generation
 
     # -- writing -------------------------------------------------------------------
-    def write_document(
+    def write_document_parts(
         self,
         document: Document,
         content_hash: str,
-        chunks: Sequence[Chunk],
-        vectors: Vectors,
+        parts: Iterable[ChunkPart],
         token_map: TokenMap | None = None,
     ) -> None:
-        check_vectors(self, chunks, vectors)
-        blobs = np.ascontiguousarray(vectors, dtype=np.float32)
         with self._writing() as connection:  # all of the document or none of it
             connection.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
             connection.execute(
@@ -335,15 +333,18 @@ class SQLiteStore(Store):
                     token_map.to_bytes() if token_map is not None else None,
                 ),
             )
-            connection.executemany(
-                f"INSERT INTO chunks ({_CHUNK_COLUMNS}, vector) "
-                "VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (c.chunk_id, c.doc_id, c.position, c.start, c.end,
-                     json.dumps(list(c.section_path)), c.text, blobs[i].tobytes())
-                    for i, c in enumerate(chunks)
-                ],
-            )
+            for chunks, vectors in parts:
+                check_vectors(self, chunks, vectors)
+                blobs = np.ascontiguousarray(vectors, dtype=np.float32)
+                connection.executemany(
+                    f"INSERT INTO chunks ({_CHUNK_COLUMNS}, vector) "
+                    "VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (c.chunk_id, c.doc_id, c.position, c.start, c.end,
+                         json.dumps(list(c.section_path)), c.text, blobs[i].tobytes())
+                        for i, c in enumerate(chunks)
+                    ],
+                )
             _bump_generation(connection)
 
     def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:

@@ -1,0 +1,46 @@
+"""The ingestion stages: a large document embedded and written in pieces (hashing embedder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from suture import Index
+from suture.embedders.hashing import HashingEmbedder
+from suture.indexing import IndexReport, batches, embed_batch, plan_documents, write_batch
+from suture.stores import create_store
+
+
+def test_a_document_in_pieces_is_stored_as_if_written_whole(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """RFC 9293 cut into pieces of 7 chunks, one piece a batch (a 200 MB document in
+    miniature): nothing is stored before its last piece, then everything a whole write
+    stores, the vectors of earlier pieces coming back from the embedding cache."""
+    rfc = shared_data / "corpora" / "rfc9293" / "rfc9293.txt"
+    whole = Index.build([rfc], tmp_path / "whole", embedder="hashing").store
+    (doc_id,) = whole.document_hashes()
+    document = whole.document(doc_id)
+    store = create_store(str(tmp_path / "pieces"), whole.manifest)
+    embedder = HashingEmbedder()
+    report = IndexReport()
+    written_after = []
+    for batch in batches(plan_documents(store, [document], report), size=5, piece_size=7):
+        assert len(batch) == 1 and len(batch[0]) <= 7
+        vectors = embed_batch(store, embedder.key, embedder.embed_documents, batch, report)
+        write_batch(store, embedder.key, batch, vectors, report, piece_size=7)
+        written_after.append(doc_id in store.document_hashes())
+    assert written_after.count(True) == 1 and written_after[-1]  # only the last piece
+    assert len(written_after) == -(-whole.chunk_count() // 7) > 20
+    assert report.added == [doc_id] and report.chunks_written == whole.chunk_count()
+
+    assert store.document(doc_id) == document
+    assert store.document_hashes() == whole.document_hashes()
+    token_map, expected_map = store.token_map(doc_id), whole.token_map(doc_id)
+    assert token_map is not None and expected_map is not None
+    assert token_map.to_bytes() == expected_map.to_bytes()
+    chunks = list(store.iter_chunks())
+    assert chunks == list(whole.iter_chunks())
+    ids = [c.chunk_id for c in chunks]
+    np.testing.assert_array_equal(store.vectors(ids), whole.vectors(ids))
