@@ -188,6 +188,9 @@ def main() -> None:
     parser.add_argument("--weights", type=Path, default=None,
                         help="α for the trees (model folder or weights JSON; default uniform)")
     parser.add_argument("--full", action="store_true", help="every query, no subset")
+    parser.add_argument("--subset-size", type=int, default=None,
+                        help="replace the family's subset size (queries for 'first', "
+                             "documents for 'smallest'): a smaller run when time is short")
     parser.add_argument("--ablations", action="store_true")
     parser.add_argument("--out-root", type=Path, default=Path("out"))
     args = parser.parse_args()
@@ -204,7 +207,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     bench = load_benchmark(path, corpus, split=split, work_dir=args.out_root / "families")
     if subset is not None and not args.full:
-        bench = take_subset(bench, *subset)
+        kind, count = subset
+        bench = take_subset(bench, kind, args.subset_size or count)
     clock = time.perf_counter()
     index = open_or_build_index(args.out_root / f"idx-{args.family}-{args.tag}", bench,
                                 embedder=args.embedder)
@@ -226,7 +230,8 @@ def main() -> None:
     summary: dict[str, Any] = {"family": args.family, "tag": args.tag,
                                "embedder": args.embedder or "bundled",
                                "weights": str(args.weights) if args.weights else "uniform",
-                               "queries": len(bench.queries), "index_and_trees_s": built_s}
+                               "queries": len(bench.queries), "documents": len(bench.doc_ids),
+                               "index_and_trees_s": built_s}
     if args.ablations:
         specs = ablation_specs(retrievers[-1])
         result = evaluate(evaluator, policies=specs, ks=list(KS), baselines=())
