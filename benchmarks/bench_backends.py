@@ -8,10 +8,15 @@ so a new backend runs here unchanged. For each backend and size:
 
 1. **build**: a synthetic index of 384-d unit vectors in documents of 200 chunks (a
    random walk inside each document, so adjacent chunks are similar and SCAR has real
-   decisions; chunk texts are ~600-character pieces of RFC 9293, documents written with
-   their token maps), written through `create_store` + `write_document`, one
-   transaction per document, as `suture index` writes; reports chunks/s and the
-   index's size (`Store.size_on_disk`);
+   decisions; chunk texts are ~600-character pieces of RFC 9293, 20 distinct document
+   texts repeated, so each document's token map is computed once: tokenising was 80%
+   of a build's time), written through `create_store` + `write_document`, one
+   transaction per document, as `suture index` writes; reports chunks/s, the time to
+   prepare the search structures (`Store.prepare`: SQLite's matrix, and its HNSW graph
+   with ``search=ann``) and the index's size (`Store.size_on_disk`). ``--bulk`` on
+   PostgreSQL drops the HNSW index before the writes and builds it once after them
+   (pgvector's advice for bulk loads; inserting every vector into the graph as it is
+   written ran at 16-45 chunks/s), its time reported apart;
 2. **query**, in a separate process (`--query`) so that its peak memory (ru_maxrss) is
    the querying process's alone: 200 queries (noisy copies of random chunk vectors,
    passed as vectors, so no embedder runs), k = 5, topk and scar (suture's default
@@ -22,7 +27,8 @@ so a new backend runs here unchanged. For each backend and size:
    (doc_id, position) as the contract says).
 
 Results are appended as JSON lines to ``DIR/results.jsonl``; ``--table`` prints the
-markdown table of docs/performance.md from it. Use ``nice -n 10`` on a shared machine.
+markdown table of docs/performance.md from it, ``--plot FILE`` the latency plot. Use
+``nice -n 10`` on a shared machine.
 """
 
 from __future__ import annotations
