@@ -8,10 +8,15 @@ so a new backend runs here unchanged. For each backend and size:
 
 1. **build**: a synthetic index of 384-d unit vectors in documents of 200 chunks (a
    random walk inside each document, so adjacent chunks are similar and SCAR has real
-   decisions; chunk texts are ~600-character pieces of RFC 9293, documents written with
-   their token maps), written through `create_store` + `write_document`, one
-   transaction per document, as `suture index` writes; reports chunks/s and the
-   index's size (`Store.size_on_disk`);
+   decisions; chunk texts are ~600-character pieces of RFC 9293, 20 distinct document
+   texts repeated, so each document's token map is computed once: tokenising was 80%
+   of a build's time), written through `create_store` + `write_document`, one
+   transaction per document, as `suture index` writes; reports chunks/s, the time to
+   prepare the search structures (`Store.prepare`: SQLite's matrix, and its HNSW graph
+   with ``search=ann``) and the index's size (`Store.size_on_disk`). ``--bulk`` on
+   PostgreSQL drops the HNSW index before the writes and builds it once after them
+   (pgvector's advice for bulk loads; inserting every vector into the graph as it is
+   written ran at 16-45 chunks/s), its time reported apart;
 2. **query**, in a separate process (`--query`) so that its peak memory (ru_maxrss) is
    the querying process's alone: 200 queries (noisy copies of random chunk vectors,
    passed as vectors, so no embedder runs), k = 5, topk and scar (suture's default
@@ -22,7 +27,8 @@ so a new backend runs here unchanged. For each backend and size:
    (doc_id, position) as the contract says).
 
 Results are appended as JSON lines to ``DIR/results.jsonl``; ``--table`` prints the
-markdown table of docs/performance.md from it. Use ``nice -n 10`` on a shared machine.
+markdown table of docs/performance.md from it, ``--plot FILE`` the latency plot. Use
+``nice -n 10`` on a shared machine.
 """
 
 from __future__ import annotations
@@ -51,6 +57,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DIM = 384
 DOC_SIZE = 200
 K = 5
+#: distinct document texts (documents repeat them; vectors are each document's own)
+TEXT_VARIANTS = 20
+#: PostgreSQL's maintenance_work_mem for the bulk HNSW build (the graph of 1M 384-d
+#: vectors needs ≈ 2 GB; with less pgvector builds on disk, many times slower)
+HNSW_BUILD_MEMORY = "3GB"
 
 
 def document_vectors(d: int, size: int) -> npt.NDArray[np.float32]:
@@ -79,13 +90,20 @@ def doc_id(d: int) -> str:
     return f"doc{d:06d}"
 
 
-def build(store_url: str, index: str, n_chunks: int) -> dict[str, Any]:
-    """Write the synthetic index through the contract; returns throughput and size."""
+def build(store_url: str, index: str, n_chunks: int, bulk: bool = False) -> dict[str, Any]:
+    """Write the synthetic index through the contract; returns throughput and size.
+
+    With `bulk` on PostgreSQL the HNSW index is dropped before the writes and built
+    once after them (pgvector's advice for a bulk load); its build time is reported
+    apart. Either way the store's own `write_document` writes every document."""
     from tqdm import tqdm
 
     manifest = Manifest(suture_version="bench", embedder="synthetic", dimension=DIM,
                         chunk_size=600, chunk_overlap=0, contextual=False)
     store = create_store(index, manifest, None if store_url == "sqlite" else store_url)
+    postgres = store_backend(None if store_url == "sqlite" else store_url)[0].value == "postgresql"
+    if bulk and postgres:
+        _hnsw_index(store_url, index, create=False)
     slices = rfc_slices()
     token_maps: dict[str, TokenMap] = {}
     written = store.chunk_count()
@@ -97,8 +115,10 @@ def build(store_url: str, index: str, n_chunks: int) -> dict[str, Any]:
         docs = documents[block : block + 50]
         sizes = [min(DOC_SIZE, n_chunks - d * DOC_SIZE) for d in docs]
         for d, size, vectors in zip(docs, sizes, block_vectors(docs, sizes), strict=True):
-            first = d * DOC_SIZE
-            pieces = [slices[(first + i) % len(slices)] for i in range(size)]
+            # TEXT_VARIANTS distinct document texts, so each token map is computed once
+            # (tokenising 1M chunks of text would be most of a build's time)
+            variant = (d % TEXT_VARIANTS) * DOC_SIZE
+            pieces = [slices[(variant + i) % len(slices)] for i in range(size)]
             chunks, start = [], 0
             for i, piece in enumerate(pieces):
                 chunks.append(Chunk(Chunk.make_id(doc_id(d), i), doc_id(d), i, start,
@@ -113,13 +133,45 @@ def build(store_url: str, index: str, n_chunks: int) -> dict[str, Any]:
             write_seconds += time.perf_counter() - begin
             bar.update(1)
     bar.close()
+    write_s = time.perf_counter() - started
+    hnsw_s = None
+    if bulk and postgres:
+        begin = time.perf_counter()
+        _hnsw_index(store_url, index, create=True)
+        hnsw_s = time.perf_counter() - begin
+    # the SQLite store builds its search matrix (and graph, with search=ann) on first use
+    begin = time.perf_counter()
+    store.prepare()
+    prepare_s = time.perf_counter() - begin
     total = store.chunk_count()
     size_bytes = store.size_on_disk()
     store.close()
     new = total - written
     return {"chunks": total, "written": new,
             "write_chunks_per_s": new / write_seconds if write_seconds else None,
-            "build_s": time.perf_counter() - started, "size_bytes": size_bytes}
+            "write_s": write_s, "hnsw_build_s": hnsw_s, "prepare_s": prepare_s,
+            "build_s": time.perf_counter() - started, "size_bytes": size_bytes,
+            "bulk": bulk}
+
+
+def _hnsw_index(store_url: str, index: str, create: bool) -> None:
+    """Drop the index's HNSW index, or create it as the store does (same name, m and
+    ef_construction) with enough maintenance memory to build the graph in memory."""
+    import psycopg
+
+    from suture.stores.postgres import HNSW_EF_CONSTRUCTION, HNSW_M, Connection
+
+    conninfo = Connection.parse(store_url).conninfo
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        if not create:
+            conn.execute(f'DROP INDEX IF EXISTS "{index}_hnsw"')
+            return
+        conn.execute(f"SET maintenance_work_mem = '{HNSW_BUILD_MEMORY}'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")  # two cores in all
+        conn.execute(
+            f'CREATE INDEX IF NOT EXISTS "{index}_hnsw" ON "{index}_chunks" USING hnsw '
+            f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
+            f"ef_construction = {HNSW_EF_CONSTRUCTION})")
 
 
 def exact_top(queries: npt.NDArray[np.float32], n_chunks: int, k: int = 10
@@ -200,12 +252,12 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
 
 
 def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
-        name: str | None = None) -> dict[str, Any]:
+        name: str | None = None, bulk: bool = False) -> dict[str, Any]:
     backend, _ = store_backend(None if store_url == "sqlite" else store_url)
     name = name or f"bench_{n_chunks}"
     index = str(folder / name) if backend.value == "sqlite" else name
     print(f"\n{store_url} {n_chunks:,} chunks -> {index}", flush=True)
-    built = build(store_url, index, n_chunks)
+    built = build(store_url, index, n_chunks, bulk)
     print(f"  built: {built}", flush=True)
     queries_file = folder / f"queries_{n_chunks}_{n_queries}.npz"
     if not queries_file.exists():
@@ -234,19 +286,57 @@ def _options(url: str) -> str:
 def table(folder: Path) -> str:
     """The markdown table of docs/performance.md from the results file."""
     rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
-    lines = ["| store | chunks | writes (chunks/s) | size | topk p50 / p95 | scar p50 / p95 | "
-             "scar extra | neighbours p50 | recall@10 | querying RSS |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| store | chunks | writes (chunks/s) | build (+ index) | size | topk p50 / p95 | "
+             "scar p50 / p95 | scar extra | neighbours p50 | recall@10 | querying RSS |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         name = r["store"] + (f" ({r['url_options']})" if r["url_options"] else "")
         speed = f"{r['write_chunks_per_s']:,.0f}" if r.get("write_chunks_per_s") else "—"
+        extra = (r.get("hnsw_build_s") or 0) + (r.get("prepare_s") or 0)
+        built = (f"{r['write_s'] / 60:.1f} (+ {extra / 60:.1f}) min" if r.get("written")
+                 else f"(+ {extra / 60:.1f}) min" if extra > 1 else "—")
         lines.append(
-            f"| {name} | {r['chunks']:,} | {speed} | {r['size_bytes'] / 2**30:.2f} GiB | "
+            f"| {name} | {r['chunks']:,} | {speed} | {built} | {r['size_bytes'] / 2**30:.2f} GiB | "
             f"{r['topk_p50_ms']:.1f} / {r['topk_p95_ms']:.1f} ms | "
             f"{r['scar_p50_ms']:.1f} / {r['scar_p95_ms']:.1f} ms | "
             f"{100 * r['scar_extra']:+.1f}% | {r['neighbours_p50_ms']:.2f} ms | "
             f"{r['recall_at_10']:.3f} | {r['peak_rss_mb']:.0f} MB |")
     return "\n".join(lines)
+
+
+def plot(folder: Path, target: Path) -> None:
+    """Query latency (p50, p95 as the bar's top) against index size, one line per
+    backend and policy, from the results file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    series: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        name = r["store"] + (f" ({r['url_options']})" if r["url_options"] else "")
+        series.setdefault(name, []).append(r)
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for axis, policy in zip(axes, ("topk", "scar"), strict=True):
+        for name, points in sorted(series.items()):
+            points = sorted(points, key=lambda r: r["chunks"])
+            sizes = [r["chunks"] for r in points]
+            p50 = [r[f"{policy}_p50_ms"] for r in points]
+            p95 = [r[f"{policy}_p95_ms"] for r in points]
+            line = axis.plot(sizes, p50, marker="o", label=name)[0]
+            axis.vlines(sizes, p50, p95, colors=line.get_color(), alpha=0.4)
+        axis.axhline(20, color="grey", linestyle=":", linewidth=1,
+                     label="20 ms (issue 16's dense target at 1M)")
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("chunks in the index")
+        axis.set_title(f"{policy}: p50 (line) to p95 (bar), k = {K}")
+        axis.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("ms per query (end to end, query vector given)")
+    axes[0].legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(target, dpi=110)
 
 
 def main() -> None:
@@ -262,15 +352,22 @@ def main() -> None:
     parser.add_argument("--index", default=None,
                         help="index name (default bench_SIZE); an index with fewer chunks "
                         "is written on to SIZE (a stopped build resumes)")
+    parser.add_argument("--bulk", action="store_true",
+                        help="PostgreSQL: build the HNSW index once after the writes")
     parser.add_argument("--table", action="store_true", help="print the table and stop")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="write the latency-against-size plot (PNG) and stop")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.table:
         print(table(args.dir))
         return
+    if args.plot:
+        plot(args.dir, args.plot)
+        return
     for size in args.sizes:
         for store_url in args.store or ["sqlite"]:
-            run(store_url, size, args.queries, args.dir, args.index)
+            run(store_url, size, args.queries, args.dir, args.index, args.bulk)
     print(table(args.dir))
 
 
