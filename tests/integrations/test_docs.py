@@ -33,7 +33,7 @@ def python_blocks() -> dict[str, list[str]]:
 
 
 def test_every_framework_has_an_example() -> None:
-    assert set(python_blocks()) == {"LangChain", "LlamaIndex", "Haystack"}
+    assert set(python_blocks()) == {"LangChain", "LlamaIndex", "Haystack", "Attach mode"}
 
 
 @pytest.mark.slow

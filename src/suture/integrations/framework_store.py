@@ -12,9 +12,9 @@ order. The adapters only translate framework objects to `StoredPiece`s and back.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Collection, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -23,9 +23,9 @@ from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.policies.base import PolicyRequest
 from suture.policies.scar import ScarPolicy
-from suture.stores import DerivedData, DocumentSummary, Manifest, ScoredChunk, Store
-from suture.stores.base import ChunkPart, PositionRange
-from suture.tokens import TokenMap
+from suture.stores import DocumentSummary, Manifest, ScoredChunk, Store
+from suture.stores.base import PositionRange
+from suture.stores.readonly import ReadOnlyStore
 from suture.types import Chunk, Document, Hit
 
 
@@ -61,7 +61,7 @@ class Piece:
     score: float
 
 
-class FrameworkStore(Store):
+class FrameworkStore(ReadOnlyStore):
     """A read-only view of one framework's chunk storage (see the module docstring).
 
     Subclasses implement `fetch`: the chunks with doc_id == d and lo <= position <= hi
@@ -72,6 +72,7 @@ class FrameworkStore(Store):
 
     def __init__(self, framework: str, dimension: int) -> None:
         self.framework = framework
+        self.owner = framework
         self.manifest = Manifest(
             suture_version=__version__,
             embedder=framework,
@@ -108,33 +109,9 @@ class FrameworkStore(Store):
     def index_argument(self) -> str:
         return self._refuse("be reopened by name")
 
-    def _refuse(self, what: str) -> NoReturn:
-        raise ConfigurationError(
-            f"suture reads chunks that {self.framework} stored and cannot {what}; do that "
-            f"with {self.framework} itself, or build a suture index (`suture index`)"
-        )
-
     @classmethod
     def open_index(cls, index: str, url: str | None) -> Store:
         raise ConfigurationError(f"a framework's storage is opened by its adapter, not {index!r}")
-
-    @classmethod
-    def create_index(cls, index: str, url: str | None, manifest: Manifest) -> Store:
-        raise ConfigurationError(f"a framework's storage is written by the framework: {index!r}")
-
-    def write_document_parts(self, document: Document, content_hash: str,
-                             parts: Iterable[ChunkPart], token_map: TokenMap | None = None
-                             ) -> None:
-        self._refuse("write documents")
-
-    def delete_document(self, doc_id: str) -> bool:
-        self._refuse("delete documents")
-
-    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
-        self._refuse("write token maps")
-
-    def update_manifest(self, manifest: Manifest) -> None:
-        self._refuse("change settings")
 
     @property
     def generation(self) -> int:
@@ -149,12 +126,6 @@ class FrameworkStore(Store):
     def document(self, doc_id: str) -> Document:
         raise KeyError(f"{self.framework} storage does not keep the text of document {doc_id!r}")
 
-    def token_map(self, doc_id: str) -> TokenMap | None:
-        return None
-
-    def documents_without_token_map(self) -> set[str]:
-        return set()
-
     def chunk_count(self) -> int:
         self._refuse("count chunks")
 
@@ -164,29 +135,6 @@ class FrameworkStore(Store):
 
     def iter_chunks(self) -> Iterator[Chunk]:
         self._refuse("list every chunk")
-
-    @property
-    def derived(self) -> DerivedData:
-        return _NoDerivedData()
-
-
-class _NoDerivedData(DerivedData):
-    """Nothing derived is kept for a framework's storage (writes fail as on a read-only folder)."""
-
-    def read(self, key: str) -> bytes | None:
-        return None
-
-    def write(self, key: str, data: bytes) -> None:
-        raise OSError(f"cannot keep {key!r}: a framework's storage is read-only for suture")
-
-    def delete(self, key: str) -> None:
-        return None
-
-    def keys(self, prefix: str = "") -> list[str]:
-        return []
-
-    def stamp(self, prefix: str = "") -> Hashable:
-        return 0
 
 
 def expand(

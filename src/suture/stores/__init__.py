@@ -9,6 +9,10 @@
   in-process emulation kept in a folder): one collection per index
   (`stores/qdrant.py`, extra ``suture[qdrant]``).
 
+Either URL with ``?attach=langchain|llamaindex&embedder=NAME`` opens, read-only, a
+collection or table LangChain or LlamaIndex wrote in its default layout (attach mode,
+`stores/attach.py`).
+
 Adding a backend is one module and one line in `_REGISTRY`.
 """
 
@@ -50,6 +54,11 @@ def store_backend(store: str | None) -> tuple[StoreName, str | None]:
 
 def store_class(store: str | None) -> type[Store]:
     name, _ = store_backend(store)
+    if name is not StoreName.SQLITE and "attach=" in str(store):
+        from suture.stores.attach import AttachedStore, is_attach
+
+        if is_attach(store):
+            return AttachedStore
     cls: type[Store] = load_class(*_REGISTRY[name])
     return cls
 

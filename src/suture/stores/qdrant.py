@@ -284,6 +284,25 @@ def _connect(url: str | None) -> tuple[_Connection, _Options]:
     return shared, options
 
 
+def acquire(connection: _Connection) -> None:
+    """Count one more user of a client (see `release`)."""
+    with _LOCAL_CLIENTS_LOCK:
+        connection.users += 1
+
+
+def release(connection: _Connection) -> None:
+    """One user is done with the client; the last one closes it (in local mode this
+    releases the folder)."""
+    with _LOCAL_CLIENTS_LOCK:
+        connection.users -= 1
+        if connection.users > 0:
+            return
+        for key, shared in list(_LOCAL_CLIENTS.items()):
+            if shared is connection:
+                del _LOCAL_CLIENTS[key]
+    connection.client.close()
+
+
 class QdrantStore(Store):
     """Chunks and vectors in a Qdrant collection; documents, versions and derived data in
     a companion collection (see the module docstring)."""
@@ -295,8 +314,7 @@ class QdrantStore(Store):
                  url: str) -> None:
         self._connection = connection
         self._url = url
-        with _LOCAL_CLIENTS_LOCK:
-            connection.users += 1
+        acquire(connection)
         self._closed = False
         self._options = options
         self.name = name
@@ -385,17 +403,9 @@ class QdrantStore(Store):
     def close(self) -> None:
         """Release the client (in local mode, the folder once no store in this process
         uses it)."""
-        with _LOCAL_CLIENTS_LOCK:
-            if self._closed:
-                return
+        if not self._closed:
             self._closed = True
-            self._connection.users -= 1
-            if self._connection.users > 0:
-                return
-            for key, shared in list(_LOCAL_CLIENTS.items()):
-                if shared is self._connection:
-                    del _LOCAL_CLIENTS[key]
-        self._connection.client.close()
+            release(self._connection)
 
     def size_on_disk(self) -> int | None:
         if self._connection.path is None:

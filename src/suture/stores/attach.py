@@ -1,0 +1,459 @@
+"""Attach mode: every suture policy over a collection or table a framework wrote, read-only.
+
+``--store 'qdrant://host:6333?attach=langchain&embedder=minilm' --index COLLECTION`` (or
+``qdrant:PATH?...``, qdrant-client's local mode) opens a Qdrant collection that
+LangChain's ``QdrantVectorStore`` or LlamaIndex's ``QdrantVectorStore`` filled;
+``--store 'postgresql://user@host/db?attach=llamaindex&embedder=minilm' --index NAME``
+opens LangChain's ``PGVector`` collection NAME (tables ``langchain_pg_collection`` and
+``langchain_pg_embedding``) or LlamaIndex's ``PGVectorStore`` table NAME (``data_NAME``).
+
+URL options (the rest of the URL goes to the backend as usual):
+
+* ``attach=langchain|llamaindex``: whose default layout, and the field presets below;
+* ``embedder=NAME``: the suture embedder that made the vectors (required: a framework's
+  embedder is not suture's, and queries must be embedded by the same model);
+* ``text=``, ``doc_id=``, ``start=`` or ``order=``: dotted paths into a point's payload
+  (Qdrant) or a row's columns (PostgreSQL) overriding the preset; a JSON string met on
+  the way (LlamaIndex's ``_node_content``) is decoded. ``start`` is a chunk's character
+  offset in its document, ``order`` its rank; one of them places chunks in reading order;
+* ``vector=NAME``: a named Qdrant vector (default: the collection's only dense vector).
+
+* langchain, Qdrant: text ``page_content``, document id ``metadata.source``, start
+  ``metadata.start_index``;
+* langchain, PostgreSQL: ``document``, ``cmetadata.source``, ``cmetadata.start_index``;
+* llamaindex, Qdrant: ``_node_content.text``, ``ref_doc_id``,
+  ``_node_content.start_char_idx``;
+* llamaindex, PostgreSQL: ``text``, ``metadata_.ref_doc_id``,
+  ``metadata_._node_content.start_char_idx``.
+
+LangChain records ``start_index`` only when the splitter ran with ``add_start_index=True``;
+without it, name another field (``order=metadata.chunk``) or re-split.
+
+Frameworks store chunks, not documents, so a document is *reconstructed* from its chunks
+(its "outline": every chunk of the document, without vectors, read in one request). With
+start offsets each chunk is laid at its offset: an overlap keeps the earlier chunk's
+characters, a gap (whitespace a splitter dropped) becomes spaces. With an order field the
+chunks are joined by `ORDER_SEPARATOR` and an overlap appears twice. A chunk's position is
+its rank in the outline. One query reads: the search, the outlines of the hits'
+documents, then the vectors of the neighbours asked for by id (one request each);
+outlines are kept for the rest of that query (`reading()`).
+
+The manifest is synthesised: the embedder named in the URL, the dimension of the stored
+vectors, no chunking settings (the framework chunked). Writes are refused; derived data
+(a BM25 index for lexical retrievers) is kept in memory only, and the ``generation`` is
+always 0, so a lexical index built in a process does not see chunks the framework adds
+later (restart the process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import numpy as np
+
+from suture._registry import lookup
+from suture._version import __version__
+from suture.embedders.base import Vectors
+from suture.exceptions import ConfigurationError, IndexError_
+from suture.stores.base import (
+    DocumentSummary,
+    Manifest,
+    PositionRange,
+    ScoredChunk,
+)
+from suture.stores.readonly import ReadOnlyStore
+from suture.types import Chunk, Document
+
+#: how chunks placed by an order field (no offsets) are joined into their document
+ORDER_SEPARATOR = "\n\n"
+#: hits asked beyond k, so that the tie order (score, document, position) is cut fairly
+FETCH_MARGIN = 8
+
+
+class Layout(StrEnum):
+    """Whose default layout a collection or table has."""
+
+    LANGCHAIN = "langchain"
+    LLAMAINDEX = "llamaindex"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldMap:
+    """Where a stored chunk keeps its text, its document's id and its place (dotted paths)."""
+
+    text: str
+    doc_id: str
+    start: str | None = None
+    order: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.start is None) == (self.order is None):
+            raise ConfigurationError(
+                f"attach needs exactly one of start= (a chunk's character offset) and order= "
+                f"(its rank in the document); got start={self.start!r}, order={self.order!r}"
+            )
+
+
+#: (layout, backend) -> the framework's default fields
+PRESETS: dict[tuple[Layout, str], FieldMap] = {
+    (Layout.LANGCHAIN, "qdrant"): FieldMap("page_content", "metadata.source",
+                                           start="metadata.start_index"),
+    (Layout.LANGCHAIN, "postgresql"): FieldMap("document", "cmetadata.source",
+                                               start="cmetadata.start_index"),
+    (Layout.LLAMAINDEX, "qdrant"): FieldMap("_node_content.text", "ref_doc_id",
+                                            start="_node_content.start_char_idx"),
+    (Layout.LLAMAINDEX, "postgresql"): FieldMap("text", "metadata_.ref_doc_id",
+                                                start="metadata_._node_content.start_char_idx"),
+}
+
+_FIELD_OPTIONS = ("text", "doc_id", "start", "order")
+_OPTIONS = ("attach", "embedder", "vector", *_FIELD_OPTIONS)
+
+
+@dataclass(frozen=True, slots=True)
+class AttachOptions:
+    """What the attach options of a ``--store`` URL say, and the URL left for the backend."""
+
+    layout: Layout
+    embedder: str
+    fields: FieldMap
+    backend_url: str
+    vector: str | None = None
+
+
+def is_attach(store: str | None) -> bool:
+    """Whether a ``--store`` argument asks for attach mode."""
+    return bool(store) and "attach" in dict(parse_qsl(urlsplit(str(store)).query))
+
+
+def parse_attach(url: str, backend: str) -> AttachOptions:
+    """The attach options of `url` (see the module docstring); `backend` picks the preset."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    options = {k: v for k, v in pairs if k in _OPTIONS}
+    layout = lookup("attach layout", Layout, options["attach"].lower())
+    embedder = options.get("embedder", "")
+    if not embedder:
+        raise ConfigurationError(
+            f"--store {_shown(url)} attaches to vectors a framework made: add embedder=NAME "
+            "naming the suture embedder of the same model (e.g. &embedder=minilm for "
+            "all-MiniLM-L6-v2), so that queries are embedded as the chunks were"
+        )
+    preset = PRESETS[(layout, backend)]
+    given = {k: options[k] or None for k in _FIELD_OPTIONS if k in options}
+    if "start" in given or "order" in given:  # one places chunks: the other is dropped
+        given = {"start": None, "order": None, **given}
+    fields = FieldMap(text=given.get("text") or preset.text,
+                      doc_id=given.get("doc_id") or preset.doc_id,
+                      start=given.get("start", preset.start),
+                      order=given.get("order", preset.order))
+    rest = "&".join(f"{k}={v}" if v else k for k, v in pairs if k not in _OPTIONS)
+    return AttachOptions(layout, embedder, fields,
+                         urlunsplit(parts._replace(query=rest)), options.get("vector") or None)
+
+
+def _shown(url: str) -> str:
+    """`url` without a password (for messages)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", "@")))
+
+
+def read_field(record: Mapping[str, Any], path: str) -> Any:
+    """The value at dotted `path` in `record` (None when absent); a JSON string met before
+    the last step is decoded (LlamaIndex keeps each node as JSON in ``_node_content``)."""
+    value: Any = record
+    for step in path.split("."):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(step)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored chunk as the backend returns it: its id there and its payload (Qdrant)
+    or columns (PostgreSQL), without the vector."""
+
+    key: str
+    payload: Mapping[str, Any]
+
+
+class AttachedReader(ABC):
+    """The backend half of attach mode: the few reads `AttachedStore` needs, each one request."""
+
+    #: where the data lives, for messages
+    where: str
+
+    @abstractmethod
+    def dimension(self) -> int:
+        """The dimension of the stored vectors."""
+
+    @abstractmethod
+    def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None
+               ) -> list[tuple[Record, float]]:
+        """The k records most cosine-similar to `query` (optionally within some documents)."""
+
+    @abstractmethod
+    def records(self, doc_ids: Collection[str]) -> list[Record]:
+        """Every record of these documents, without vectors (one request)."""
+
+    @abstractmethod
+    def vectors(self, keys: Sequence[str]) -> dict[str, Vectors]:
+        """The stored vectors of these records by key (one request)."""
+
+    @abstractmethod
+    def all_records(self) -> Iterator[Record]:
+        """Every record, in pages."""
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """A stored chunk placed in its document."""
+
+    key: str
+    chunk: Chunk
+
+
+@dataclass(frozen=True, slots=True)
+class Outline:
+    """Every chunk of one document in reading order, and the text they rebuild."""
+
+    doc_id: str
+    placed: tuple[_Placed, ...]
+    text: str
+
+    def chunk(self, key: str) -> Chunk | None:
+        for placed in self.placed:
+            if placed.key == key:
+                return placed.chunk
+        return None
+
+
+class AttachedStore(ReadOnlyStore):
+    """A framework's collection or table as a read-only suture `Store` (module docstring)."""
+
+    backend = "attach"
+
+    def __init__(self, reader: AttachedReader, options: AttachOptions, name: str, url: str
+                 ) -> None:
+        self.reader = reader
+        self.options = options
+        self.fields = options.fields
+        self.name = name
+        self._url = url
+        self.owner = {"langchain": "LangChain", "llamaindex": "LlamaIndex"}[options.layout]
+        self.manifest = Manifest(suture_version=__version__, embedder=options.embedder,
+                                 dimension=reader.dimension(), chunk_size=0,
+                                 chunk_overlap=0, contextual=False)
+        self._local = threading.local()
+
+    # -- opening -------------------------------------------------------------------------
+    @classmethod
+    def open_index(cls, index: str, url: str | None) -> AttachedStore:
+        from suture.stores import StoreName, store_backend
+
+        backend, _ = store_backend(url)
+        assert url is not None  # attach mode is only reached through a URL
+        if backend is StoreName.QDRANT:
+            from suture.stores.attach_qdrant import QdrantReader
+
+            options = parse_attach(url, "qdrant")
+            reader: AttachedReader = QdrantReader(options, index)
+        elif backend is StoreName.POSTGRESQL:
+            from suture.stores.attach_postgres import PostgresReader
+
+            options = parse_attach(url, "postgresql")
+            reader = PostgresReader(options, index)
+        else:
+            raise ConfigurationError(
+                f"attach mode reads Qdrant collections and pgvector tables; --store {url} "
+                "names neither (use qdrant://HOST:6333?attach=... or postgresql://...?attach=...)"
+            )
+        return cls(reader, options, index, url)
+
+    @property
+    def location(self) -> str:
+        return f"{self.reader.where} ({self.owner}'s layout, attached read-only)"
+
+    @property
+    def index_argument(self) -> str:
+        return self.name
+
+    @property
+    def store_argument(self) -> str | None:
+        return self._url
+
+    def close(self) -> None:
+        self.reader.close()
+
+    # -- outlines --------------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Keep the outlines read in this block (one query) for the rest of it."""
+        if getattr(self._local, "outlines", None) is not None:
+            yield
+            return
+        self._local.outlines = {}
+        try:
+            yield
+        finally:
+            self._local.outlines = None
+
+    def outlines(self, doc_ids: Collection[str]) -> dict[str, Outline]:
+        """The outlines of these documents (absent: none stored), one request for the
+        ones this query has not read yet."""
+        kept: dict[str, Outline] | None = getattr(self._local, "outlines", None)
+        known = {} if kept is None else kept
+        missing = sorted(set(doc_ids) - set(known))
+        if missing:
+            by_doc: dict[str, list[Record]] = {d: [] for d in missing}
+            for record in self.reader.records(missing):
+                by_doc.setdefault(self._doc_id(record), []).append(record)
+            fresh = {d: self._outline(d, rs) for d, rs in by_doc.items() if rs}
+            known = {**known, **fresh}
+            if kept is not None:
+                kept.update(fresh)
+        return {d: known[d] for d in doc_ids if d in known}
+
+    def _doc_id(self, record: Record) -> str:
+        value = read_field(record.payload, self.fields.doc_id)
+        if value is None or value == "":
+            raise IndexError_(
+                f"a chunk in {self.location} (id {record.key}) has no document id at "
+                f"{self.fields.doc_id!r}; name the field that holds it with doc_id=PATH in "
+                "the --store URL"
+            )
+        return str(value)
+
+    def _text(self, record: Record) -> str:
+        value = read_field(record.payload, self.fields.text)
+        if not isinstance(value, str):
+            raise IndexError_(
+                f"a chunk in {self.location} (id {record.key}) has no text at "
+                f"{self.fields.text!r}; name the field that holds it with text=PATH"
+            )
+        return value
+
+    def _place(self, record: Record) -> int:
+        path = self.fields.start or self.fields.order
+        value = read_field(record.payload, str(path))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            hint = (" (LangChain records it when the splitter has add_start_index=True)"
+                    if self.options.layout is Layout.LANGCHAIN else "")
+            raise IndexError_(
+                f"a chunk in {self.location} (id {record.key}) has no number at {path!r}"
+                f"{hint}; name a field that places chunks with start=PATH (a character "
+                "offset) or order=PATH (a rank) in the --store URL"
+            )
+        return int(value)
+
+    def _outline(self, doc_id: str, records: Sequence[Record]) -> Outline:
+        ordered = sorted(records, key=lambda r: (self._place(r), r.key))
+        placed = []
+        text = ""
+        for position, record in enumerate(ordered):
+            piece = self._text(record)
+            if self.fields.start is not None:
+                start = self._place(record)
+                if start > len(text):
+                    text += " " * (start - len(text))  # a gap the splitter dropped
+                text += piece[len(text) - start:]  # an overlap keeps the earlier characters
+            else:
+                start = len(text) + (len(ORDER_SEPARATOR) if text else 0)
+                text = (text + ORDER_SEPARATOR if text else "") + piece
+            chunk = Chunk(Chunk.make_id(doc_id, position), doc_id, position, start,
+                          start + len(piece), piece)
+            placed.append(_Placed(record.key, chunk))
+        return Outline(doc_id, tuple(placed), text)
+
+    # -- reads -------------------------------------------------------------------------------
+    def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None = None
+               ) -> list[ScoredChunk]:
+        if k <= 0 or (doc_ids is not None and not doc_ids):
+            return []
+        if query.shape != (self.manifest.dimension,):
+            raise IndexError_(
+                f"query vector has shape {query.shape}; {self.location} holds vectors of "
+                f"dimension {self.manifest.dimension}"
+            )
+        found = self.reader.search(query, k + FETCH_MARGIN, doc_ids)
+        outlines = self.outlines({self._doc_id(r) for r, _ in found})
+        hits = []
+        for record, score in found:
+            chunk = outlines[self._doc_id(record)].chunk(record.key)
+            if chunk is not None:  # written between the two reads: skipped
+                hits.append(ScoredChunk(chunk, score))
+        hits.sort(key=lambda h: (-h.score, h.chunk.doc_id, h.chunk.position))
+        return hits[:k]
+
+    def neighbours(self, ranges: Sequence[PositionRange]) -> tuple[list[Chunk], Vectors]:
+        outlines = self.outlines({doc_id for doc_id, _, _ in ranges})
+        wanted: dict[str, Chunk] = {}
+        for doc_id, low, high in ranges:
+            outline = outlines.get(doc_id)
+            for placed in outline.placed[max(low, 0):max(high + 1, 0)] if outline else ():
+                wanted.setdefault(placed.key, placed.chunk)
+        if not wanted:
+            return [], np.zeros((0, self.manifest.dimension), np.float32)
+        vectors = self.reader.vectors(list(wanted))
+        keys = [key for key in wanted if key in vectors]
+        matrix = np.stack([vectors[key] for key in keys]).astype(np.float32)
+        # cosines are dot products in suture: normalise whatever the framework stored
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        normalised: Vectors = (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        return [wanted[key] for key in keys], normalised
+
+    def document(self, doc_id: str) -> Document:
+        outline = self.outlines([doc_id]).get(doc_id)
+        if outline is None:
+            raise KeyError(f"no document {doc_id!r} in {self.location}")
+        return Document(doc_id, outline.text, title=doc_id, source=doc_id)
+
+    def _all_outlines(self) -> list[Outline]:
+        by_doc: dict[str, list[Record]] = {}
+        for record in self.reader.all_records():
+            by_doc.setdefault(self._doc_id(record), []).append(record)
+        return [self._outline(d, by_doc[d]) for d in sorted(by_doc)]
+
+    def iter_chunks(self) -> Iterator[Chunk]:
+        for outline in self._all_outlines():
+            for placed in outline.placed:
+                yield placed.chunk
+
+    def documents_summary(self) -> list[DocumentSummary]:
+        return [DocumentSummary(o.doc_id, o.doc_id, len(o.text), len(o.placed), _hash(o.text))
+                for o in self._all_outlines()]
+
+    def document_hashes(self) -> dict[str, str]:
+        return {s.doc_id: s.content_hash for s in self.documents_summary()}
+
+    def chunk_count(self) -> int:
+        return sum(len(o.placed) for o in self._all_outlines())
+
+    @property
+    def generation(self) -> int:
+        return 0
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
