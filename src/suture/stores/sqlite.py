@@ -785,6 +785,13 @@ def _prepare_schema(connection: sqlite3.Connection, database: Path) -> None:
         raise IndexError_(f"cannot prepare the index database {database}: {exc}") from None
 
 
+def _holds_no_documents(connection: sqlite3.Connection) -> bool:
+    try:
+        return connection.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is None
+    except sqlite3.OperationalError:  # no documents table yet
+        return True
+
+
 def _read_manifest(folder: Path, read_only: bool) -> Manifest:
     """The manifest the database holds, checked against manifest.json (the database wins;
     a missing manifest.json is rewritten, a contradicting one is an error)."""
@@ -800,6 +807,11 @@ def _read_manifest(folder: Path, read_only: bool) -> Manifest:
         path = folder / MANIFEST_FILE
         on_disk = _manifest_file(path)
         if stored is None:
+            if on_disk is None and _holds_no_documents(connection):
+                # another writer is creating this index and has not recorded its settings
+                # yet: for this call there is no index here (create-or-join follows)
+                raise IndexNotFoundError(
+                    f"no index at {folder} yet (its database is being created)")
             if on_disk is None:
                 raise IndexError_(
                     f"the index at {folder} records no settings (no {MANIFEST_FILE}, and its "
