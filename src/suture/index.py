@@ -294,7 +294,7 @@ class Index:
         # Pay for derived structures (search structures, lexical index, SproutRAG trees)
         # now rather than at the first query; trees are rebuilt only for documents that
         # changed.
-        self.store.prepare()
+        self.store.prepare(show_progress=show_progress is True)
         self.retriever().prepare()
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress is True)

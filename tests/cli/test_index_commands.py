@@ -45,6 +45,23 @@ def test_index_query_info_delete(docs: Path, tmp_path: Path) -> None:
     assert json.loads(suture("info", "--index", idx, "--json").stdout)["documents"] == 1
 
 
+def test_index_shows_progress_while_it_builds_the_search_graph(docs: Path,
+                                                               tmp_path: Path) -> None:
+    """A large index's HNSW graph takes minutes at the end of `suture index`: a bar says
+    so (and `--quiet` keeps it silent); the graph is saved for the queries that follow."""
+    idx = tmp_path / "idx"
+    shown = suture("index", docs, "--index", idx, "--embedder", "hashing",
+                   "--store", "sqlite:?search=ann")
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"building the search graph: 100%.*\b(\d+)/\1\b", shown.stderr), shown.stderr
+    assert (idx / "ann" / "graph.usearch").is_file()
+
+    quiet = suture("index", docs, "--index", tmp_path / "quiet", "--embedder", "hashing",
+                   "--store", "sqlite:?search=ann", "--quiet")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "search graph" not in quiet.stderr
+
+
 def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     missing = suture("query", "x", "--index", tmp_path / "none")
     assert missing.returncode == 2

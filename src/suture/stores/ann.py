@@ -17,7 +17,8 @@ from __future__ import annotations
 import io
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,8 @@ _KEYS_KEY = "ann/keys.npy"
 _FORMAT = 1
 
 Keys = npt.NDArray[np.uint64]
+#: usearch's progress callback: (vectors added so far, vectors to add) -> go on
+GraphProgress = Callable[[int, int], bool]
 
 
 def ann_available() -> bool:
@@ -73,16 +76,18 @@ class VectorGraph:
 
     @classmethod
     def build(cls, dimension: int, keys: Keys, vectors: Vectors, generation: int,
-              threads: int = 0) -> VectorGraph:
+              threads: int = 0, show_progress: bool = False) -> VectorGraph:
         graph = _usearch()(ndim=dimension, metric="cos", dtype="f16",
                            connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
                            expansion_search=EXPANSION_SEARCH)
         if len(keys):
-            graph.add(keys, np.ascontiguousarray(vectors, dtype=np.float32), threads=threads)
+            with _progress(show_progress, "building the search graph", len(keys)) as progress:
+                graph.add(keys, np.ascontiguousarray(vectors, dtype=np.float32),
+                          threads=threads, progress=progress)
         return cls(graph, np.sort(keys), generation)
 
     def updated(self, keys: Keys, vectors_of: Any, generation: int,
-                threads: int = 0) -> VectorGraph:
+                threads: int = 0, show_progress: bool = False) -> VectorGraph:
         """This graph brought to `keys` (sorted): stale keys removed, new ones added with
         `vectors_of(new_keys)`; returns self."""
         with self._lock:
@@ -91,8 +96,11 @@ class VectorGraph:
             if len(stale):
                 self._graph.remove(stale)
             if len(fresh):
-                self._graph.add(fresh, np.ascontiguousarray(vectors_of(fresh), dtype=np.float32),
-                                threads=threads)
+                with _progress(show_progress, "updating the search graph",
+                               len(fresh)) as progress:
+                    self._graph.add(fresh,
+                                    np.ascontiguousarray(vectors_of(fresh), dtype=np.float32),
+                                    threads=threads, progress=progress)
             self.keys = keys
             self.generation = generation
         return self
@@ -135,6 +143,28 @@ class VectorGraph:
             return cls(graph, keys, int(meta["generation"]))
         except (OSError, ValueError, KeyError, TypeError, RuntimeError):
             return None
+
+
+@contextmanager
+def _progress(show: bool, description: str, total: int) -> Iterator[GraphProgress | None]:
+    """A bar fed by usearch's progress callback (a 1M-chunk graph takes many minutes)."""
+    if not show:
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, unit="chunk", desc=description, dynamic_ncols=True, mininterval=1)
+
+    def report(done: int, total: int) -> bool:
+        bar.update(done - bar.n)
+        return True
+
+    # usearch checks the callback's annotations as types; this module's are strings
+    report.__annotations__ = {"done": int, "total": int, "return": bool}
+    try:
+        yield report
+    finally:
+        bar.close()
 
 
 def candidate_count(k: int, total: int) -> int:

@@ -368,9 +368,9 @@ class Store(ABC):
         in-memory index (kept in `derived`)."""
         return None
 
-    def prepare(self) -> None:
+    def prepare(self, show_progress: bool = False) -> None:
         """Bring derived search structures up to date now (after writes), rather than at
-        the first query."""
+        the first query; `show_progress` shows a bar for a build that takes long."""
         return None
 
     def size_on_disk(self) -> int | None:

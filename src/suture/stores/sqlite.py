@@ -564,9 +564,9 @@ class SQLiteStore(Store):
         """The in-memory columns of every chunk of the current generation (SQLite only)."""
         return self._search_state()
 
-    def prepare(self) -> None:
+    def prepare(self, show_progress: bool = False) -> None:
         """Build the search matrix (and, for a large index, the graph) now."""
-        self._active_graph(self._search_state())
+        self._active_graph(self._search_state(), show_progress)
 
     def _uses_graph(self, state: ChunkTable) -> bool:
         if self.search_mode == "exact" or state.keys is None:
@@ -575,7 +575,8 @@ class SQLiteStore(Store):
             return True  # a missing usearch is then an error naming the extra
         return len(state) >= ANN_MIN_CHUNKS and ann_available()
 
-    def _active_graph(self, state: ChunkTable) -> VectorGraph | None:
+    def _active_graph(self, state: ChunkTable,
+                      show_progress: bool = False) -> VectorGraph | None:
         """The HNSW graph matching `state`, brought up to date first; None for exact search."""
         if not self._uses_graph(state):
             return None
@@ -593,10 +594,11 @@ class SQLiteStore(Store):
                 graph = VectorGraph.load(self._derived)
             if graph is None:
                 graph = VectorGraph.build(state.matrix.shape[1], state.keys.astype(np.uint64),
-                                          state.matrix, state.generation)
+                                          state.matrix, state.generation,
+                                          show_progress=show_progress)
             elif graph.generation != state.generation:
                 graph.updated(keys, lambda fresh: state.matrix[rows.rows(fresh)],
-                              state.generation)
+                              state.generation, show_progress=show_progress)
             if not self.read_only:
                 with contextlib.suppress(OSError):
                     graph.save(self._derived)
