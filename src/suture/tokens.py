@@ -175,6 +175,11 @@ class TokenMap:
         quarter of a byte per character of text (RFC 9293: 60 KB for 264 KB of text,
         against 733 KB as plain int32 columns).
         """
+        return b"".join(self.stored_parts())
+
+    def stored_parts(self) -> list[bytes]:
+        """`to_bytes` in the pieces the compressor made, not joined: a store writes them
+        one after another (`SQLiteStore` into an incremental blob) without the copy."""
         # One column at a time through one compressor (the same bytes as compressing the
         # three columns joined): a 200 MB text's map is not copied three times over.
         starts = np.frombuffer(self.word_starts, dtype=np.intc)
@@ -192,7 +197,7 @@ class TokenMap:
         np.subtract(cumulative[1:], cumulative[:-1], out=column, casting="unsafe")
         parts.append(compressor.compress(column.data))  # tokens
         parts.append(compressor.flush())
-        return b"".join(parts)
+        return [part for part in parts if part]
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TokenMap:

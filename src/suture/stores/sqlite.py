@@ -319,9 +319,14 @@ class SQLiteStore(Store):
     ) -> None:
         with self._writing() as connection:  # all of the document or none of it
             connection.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
-            connection.execute(
+            # The text and the map go in as zero-filled blobs of their final size, filled a
+            # window at a time below: binding them whole made three text-sized copies
+            # (sqlite3's UTF-8, SQLite's record, the joined map) at the peak of indexing.
+            map_parts = token_map.stored_parts() if token_map is not None else []
+            row = connection.execute(
                 "INSERT OR REPLACE INTO documents (doc_id, content_hash, title, source, "
-                "metadata, sections, text, token_map) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "metadata, sections, text, token_map) VALUES (?, ?, ?, ?, ?, ?, zeroblob(?), "
+                + ("zeroblob(?))" if token_map is not None else "?)"),
                 (
                     document.doc_id,
                     content_hash,
@@ -329,10 +334,15 @@ class SQLiteStore(Store):
                     document.source,
                     json.dumps(dict(document.metadata), sort_keys=True, default=str),
                     json.dumps([_section_to_json(s) for s in document.sections]),
-                    document.text,
-                    token_map.to_bytes() if token_map is not None else None,
+                    sum(len(window) for window in _utf8_windows(document.text)),
+                    sum(map(len, map_parts)) if token_map is not None else None,
                 ),
-            )
+            ).lastrowid
+            assert row is not None  # an INSERT always sets it
+            _fill_blob(connection, "text", row, _utf8_windows(document.text))
+            if token_map is not None:
+                _fill_blob(connection, "token_map", row, map_parts)
+            del map_parts
             for chunks, vectors in parts:
                 check_vectors(self, chunks, vectors)
                 blobs = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -349,10 +359,13 @@ class SQLiteStore(Store):
 
     def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
         with self._writing() as connection:
-            connection.execute(
-                "UPDATE documents SET token_map = ? WHERE doc_id = ?",
-                (token_map.to_bytes(), doc_id),
-            )
+            parts = token_map.stored_parts()
+            row = connection.execute(
+                "UPDATE documents SET token_map = zeroblob(?) WHERE doc_id = ? RETURNING rowid",
+                (sum(map(len, parts)), doc_id),
+            ).fetchone()
+            if row is not None:
+                _fill_blob(connection, "token_map", row[0], parts)
         with self._lock:
             self._documents.discard(doc_id)
 
@@ -403,7 +416,7 @@ class SQLiteStore(Store):
 
     def documents_summary(self) -> list[DocumentSummary]:
         rows = self._connection().execute(
-            "SELECT d.doc_id, d.title, length(d.text), "
+            "SELECT d.doc_id, d.title, length(CAST(d.text AS TEXT)), "
             "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.doc_id), d.content_hash "
             "FROM documents d ORDER BY d.doc_id"
         )
@@ -452,7 +465,7 @@ class SQLiteStore(Store):
             source=row[2],
             metadata=json.loads(row[3]),
             sections=tuple(_section_from_json(s) for s in json.loads(row[4])),
-            text=row[5],
+            text=_stored_text(row[5]),
         )
         fresh = (document, _token_map(row[6]))
         with self._lock:
@@ -924,6 +937,31 @@ class DocumentCache:
     def clear(self) -> None:
         self._entries.clear()
         self._chars = 0
+
+
+#: characters of a document's text encoded (and written) at a time
+_TEXT_WINDOW = 1 << 20
+
+
+def _utf8_windows(text: str) -> Iterator[bytes]:
+    """`text` in UTF-8, `_TEXT_WINDOW` characters at a time (joined: `text.encode()`)."""
+    for start in range(0, len(text), _TEXT_WINDOW):
+        yield text[start : start + _TEXT_WINDOW].encode("utf-8")
+
+
+def _fill_blob(connection: sqlite3.Connection, column: str, row: int,
+               pieces: Iterable[bytes]) -> None:
+    """Write `pieces` one after another into the `zeroblob` of their total size in
+    `documents.column` of `row` (SQLite's incremental blob I/O: no copy of the whole)."""
+    with connection.blobopen("documents", column, row) as blob:
+        for piece in pieces:
+            blob.write(piece)
+
+
+def _stored_text(value: str | bytes) -> str:
+    """A document's text as stored: TEXT in indexes written by earlier versions, UTF-8 in
+    a blob since writes were streamed (`write_document_parts`); both read as one `str`."""
+    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 def _token_map(data: bytes | None) -> TokenMap | None:
