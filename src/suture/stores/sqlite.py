@@ -62,7 +62,7 @@ from suture.stores.base import (
 )
 from suture.stores.derived import FolderData
 from suture.stores.table import ChunkTable
-from suture.tokens import TokenMap
+from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, Section
 
 MANIFEST_FILE = "manifest.json"
@@ -315,7 +315,7 @@ class SQLiteStore(Store):
         document: Document,
         content_hash: str,
         parts: Iterable[ChunkPart],
-        token_map: TokenMap | None = None,
+        token_map: StorableTokenMap | None = None,
     ) -> None:
         with self._writing() as connection:  # all of the document or none of it
             connection.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
@@ -357,7 +357,7 @@ class SQLiteStore(Store):
                 )
             _bump_generation(connection)
 
-    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
+    def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
         with self._writing() as connection:
             parts = token_map.stored_parts()
             row = connection.execute(
