@@ -32,6 +32,7 @@ import os
 import sqlite3
 import threading
 import zipfile
+from array import array
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -678,39 +679,52 @@ class SQLiteStore(Store):
         own = getattr(self._local, "table", None) is None and not connection.in_transaction
         if own:
             connection.execute("BEGIN")  # the generation and the rows from one snapshot
+        dim = self.manifest.dimension
         try:
             generation = _generation(connection)
+            count = int(connection.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            # Row by row into columns made to size: a list of every row (≈ 700 bytes a
+            # chunk with its vector) was the peak of indexing one very large document.
+            matrix = np.empty((count, dim), dtype=np.float32)
+            keys, positions, starts, ends, paths = (array("q") for _ in range(5))
+            chunk_ids: list[str] = []
+            doc_ids: list[str] = []
+            path_number: dict[str, int] = {}
             rows = connection.execute(
                 'SELECT id, chunk_id, doc_id, position, start, "end", section_path, vector '
                 "FROM chunks ORDER BY doc_id, position"
-            ).fetchall()
+            )
+            for i, r in enumerate(rows):
+                vector = np.frombuffer(r[7], dtype=np.float32)
+                if vector.shape != (dim,):
+                    raise IndexError_(
+                        f"the index at {self.path} holds a {vector.shape[0]}-d vector for "
+                        f"chunk {r[1]!r} but its manifest says {dim}-d; the index is "
+                        "damaged: rebuild it into a new folder"
+                    )
+                matrix[i] = vector
+                keys.append(r[0])
+                positions.append(r[3])
+                starts.append(r[4])
+                ends.append(r[5])
+                paths.append(path_number.setdefault(r[6], len(path_number)))
+                chunk_ids.append(r[1])
+                doc_ids.append(r[2])
         finally:
             if own:
                 connection.rollback()
-        dim = self.manifest.dimension
-        matrix = np.empty((len(rows), dim), dtype=np.float32)
-        for i, r in enumerate(rows):
-            vector = np.frombuffer(r[7], dtype=np.float32)
-            if vector.shape != (dim,):
-                raise IndexError_(
-                    f"the index at {self.path} holds a {vector.shape[0]}-d vector for chunk "
-                    f"{r[1]!r} but its manifest says {dim}-d; the index is damaged: rebuild "
-                    "it into a new folder"
-                )
-            matrix[i] = vector
-        path_texts = list(dict.fromkeys(r[6] for r in rows))
-        path_number = {raw: i for i, raw in enumerate(path_texts)}
         arrays: dict[str, Any] = {  # Any: numpy.savez types its keywords loosely
             "matrix": matrix,
-            "chunk_ids": np.array([r[1] for r in rows], dtype=str),
-            "doc_ids": np.array([r[2] for r in rows], dtype=str),
-            "positions": np.array([r[3] for r in rows], dtype=np.int64),
-            "starts": np.array([r[4] for r in rows], dtype=np.int64),
-            "ends": np.array([r[5] for r in rows], dtype=np.int64),
-            "section_path_numbers": np.array([path_number[r[6]] for r in rows], dtype=np.int64),
-            "section_path_texts": np.array(path_texts, dtype=str),
-            "keys": np.array([r[0] for r in rows], dtype=np.int64),
+            "chunk_ids": np.array(chunk_ids, dtype=str),
+            "doc_ids": np.array(doc_ids, dtype=str),
+            "positions": np.frombuffer(positions, dtype=np.int64),
+            "starts": np.frombuffer(starts, dtype=np.int64),
+            "ends": np.frombuffer(ends, dtype=np.int64),
+            "section_path_numbers": np.frombuffer(paths, dtype=np.int64),
+            "section_path_texts": np.array(list(path_number), dtype=str),
+            "keys": np.frombuffer(keys, dtype=np.int64),
         }
+        del chunk_ids, doc_ids
         if not self.read_only:
             buffer = io.BytesIO()
             np.savez(buffer, generation=np.int64(generation), layout=np.int64(_MATRIX_LAYOUT),
