@@ -147,8 +147,8 @@ class _Lines:
             page += text.count("\f", previous_end, match.start())
             previous_end = match.end()
             start, end = match.span()
-            if start == 0 and text.startswith(_BOM):  # a byte-order mark is not part of
-                start = 1  # a heading
+            if start == 0 and text.startswith(_BOM):
+                start = 1  # a byte-order mark is not part of a heading
             if _NON_BLANK.search(text, start, end):  # (str.isspace's white space)
                 self.starts.append(start)
                 self.ends.append(end)
