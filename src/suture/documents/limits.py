@@ -19,8 +19,9 @@ from typing import Literal
 from suture.exceptions import ConfigurationError
 
 #: peak memory of indexing one document per byte of its file, above the process's fixed
-#: cost (measured with benchmarks/bench_index_memory.py, docs/performance.md: a one-line
-#: file whose text is 2 bytes a character in Python, the costlier case)
+#: cost: the largest factor benchmarks/bench_index_memory.py measured (docs/performance.md:
+#: a 10 MB one-line file whose text is 2 bytes a character in Python, 8.1; 5.2 at 50 MB),
+#: rounded up, since skipping a file that would have fitted is better than being killed
 MEMORY_PER_FILE_BYTE = 9.0
 AUTO = "auto"
 #: a parsed limit: bytes, `AUTO` (from the memory available) or None (no limit)
