@@ -149,3 +149,20 @@ def test_stored_form_is_unchanged() -> None:
     token_map = TokenMap.of("Hi, ok")  # words: hi , ok -> gaps 0,0,1; lengths 2,1,2
     columns = np.array([0, 0, 1, 2, 1, 2, 1, 1, 1], dtype="<u4").tobytes()
     assert token_map.to_bytes() == b"suture-token-map-1:" + zlib.compress(columns, 6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TRICKY, st.integers(min_value=1, max_value=40))
+def test_packed_token_map_is_the_stored_form_of_the_map(text: str, piece_chars: int) -> None:
+    """Indexing stores `TokenMap.packed` (never the map itself): the same bytes."""
+    packed = TokenMap.packed(text, piece_chars=piece_chars)
+    assert packed.to_bytes() == TokenMap.of(text).to_bytes()
+
+
+def test_packed_token_map_of_real_text_is_its_stored_form(shared_data: Path) -> None:
+    text = (shared_data / "corpora" / "rfc9293" / "rfc9293.txt").read_text("utf-8") * 8
+    stored = TokenMap.of(text).to_bytes()
+    assert TokenMap.packed(text, piece_chars=97).to_bytes() == stored
+    assert TokenMap.packed(text).to_bytes() == stored
+    again = TokenMap.from_bytes(TokenMap.packed(text).to_bytes())
+    assert again.count(text, 1000, 250_000) == count_tokens(text[1000:250_000])

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from suture._registry import lookup
 from suture._version import __version__
 from suture.documents import Newlines, Skipped, iter_documents
+from suture.documents.limits import file_size_limit
 from suture.embedders import (
     DEFAULT_EMBEDDER,
     Embedder,
@@ -82,6 +83,7 @@ class Index:
         report: IndexReport | None = None,
         ray: RayOptions | None = None,
         newlines: Newlines | str = Newlines.UNIVERSAL,
+        max_file_size: int | str | None = "auto",
     ) -> Index:
         """Create the index `index` (or add to it) from files and folders in `paths`.
 
@@ -95,7 +97,9 @@ class Index:
         later runs keep them up to date. `report` is filled in as the run goes. `ray`
         embeds (and, on a server store, writes) on a Ray cluster (`suture.distributed`).
         `newlines` is how text files are read (Python's text mode by default; see
-        `Newlines`): the convention of every offset the index returns.
+        `Newlines`): the convention of every offset the index returns. A file larger
+        than `max_file_size` (bytes, "500MB"; "auto", the default: larger than the memory
+        available can index; None: no limit) is skipped with a reason before it is read.
         """
         if retriever is not None:
             lookup("retriever", RetrieverName, retriever)  # fail before any work
@@ -104,10 +108,12 @@ class Index:
 
             require_ray()
         _validate_chunking(chunk_size, chunk_overlap)
+        max_file_size = file_size_limit(max_file_size)  # fail before any work
         options = dict(embedder_options or {})
         model = embedder_from_spec(embedder, **options)
         report = report if report is not None else IndexReport()
-        documents: Iterable[Document | Skipped] = iter_documents(paths, newlines=newlines)
+        documents: Iterable[Document | Skipped] = iter_documents(
+            paths, newlines=newlines, max_file_size=max_file_size)
         try:
             built = cls.open(index, store=store, embedder=model, embedder_options=options)
             built._check_settings(chunk_size, chunk_overlap, contextual)
@@ -247,11 +253,13 @@ class Index:
         report: IndexReport | None = None,
         ray: RayOptions | None = None,
         newlines: Newlines | str = Newlines.UNIVERSAL,
+        max_file_size: int | str | None = "auto",
     ) -> IndexReport:
         """Index (or re-index) files and folders; with `prune`, delete stored documents
-        not seen. `report` (optional) is filled in as the run goes; `newlines` as in
-        `build`."""
-        return self.ingest(iter_documents(paths, newlines=newlines),
+        not seen. `report` (optional) is filled in as the run goes; `newlines` and
+        `max_file_size` as in `build`."""
+        return self.ingest(iter_documents(paths, newlines=newlines,
+                                          max_file_size=max_file_size),
                            show_progress=show_progress, prune=prune, report=report, ray=ray)
 
     def ingest(

@@ -168,7 +168,7 @@ def plan_documents(
             report.unchanged.append(item.doc_id)
             if item.doc_id in unmapped:
                 text = store.document(item.doc_id).text
-                store.set_token_map(item.doc_id, TokenMap.of(text))
+                store.set_token_map(item.doc_id, TokenMap.packed(text))
             continue
         pending = pending_document(item, digest, store.manifest, item.doc_id in stored)
         if pending is None:
@@ -261,7 +261,7 @@ def write_batch(store: Store, embedder_key: str, batch: Sequence[Piece],
             item = piece.item
             store.write_document_parts(item.document, item.content_hash,
                                        _parts(store, embedder_key, item, vectors, piece_size),
-                                       TokenMap.of(item.document.text))
+                                       TokenMap.packed(item.document.text))
             (report.updated if item.replaces else report.added).append(item.document.doc_id)
             report.chunks_written += item.chunk_count
 

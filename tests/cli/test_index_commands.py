@@ -337,3 +337,46 @@ def test_retriever_option_chooses_the_first_stage(rfc_hashing_index: Path) -> No
     assert "SYN-RECEIVED" in lexical["spans"][0]["text"]
     bad = suture(*args, "--retriever", "nope")
     assert bad.returncode == 2 and "unknown retriever 'nope'" in bad.stderr
+
+
+def test_files_over_the_size_limit_are_skipped_with_a_reason(
+        shared_data: Path, tmp_path: Path) -> None:
+    """A file larger than --max-file-size is skipped, before it is read, with its size,
+    the limit and the fix; the other files are indexed and the run succeeds (as for any
+    other skip). By default the limit is what the memory available can index: a sparse
+    file of 1 TB (no disk used) is skipped with the estimate instead of being read."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    merger = shared_data / "corpora" / "merger" / "HMS Holdings Corp._Veritas Capital.txt"
+    (folder / "merger.txt").write_bytes(merger.read_bytes())  # 301 kB
+    (folder / "generated.txt").write_text(
+        "".join(f"{n}. The purchaser shall give notice of the merger. " for n in range(14_000)))
+    idx = tmp_path / "idx"
+    built = suture("index", folder, "--index", idx, "--embedder", "hashing", "-q",
+                   "--max-file-size", "500kB")
+    assert built.returncode == 0, built.stderr
+    assert "1 added" in built.stdout and "1 skipped" in built.stdout
+    size = (folder / "generated.txt").stat().st_size
+    assert f"{folder / 'generated.txt'}: {size / 1000:.0f} kB, larger than the maximum file " \
+        "size (500 kB); split it into smaller files or raise --max-file-size" \
+        in re.sub(r"\s+", " ", built.stderr)
+    listed = json.loads(suture("ls", "--index", idx, "--json").stdout)
+    assert [row["doc_id"] for row in listed] == ["merger.txt"]
+
+    huge = folder / "huge.txt"
+    with huge.open("wb") as handle:
+        handle.truncate(10**12)
+    auto = suture("index", folder, "--index", idx, "--embedder", "hashing", "-q")
+    assert auto.returncode == 0, auto.stderr
+    assert "1 added" in auto.stdout and "1 unchanged" in auto.stdout
+    assert "1 skipped" in auto.stdout and "Traceback" not in auto.stderr
+    reason = re.search(r"huge\.txt: 1,000 GB would need about ([\d,.]+ [kMGT]B) of memory to "
+                       r"index \(([\d.]+)× its size\) and ([\d,.]+ [kMGT]B) is available; split "
+                       r"it into smaller files or free memory", re.sub(r"\s+", " ", auto.stderr))
+    assert reason is not None, auto.stderr
+
+    bad = suture("index", folder, "--index", tmp_path / "other", "--embedder", "hashing",
+                 "--max-file-size", "12x")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "max file size '12x' is not a size" in bad.stderr
+    assert not (tmp_path / "other").exists()

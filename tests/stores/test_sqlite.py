@@ -10,6 +10,7 @@ import pytest
 
 from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.stores import Manifest
+from suture.stores import sqlite as sqlite_store
 from suture.stores.sqlite import DATABASE_FILE, MATRIX_FILE, DocumentCache, SQLiteStore
 from suture.tokens import TokenMap, count_tokens
 from suture.types import Chunk, Document, Section
@@ -176,6 +177,53 @@ def test_token_map_is_kept_with_its_document(store: SQLiteStore) -> None:
         conn.execute("UPDATE documents SET token_map = ? WHERE doc_id = 'a.txt'", (b"junk",))
     damaged = SQLiteStore.open(store.path)
     assert damaged.token_map("a.txt") is None and damaged.document("a.txt").text == doc.text
+
+
+def test_document_row_is_written_in_windows_with_the_same_content(
+        store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The text and token map go into their blobs a window at a time (tiny windows here,
+    so characters of 1 to 4 UTF-8 bytes straddle every boundary); what is stored is the
+    text's UTF-8 and `TokenMap.to_bytes`, read back as the same text, map and length."""
+    monkeypatch.setattr(sqlite_store, "_TEXT_WINDOW", 7)
+    text = "Section 4.2 — naïve café 漢字 😀 déjà vu. " * 40
+    doc = Document("mixed.txt", text, title="Mixed")
+    chunk = Chunk(Chunk.make_id("mixed.txt", 0), "mixed.txt", 0, 0, len(text), text, ())
+    token_map = TokenMap.of(text)
+    store.write_document(doc, "hash-mixed", [chunk], _vectors(1, 3), token_map)
+    with sqlite3.connect(store.path / DATABASE_FILE) as conn:
+        stored_text, stored_map = conn.execute(
+            "SELECT text, token_map FROM documents WHERE doc_id = 'mixed.txt'").fetchone()
+    assert stored_text == text.encode("utf-8") and stored_map == token_map.to_bytes()
+    store.set_token_map("mixed.txt", token_map)  # the upgrade path writes the same bytes
+    reopened = SQLiteStore.open(store.path)
+    assert reopened.document("mixed.txt").text == text
+    read_map = reopened.token_map("mixed.txt")
+    assert read_map is not None and read_map.to_bytes() == token_map.to_bytes()
+    summary = {s.doc_id: s for s in reopened.documents_summary()}["mixed.txt"]
+    assert summary.characters == len(text)
+    assert reopened.chunks([chunk.chunk_id])[0].text == text
+
+
+def test_document_rows_written_as_text_by_earlier_versions_still_read(
+        store: SQLiteStore) -> None:
+    """Before streamed writes a document's text was bound as a `str` (a TEXT value) and
+    its map as one bytes value; such rows read as they did, next to new ones."""
+    doc, chunks = _doc("a.txt", 5)
+    text = doc.text + " Grüße — §1"
+    store.close()
+    with sqlite3.connect(store.path / DATABASE_FILE) as conn:  # the row as 0.1 wrote it
+        conn.execute("UPDATE documents SET text = ?, token_map = ? WHERE doc_id = 'a.txt'",
+                     (text, TokenMap.of(text).to_bytes()))
+        assert conn.execute("SELECT typeof(text) FROM documents WHERE doc_id = 'a.txt'"
+                            ).fetchone() == ("text",)
+    old = SQLiteStore.open(store.path)
+    assert old.document("a.txt").text == text
+    token_map = old.token_map("a.txt")
+    assert token_map is not None and token_map.count(text, 0, len(text)) == count_tokens(text)
+    summary = {s.doc_id: s for s in old.documents_summary()}
+    assert summary["a.txt"].characters == len(text)
+    assert summary["b.txt"].characters == len(_doc("b.txt", 3)[0].text)  # a new row
+    assert old.chunks([chunks[4].chunk_id])[0].text == chunks[4].text
 
 
 def test_index_of_an_older_schema_opens_and_is_upgraded(store: SQLiteStore) -> None:

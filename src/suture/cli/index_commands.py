@@ -27,6 +27,7 @@ from suture.cli.common import (
     writes_nothing,
 )
 from suture.documents import Newlines
+from suture.documents.limits import MEMORY_PER_FILE_BYTE
 from suture.exceptions import SutureError
 from suture.indexing import IndexReport
 
@@ -100,6 +101,11 @@ def index_command(
     ray_workers: Annotated[int | None, typer.Option(
         help="Embedding actors (default: one per CPU of the cluster).")] = None,
     newlines: NewlinesOption = Newlines.UNIVERSAL,
+    max_file_size: Annotated[str, typer.Option(
+        help="Skip files larger than this (bytes, or 500MB, 2GB, 1.5GiB) with a reason. "
+             "'auto': skip a file only when indexing it would need more memory than is "
+             f"available (about {MEMORY_PER_FILE_BYTE:g}x its size); 'none': no limit.")
+    ] = "auto",
 ) -> None:
     """Index documents into an index (adds to it when it exists)."""
     from suture.exceptions import NothingToIndexError
@@ -130,6 +136,7 @@ def index_command(
             ray=distributed,
             report=report,
             newlines=newlines,
+            max_file_size=max_file_size,
         )
     except NothingToIndexError as exc:
         if exc.report is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -10,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from suture.documents.limits import AUTO, FileSizeLimit, file_size_limit, too_large
 from suture.documents.loaders import FORMAT_BY_SUFFIX, LOADERS, Newlines, iter_jsonl
 from suture.documents.sections import detect_sections
 from suture.exceptions import DocumentError
@@ -87,19 +89,23 @@ def load_document(
 
 
 def iter_documents(
-    paths: Sequence[str | Path], *, newlines: Newlines | str = Newlines.UNIVERSAL
+    paths: Sequence[str | Path], *, newlines: Newlines | str = Newlines.UNIVERSAL,
+    max_file_size: int | str | None = AUTO,
 ) -> Iterator[Document | Skipped]:
     """Documents from files and folders (recursively, sorted); bad inputs yield `Skipped`.
 
     Ids are paths relative to the folder given (POSIX), the file name for a file given
     directly, or `doc_id` for JSONL records; a repeated id is skipped, the first wins.
     `newlines` says how line breaks are read (see `Newlines`; Python's text mode by
-    default), and each document records it in `metadata["newlines"]`.
+    default), and each document records it in `metadata["newlines"]`. A file larger than
+    `max_file_size` (see `suture.documents.limits`: by default, one the memory available
+    could not index) is skipped with its size and the fix, before it is read.
     """
     newlines = Newlines(newlines)
+    limit = file_size_limit(max_file_size)
     first_source: dict[str, str] = {}
     for root in paths:
-        for item in _iter_one_path(Path(root), newlines):
+        for item in _iter_one_path(Path(root), newlines, limit):
             if isinstance(item, Document):
                 if item.doc_id in first_source:
                     yield Skipped(
@@ -112,13 +118,14 @@ def iter_documents(
             yield item
 
 
-def _iter_one_path(root: Path, newlines: Newlines) -> Iterator[Document | Skipped]:
+def _iter_one_path(root: Path, newlines: Newlines,
+                   limit: FileSizeLimit) -> Iterator[Document | Skipped]:
     """One argument: a folder walked in sorted order, or a single file."""
     for item in document_files(root):
         if isinstance(item, Skipped):
             yield item
         else:
-            yield from _load_file(*item, newlines)
+            yield from _load_file(*item, newlines, limit)
 
 
 def document_files(root: Path) -> list[tuple[Path, str] | Skipped]:
@@ -189,10 +196,15 @@ def _walk(root: Path) -> list[Path | Skipped]:
     return [item for _, item in sorted(found, key=lambda pair: pair[0])]
 
 
-def _load_file(path: Path, doc_id: str, newlines: Newlines) -> Iterator[Document | Skipped]:
+def _load_file(path: Path, doc_id: str, newlines: Newlines,
+               limit: FileSizeLimit) -> Iterator[Document | Skipped]:
     """Every document in one file, or the reasons it (or a line of it) was skipped."""
     try:
         fmt = _format_of(path)
+        with contextlib.suppress(OSError):  # (one that cannot be read is reported below)
+            oversized = too_large(path, path.stat().st_size, limit)
+            if oversized:
+                raise DocumentError(oversized)
         if fmt == "jsonl":
             problem = _unusable(path)
             if problem:

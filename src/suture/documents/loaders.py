@@ -193,6 +193,9 @@ def read_bytes(path: Path) -> bytes:
             + ("give read permission (chmod +r) or leave it out"
                if isinstance(error, PermissionError) else "check the file or leave it out")
         ) from error
+    except MemoryError:  # (only with --max-file-size none: the default skips it before)
+        raise DocumentError(f"{path}: too large to read into the memory available; split it "
+                            "into smaller files or free memory") from None
     if not data or data.isspace():
         raise DocumentError(f"{path}: empty file")
     return data

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ _SENTENCE_END = (".", ":", ";", "!", "?", ")", "]", '"', "”", "’")
 _HEADER_REPEATS = 3  # a line opening/closing this many pages is a running header/footer
 
 _LINE = re.compile(r"[^\n\f]+")
+_NON_BLANK = re.compile(r"\S")
 _BOM = "\ufeff"  # kept as the text's first character when a UTF-8 file has one
 _WS = re.compile(r"\s+")
 _MD_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
@@ -120,7 +122,7 @@ def detect_sections(text: str, fmt: str) -> tuple[Section, ...]:
         raise ConfigurationError(
             f"unknown text format {fmt!r} for section detection; use one of {', '.join(FORMATS)}"
         )
-    lines = list(_lines(text))
+    lines = _Lines(text)
     if fmt == "md":
         markdown = _markdown_headings(lines)
         if markdown:
@@ -128,21 +130,50 @@ def detect_sections(text: str, fmt: str) -> tuple[Section, ...]:
     return build_sections(plain_headings(lines), len(text))
 
 
-def _lines(text: str) -> Iterator[_Line]:
-    """Non-blank lines with their offsets; a form feed starts a new page (and a new line)."""
-    page = 0
-    previous_end = 0
-    for match in _LINE.finditer(text):
-        page += text.count("\f", previous_end, match.start())
-        previous_end = match.end()
-        start, line = match.start(), match.group()
-        if start == 0 and line.startswith(_BOM):  # a byte-order mark is not part of a heading
-            start, line = 1, line[1:]
-        if line and not line.isspace():
-            yield _Line(start, line, page)
+class _Lines:
+    """The non-blank lines of a text with their offsets; a form feed starts a new page
+    (and a new line). Only offsets are kept: each line's text is made when it is asked
+    for (a list of line strings was a second copy of the document, and more than that
+    for short lines). The last two lines asked for are kept, so a long line, read by
+    several rules in turn, is made once."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self.starts, self.ends, self.pages = array("q"), array("q"), array("q")
+        self._made: dict[int, _Line] = {}
+        page = 0
+        previous_end = 0
+        for match in _LINE.finditer(text):
+            page += text.count("\f", previous_end, match.start())
+            previous_end = match.end()
+            start, end = match.span()
+            if start == 0 and text.startswith(_BOM):
+                start = 1  # a byte-order mark is not part of a heading
+            if _NON_BLANK.search(text, start, end):  # (str.isspace's white space)
+                self.starts.append(start)
+                self.ends.append(end)
+                self.pages.append(page)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, index: int) -> _Line:
+        if not 0 <= index < len(self.starts):
+            raise IndexError(index)
+        line = self._made.get(index)
+        if line is None:
+            if len(self._made) >= 2:
+                del self._made[next(iter(self._made))]
+            start = self.starts[index]
+            line = self._made[index] = _Line(start, self._text[start : self.ends[index]],
+                                             self.pages[index])
+        return line
+
+    def __iter__(self) -> Iterator[_Line]:
+        return (self[index] for index in range(len(self)))
 
 
-def _markdown_headings(lines: Sequence[_Line]) -> list[Heading]:
+def _markdown_headings(lines: _Lines) -> list[Heading]:
     """ATX headings (`#`..`######`) outside fenced code blocks; level = number of `#`."""
     headings: list[Heading] = []
     in_fence = False
@@ -157,7 +188,7 @@ def _markdown_headings(lines: Sequence[_Line]) -> list[Heading]:
     return headings
 
 
-def plain_headings(lines: Sequence[_Line]) -> list[Heading]:
+def plain_headings(lines: _Lines) -> list[Heading]:
     """Headings of plain text, minus running page headers and table-of-contents entries."""
     headers = _running_headers(lines)
     candidates: list[_Candidate] = []
@@ -171,11 +202,11 @@ def plain_headings(lines: Sequence[_Line]) -> list[Heading]:
     return [Heading(c.start, level[c.rank], c.title) for c in kept]
 
 
-def _running_headers(lines: Sequence[_Line]) -> set[int]:
+def _running_headers(lines: _Lines) -> set[int]:
     """Indexes of lines that open or close a page with a text repeated on many pages."""
     by_page: dict[int, list[int]] = {}
-    for index, line in enumerate(lines):
-        by_page.setdefault(line.page, []).append(index)
+    for index, page in enumerate(lines.pages):
+        by_page.setdefault(page, []).append(index)
     if len(by_page) < _HEADER_REPEATS:
         return set()
     edges = [i for indexes in by_page.values() for i in {*indexes[:2], *indexes[-2:]}]
@@ -183,7 +214,7 @@ def _running_headers(lines: Sequence[_Line]) -> set[int]:
     return {i for i in edges if counts[normalise_title(lines[i].text)] >= _HEADER_REPEATS}
 
 
-def _line_candidates(lines: Sequence[_Line], index: int) -> list[_Candidate]:
+def _line_candidates(lines: _Lines, index: int) -> list[_Candidate]:
     """Heading candidates on one line (an ARTICLE line may also open its first Section)."""
     line = lines[index]
     if _CONTENTS_TITLE.match(line.text):
@@ -200,7 +231,7 @@ def _line_candidates(lines: Sequence[_Line], index: int) -> list[_Candidate]:
     return ([numbered] if numbered else []) + found
 
 
-def _inline_candidates(lines: Sequence[_Line], index: int) -> list[_Candidate]:
+def _inline_candidates(lines: _Lines, index: int) -> list[_Candidate]:
     """Headings run into a line after a wide gap: `...Section 2.05.   Section 2.06.   Title.`."""
     line = lines[index]
     found: list[_Candidate] = []
@@ -210,7 +241,7 @@ def _inline_candidates(lines: Sequence[_Line], index: int) -> list[_Candidate]:
     return found
 
 
-def _starts_block(lines: Sequence[_Line], index: int) -> bool:
+def _starts_block(lines: _Lines, index: int) -> bool:
     """A heading follows a blank line, a page break, a finished sentence or a short line.
 
     This keeps a wrapped reference ("as described in\n   Section 3.7.1.") out.
@@ -233,7 +264,7 @@ def _is_contents_line(text: str) -> bool:
 
 
 def _keyword_candidate(
-    lines: Sequence[_Line], index: int, text: str, offset: int
+    lines: _Lines, index: int, text: str, offset: int
 ) -> list[_Candidate] | None:
     """`PART II`, `CHAPTER I`, `Article 5 - Title`, `ITEM 1A.`, `Section 5.2 Title. Body...`."""
     match = _KEYWORD.match(text)
@@ -301,7 +332,7 @@ def _cut_title(after: str) -> tuple[str | None, str]:
     return title, rest
 
 
-def _title_from_next_line(lines: Sequence[_Line], index: int) -> str:
+def _title_from_next_line(lines: _Lines, index: int) -> str:
     """Borrow a bare heading's title from a short next line (`ARTICLE I` / `DEFINITIONS`)."""
     if index + 1 >= len(lines) or lines[index + 1].page != lines[index].page:
         return ""

@@ -41,7 +41,7 @@ import numpy as np
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.stores.table import ChunkTable
-from suture.tokens import TokenMap
+from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document
 
 if TYPE_CHECKING:
@@ -199,12 +199,13 @@ class Store(ABC):
         content_hash: str,
         chunks: Sequence[Chunk],
         vectors: Vectors,
-        token_map: TokenMap | None = None,
+        token_map: StorableTokenMap | None = None,
     ) -> None:
         """Atomically replace everything stored for `document.doc_id`.
 
-        `token_map` (`TokenMap.of(document.text)`) is kept with the document so that
-        context token counts need no tokenizer at query time.
+        `token_map` (`TokenMap.of(document.text)`, or only its stored form,
+        `TokenMap.packed`) is kept with the document so that context token counts need no
+        tokenizer at query time.
         """
         check_vectors(self, chunks, vectors)  # before anything is written
         self.write_document_parts(document, content_hash, [(chunks, vectors)], token_map)
@@ -215,7 +216,7 @@ class Store(ABC):
         document: Document,
         content_hash: str,
         parts: Iterable[ChunkPart],
-        token_map: TokenMap | None = None,
+        token_map: StorableTokenMap | None = None,
     ) -> None:
         """`write_document` with the chunks and vectors given part by part, in position
         order, inside the one atomic write: a large document is written without all of
@@ -227,8 +228,9 @@ class Store(ABC):
         """Remove a document and its chunks atomically; False when it was not stored."""
 
     @abstractmethod
-    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
-        """Attach `TokenMap.of(stored text)` to a stored document; nothing else changes."""
+    def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
+        """Attach the token map of the stored text (`TokenMap.of` or `.packed`) to a
+        stored document; nothing else changes."""
 
     @abstractmethod
     def update_manifest(self, manifest: Manifest) -> None:

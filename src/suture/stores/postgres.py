@@ -68,7 +68,7 @@ from suture.stores.base import (
     check_vectors,
 )
 from suture.stores.sqlite import _section_from_json, _section_to_json, _token_map
-from suture.tokens import TokenMap
+from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document
 
 if TYPE_CHECKING:
@@ -354,7 +354,7 @@ class PostgresStore(Store):
         document: Document,
         content_hash: str,
         parts: Iterable[ChunkPart],
-        token_map: TokenMap | None = None,
+        token_map: StorableTokenMap | None = None,
     ) -> None:
         from suture.stores import postgres_bm25
 
@@ -432,7 +432,7 @@ class PostgresStore(Store):
                             "chunks = chunks - %s", self.tables), (removed,))
         return True
 
-    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
+    def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
         with self._writing() as conn:
             conn.execute(_q("UPDATE {documents} SET token_map = %s WHERE doc_id = %s",
                             self.tables), (token_map.to_bytes(), doc_id))

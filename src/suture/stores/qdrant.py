@@ -98,7 +98,7 @@ from suture.stores.sqlite import (
     _section_to_json,
     _token_map,
 )
-from suture.tokens import TokenMap
+from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document
 
 try:
@@ -540,7 +540,7 @@ class QdrantStore(Store):
         document: Document,
         content_hash: str,
         parts: Iterable[ChunkPart],
-        token_map: TokenMap | None = None,
+        token_map: StorableTokenMap | None = None,
     ) -> None:
         self._check_not_reading()
         doc_id = document.doc_id
@@ -569,7 +569,7 @@ class QdrantStore(Store):
             raise RuntimeError("a store write cannot run inside a reading() block")
 
     def _write_version(self, document: Document, version: str, parts: Iterable[ChunkPart],
-                       token_map: TokenMap | None) -> int:
+                       token_map: StorableTokenMap | None) -> int:
         """Step 1: the new version's text record and chunk points (not yet live), part by
         part; returns how many chunks were written. What a failed step 1 leaves is removed
         by the document's next write (`_tidy` keeps only live versions)."""
@@ -704,7 +704,7 @@ class QdrantStore(Store):
         except UnexpectedResponse:  # a read-only API key cannot recover; reads still work
             return
 
-    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
+    def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
         live = self.resolve([doc_id]).get(doc_id)
         if live is None:
             return

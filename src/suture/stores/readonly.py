@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from suture.exceptions import ConfigurationError
 from suture.stores.base import ChunkPart, DerivedData, Manifest, Store
-from suture.tokens import TokenMap
+from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Document
 
 
@@ -38,14 +38,14 @@ class ReadOnlyStore(Store):
         )
 
     def write_document_parts(self, document: Document, content_hash: str,
-                             parts: Iterable[ChunkPart], token_map: TokenMap | None = None
+                             parts: Iterable[ChunkPart], token_map: StorableTokenMap | None = None
                              ) -> None:
         self._refuse("write documents")
 
     def delete_document(self, doc_id: str) -> bool:
         self._refuse("delete documents")
 
-    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
+    def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
         self._refuse("write token maps")
 
     def update_manifest(self, manifest: Manifest) -> None:

@@ -32,6 +32,7 @@ import os
 import sqlite3
 import threading
 import zipfile
+from array import array
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -62,7 +63,7 @@ from suture.stores.base import (
 )
 from suture.stores.derived import FolderData
 from suture.stores.table import ChunkTable
-from suture.tokens import TokenMap
+from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, Section
 
 MANIFEST_FILE = "manifest.json"
@@ -315,13 +316,18 @@ class SQLiteStore(Store):
         document: Document,
         content_hash: str,
         parts: Iterable[ChunkPart],
-        token_map: TokenMap | None = None,
+        token_map: StorableTokenMap | None = None,
     ) -> None:
         with self._writing() as connection:  # all of the document or none of it
             connection.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
-            connection.execute(
+            # The text and the map go in as zero-filled blobs of their final size, filled a
+            # window at a time below: binding them whole made three text-sized copies
+            # (sqlite3's UTF-8, SQLite's record, the joined map) at the peak of indexing.
+            map_parts = token_map.stored_parts() if token_map is not None else []
+            row = connection.execute(
                 "INSERT OR REPLACE INTO documents (doc_id, content_hash, title, source, "
-                "metadata, sections, text, token_map) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "metadata, sections, text, token_map) VALUES (?, ?, ?, ?, ?, ?, zeroblob(?), "
+                + ("zeroblob(?))" if token_map is not None else "?)"),
                 (
                     document.doc_id,
                     content_hash,
@@ -329,10 +335,15 @@ class SQLiteStore(Store):
                     document.source,
                     json.dumps(dict(document.metadata), sort_keys=True, default=str),
                     json.dumps([_section_to_json(s) for s in document.sections]),
-                    document.text,
-                    token_map.to_bytes() if token_map is not None else None,
+                    sum(len(window) for window in _utf8_windows(document.text)),
+                    sum(map(len, map_parts)) if token_map is not None else None,
                 ),
-            )
+            ).lastrowid
+            assert row is not None  # an INSERT always sets it
+            _fill_blob(connection, "text", row, _utf8_windows(document.text))
+            if token_map is not None:
+                _fill_blob(connection, "token_map", row, map_parts)
+            del map_parts
             for chunks, vectors in parts:
                 check_vectors(self, chunks, vectors)
                 blobs = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -347,12 +358,15 @@ class SQLiteStore(Store):
                 )
             _bump_generation(connection)
 
-    def set_token_map(self, doc_id: str, token_map: TokenMap) -> None:
+    def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
         with self._writing() as connection:
-            connection.execute(
-                "UPDATE documents SET token_map = ? WHERE doc_id = ?",
-                (token_map.to_bytes(), doc_id),
-            )
+            parts = token_map.stored_parts()
+            row = connection.execute(
+                "UPDATE documents SET token_map = zeroblob(?) WHERE doc_id = ? RETURNING rowid",
+                (sum(map(len, parts)), doc_id),
+            ).fetchone()
+            if row is not None:
+                _fill_blob(connection, "token_map", row[0], parts)
         with self._lock:
             self._documents.discard(doc_id)
 
@@ -403,7 +417,7 @@ class SQLiteStore(Store):
 
     def documents_summary(self) -> list[DocumentSummary]:
         rows = self._connection().execute(
-            "SELECT d.doc_id, d.title, length(d.text), "
+            "SELECT d.doc_id, d.title, length(CAST(d.text AS TEXT)), "
             "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.doc_id), d.content_hash "
             "FROM documents d ORDER BY d.doc_id"
         )
@@ -452,7 +466,7 @@ class SQLiteStore(Store):
             source=row[2],
             metadata=json.loads(row[3]),
             sections=tuple(_section_from_json(s) for s in json.loads(row[4])),
-            text=row[5],
+            text=_stored_text(row[5]),
         )
         fresh = (document, _token_map(row[6]))
         with self._lock:
@@ -667,39 +681,52 @@ class SQLiteStore(Store):
         own = getattr(self._local, "table", None) is None and not connection.in_transaction
         if own:
             connection.execute("BEGIN")  # the generation and the rows from one snapshot
+        dim = self.manifest.dimension
         try:
             generation = _generation(connection)
+            count = int(connection.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            # Row by row into columns made to size: a list of every row (≈ 700 bytes a
+            # chunk with its vector) was the peak of indexing one very large document.
+            matrix = np.empty((count, dim), dtype=np.float32)
+            keys, positions, starts, ends, paths = (array("q") for _ in range(5))
+            chunk_ids: list[str] = []
+            doc_ids: list[str] = []
+            path_number: dict[str, int] = {}
             rows = connection.execute(
                 'SELECT id, chunk_id, doc_id, position, start, "end", section_path, vector '
                 "FROM chunks ORDER BY doc_id, position"
-            ).fetchall()
+            )
+            for i, r in enumerate(rows):
+                vector = np.frombuffer(r[7], dtype=np.float32)
+                if vector.shape != (dim,):
+                    raise IndexError_(
+                        f"the index at {self.path} holds a {vector.shape[0]}-d vector for "
+                        f"chunk {r[1]!r} but its manifest says {dim}-d; the index is "
+                        "damaged: rebuild it into a new folder"
+                    )
+                matrix[i] = vector
+                keys.append(r[0])
+                positions.append(r[3])
+                starts.append(r[4])
+                ends.append(r[5])
+                paths.append(path_number.setdefault(r[6], len(path_number)))
+                chunk_ids.append(r[1])
+                doc_ids.append(r[2])
         finally:
             if own:
                 connection.rollback()
-        dim = self.manifest.dimension
-        matrix = np.empty((len(rows), dim), dtype=np.float32)
-        for i, r in enumerate(rows):
-            vector = np.frombuffer(r[7], dtype=np.float32)
-            if vector.shape != (dim,):
-                raise IndexError_(
-                    f"the index at {self.path} holds a {vector.shape[0]}-d vector for chunk "
-                    f"{r[1]!r} but its manifest says {dim}-d; the index is damaged: rebuild "
-                    "it into a new folder"
-                )
-            matrix[i] = vector
-        path_texts = list(dict.fromkeys(r[6] for r in rows))
-        path_number = {raw: i for i, raw in enumerate(path_texts)}
         arrays: dict[str, Any] = {  # Any: numpy.savez types its keywords loosely
             "matrix": matrix,
-            "chunk_ids": np.array([r[1] for r in rows], dtype=str),
-            "doc_ids": np.array([r[2] for r in rows], dtype=str),
-            "positions": np.array([r[3] for r in rows], dtype=np.int64),
-            "starts": np.array([r[4] for r in rows], dtype=np.int64),
-            "ends": np.array([r[5] for r in rows], dtype=np.int64),
-            "section_path_numbers": np.array([path_number[r[6]] for r in rows], dtype=np.int64),
-            "section_path_texts": np.array(path_texts, dtype=str),
-            "keys": np.array([r[0] for r in rows], dtype=np.int64),
+            "chunk_ids": np.array(chunk_ids, dtype=str),
+            "doc_ids": np.array(doc_ids, dtype=str),
+            "positions": np.frombuffer(positions, dtype=np.int64),
+            "starts": np.frombuffer(starts, dtype=np.int64),
+            "ends": np.frombuffer(ends, dtype=np.int64),
+            "section_path_numbers": np.frombuffer(paths, dtype=np.int64),
+            "section_path_texts": np.array(list(path_number), dtype=str),
+            "keys": np.frombuffer(keys, dtype=np.int64),
         }
+        del chunk_ids, doc_ids
         if not self.read_only:
             buffer = io.BytesIO()
             np.savez(buffer, generation=np.int64(generation), layout=np.int64(_MATRIX_LAYOUT),
@@ -926,6 +953,31 @@ class DocumentCache:
     def clear(self) -> None:
         self._entries.clear()
         self._chars = 0
+
+
+#: characters of a document's text encoded (and written) at a time
+_TEXT_WINDOW = 1 << 20
+
+
+def _utf8_windows(text: str) -> Iterator[bytes]:
+    """`text` in UTF-8, `_TEXT_WINDOW` characters at a time (joined: `text.encode()`)."""
+    for start in range(0, len(text), _TEXT_WINDOW):
+        yield text[start : start + _TEXT_WINDOW].encode("utf-8")
+
+
+def _fill_blob(connection: sqlite3.Connection, column: str, row: int,
+               pieces: Iterable[bytes]) -> None:
+    """Write `pieces` one after another into the `zeroblob` of their total size in
+    `documents.column` of `row` (SQLite's incremental blob I/O: no copy of the whole)."""
+    with connection.blobopen("documents", column, row) as blob:
+        for piece in pieces:
+            blob.write(piece)
+
+
+def _stored_text(value: str | bytes) -> str:
+    """A document's text as stored: TEXT in indexes written by earlier versions, UTF-8 in
+    a blob since writes were streamed (`write_document_parts`); both read as one `str`."""
+    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 def _token_map(data: bytes | None) -> TokenMap | None:
