@@ -164,11 +164,9 @@ def _exists(conn: psycopg.Connection[Any], store: PostgresStore) -> bool:
 def ensure_hnsw_index(store: PostgresStore, *, show_progress: bool) -> bool:
     """Build the HNSW index when it is missing and no bulk load holds it dropped; True
     when it was built here."""
-    if not store.has_hnsw_dimension():
-        return False
+    if not store.has_hnsw_dimension() or _exists(store._conn(), store):
+        return False  # the common case: one query on the store's own connection
     with _connect(store.connection) as conn:
-        if _exists(conn, store):
-            return False
         row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))",
                            (_lock_key(store),)).fetchone()
         if not row or not row[0]:
