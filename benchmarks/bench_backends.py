@@ -254,9 +254,9 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
 
 
 def _options(url: str) -> str:
-    """suture's own URL options (``search=``), for the table."""
+    """suture's search options in the URL (``search=``, ``ef_search=``), for the table."""
     query = url.split("?", 1)[1] if "?" in url else ""
-    return "&".join(o for o in query.split("&") if o.startswith("search="))
+    return "&".join(o for o in query.split("&") if o.startswith(("search=", "ef_search=")))
 
 
 def table(folder: Path) -> str:

@@ -10,6 +10,11 @@ each document the batch finishes is written in one atomic store write, a piece a
 time. Memory is bounded by one batch plus the largest document's text and token map,
 not by the corpus and not by a multiple of the document.
 
+The whole load runs inside the store's `Store.bulk_writes` block, and each planned
+document's chunk count is announced to it (`announced`) before its writes, so a store
+can tell a bulk load from a small update (PostgreSQL then builds its HNSW index once at
+the end instead of inserting every vector into it).
+
 The stages are separate functions so that other executors (the Ray pipeline in
 `suture.distributed`) run the same steps: `plan_documents` (load, compare, chunk),
 `batches` (group), `embed_batch` (cache + embed) and `write_batch` (store writes).
