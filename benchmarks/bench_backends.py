@@ -13,10 +13,11 @@ so a new backend runs here unchanged. For each backend and size:
    of a build's time), written through `create_store` + `write_document`, one
    transaction per document, as `suture index` writes; reports chunks/s, the time to
    prepare the search structures (`Store.prepare`: SQLite's matrix, and its HNSW graph
-   with ``search=ann``) and the index's size (`Store.size_on_disk`). ``--bulk`` on
-   PostgreSQL drops the HNSW index before the writes and builds it once after them
-   (pgvector's advice for bulk loads; inserting every vector into the graph as it is
-   written ran at 16-45 chunks/s), its time reported apart;
+   with ``search=ann``) and the index's size (`Store.size_on_disk`). ``--bulk`` writes
+   inside the store's own `Store.bulk_writes` block, announcing the chunks to come, as
+   `suture index` does: PostgreSQL then drops its HNSW index and builds it once at the
+   block's end (pgvector's advice for bulk loads; inserting every vector into the graph
+   as it is written ran at 16-45 chunks/s), that build's time reported apart;
 2. **query**, in a separate process (`--query`) so that its peak memory (ru_maxrss) is
    the querying process's alone: 200 queries (noisy copies of random chunk vectors,
    passed as vectors, so no embedder runs), k = 5, topk and scar (suture's default
@@ -34,6 +35,7 @@ markdown table of docs/performance.md from it, ``--plot FILE`` the latency plot.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import statistics
@@ -59,9 +61,6 @@ DOC_SIZE = 200
 K = 5
 #: distinct document texts (documents repeat them; vectors are each document's own)
 TEXT_VARIANTS = 20
-#: PostgreSQL's maintenance_work_mem for the bulk HNSW build (the graph of 1M 384-d
-#: vectors needs ≈ 2 GB; with less pgvector builds on disk, many times slower)
-HNSW_BUILD_MEMORY = "3GB"
 
 
 def document_vectors(d: int, size: int) -> npt.NDArray[np.float32]:
@@ -93,52 +92,49 @@ def doc_id(d: int) -> str:
 def build(store_url: str, index: str, n_chunks: int, bulk: bool = False) -> dict[str, Any]:
     """Write the synthetic index through the contract; returns throughput and size.
 
-    With `bulk` on PostgreSQL the HNSW index is dropped before the writes and built
-    once after them (pgvector's advice for a bulk load); its build time is reported
-    apart. Either way the store's own `write_document` writes every document."""
+    With `bulk` the writes run inside the store's `bulk_writes` block (PostgreSQL drops
+    its HNSW index and builds it once at the block's end); that build's time is
+    reported apart. Either way the store's own `write_document` writes every document."""
     from tqdm import tqdm
 
     manifest = Manifest(suture_version="bench", embedder="synthetic", dimension=DIM,
                         chunk_size=600, chunk_overlap=0, contextual=False)
     store = create_store(index, manifest, None if store_url == "sqlite" else store_url)
-    postgres = store_backend(None if store_url == "sqlite" else store_url)[0].value == "postgresql"
-    if bulk and postgres:
-        _hnsw_index(store_url, index, create=False)
     slices = rfc_slices()
     token_maps: dict[str, TokenMap] = {}
     written = store.chunk_count()
     started = time.perf_counter()
     write_seconds = 0.0
     documents = list(range(written // DOC_SIZE, (n_chunks + DOC_SIZE - 1) // DOC_SIZE))
-    bar = tqdm(total=len(documents), desc=f"writing {index}", unit="doc", mininterval=10)
-    for block in range(0, len(documents), 50):
-        docs = documents[block : block + 50]
-        sizes = [min(DOC_SIZE, n_chunks - d * DOC_SIZE) for d in docs]
-        for d, size, vectors in zip(docs, sizes, block_vectors(docs, sizes), strict=True):
-            # TEXT_VARIANTS distinct document texts, so each token map is computed once
-            # (tokenising 1M chunks of text would be most of a build's time)
-            variant = (d % TEXT_VARIANTS) * DOC_SIZE
-            pieces = [slices[(variant + i) % len(slices)] for i in range(size)]
-            chunks, start = [], 0
-            for i, piece in enumerate(pieces):
-                chunks.append(Chunk(Chunk.make_id(doc_id(d), i), doc_id(d), i, start,
-                                    start + len(piece), piece))
-                start += len(piece)
-            text = "".join(pieces)
-            if text not in token_maps:  # documents repeat the same few texts
-                token_maps[text] = TokenMap.of(text)
-            begin = time.perf_counter()
-            store.write_document(Document(doc_id(d), text, title=doc_id(d)), doc_id(d),
-                                 chunks, vectors, token_maps[text])
-            write_seconds += time.perf_counter() - begin
-            bar.update(1)
-    bar.close()
-    write_s = time.perf_counter() - started
-    hnsw_s = None
-    if bulk and postgres:
+    load = (store.bulk_writes(n_chunks - written, show_progress=True) if bulk
+            else contextlib.nullcontext())
+    with load:  # PostgreSQL builds its HNSW index once as the block ends
+        bar = tqdm(total=len(documents), desc=f"writing {index}", unit="doc", mininterval=10)
+        for block in range(0, len(documents), 50):
+            docs = documents[block : block + 50]
+            sizes = [min(DOC_SIZE, n_chunks - d * DOC_SIZE) for d in docs]
+            for d, size, vectors in zip(docs, sizes, block_vectors(docs, sizes), strict=True):
+                # TEXT_VARIANTS distinct document texts, so each token map is computed once
+                # (tokenising 1M chunks of text would be most of a build's time)
+                variant = (d % TEXT_VARIANTS) * DOC_SIZE
+                pieces = [slices[(variant + i) % len(slices)] for i in range(size)]
+                chunks, start = [], 0
+                for i, piece in enumerate(pieces):
+                    chunks.append(Chunk(Chunk.make_id(doc_id(d), i), doc_id(d), i, start,
+                                        start + len(piece), piece))
+                    start += len(piece)
+                text = "".join(pieces)
+                if text not in token_maps:  # documents repeat the same few texts
+                    token_maps[text] = TokenMap.of(text)
+                begin = time.perf_counter()
+                store.write_document(Document(doc_id(d), text, title=doc_id(d)), doc_id(d),
+                                     chunks, vectors, token_maps[text])
+                write_seconds += time.perf_counter() - begin
+                bar.update(1)
+        bar.close()
+        write_s = time.perf_counter() - started
         begin = time.perf_counter()
-        _hnsw_index(store_url, index, create=True)
-        hnsw_s = time.perf_counter() - begin
+    hnsw_s = time.perf_counter() - begin if bulk else None
     # the SQLite store builds its search matrix (and graph, with search=ann) on first use
     begin = time.perf_counter()
     store.prepare()
@@ -152,26 +148,6 @@ def build(store_url: str, index: str, n_chunks: int, bulk: bool = False) -> dict
             "write_s": write_s, "hnsw_build_s": hnsw_s, "prepare_s": prepare_s,
             "build_s": time.perf_counter() - started, "size_bytes": size_bytes,
             "bulk": bulk}
-
-
-def _hnsw_index(store_url: str, index: str, create: bool) -> None:
-    """Drop the index's HNSW index, or create it as the store does (same name, m and
-    ef_construction) with enough maintenance memory to build the graph in memory."""
-    import psycopg
-
-    from suture.stores.postgres import HNSW_EF_CONSTRUCTION, HNSW_M, Connection
-
-    conninfo = Connection.parse(store_url).conninfo
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        if not create:
-            conn.execute(f'DROP INDEX IF EXISTS "{index}_hnsw"')
-            return
-        conn.execute(f"SET maintenance_work_mem = '{HNSW_BUILD_MEMORY}'")
-        conn.execute("SET max_parallel_maintenance_workers = 1")  # two cores in all
-        conn.execute(
-            f'CREATE INDEX IF NOT EXISTS "{index}_hnsw" ON "{index}_chunks" USING hnsw '
-            f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
-            f"ef_construction = {HNSW_EF_CONSTRUCTION})")
 
 
 def exact_top(queries: npt.NDArray[np.float32], n_chunks: int, k: int = 10
@@ -278,9 +254,9 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
 
 
 def _options(url: str) -> str:
-    """suture's own URL options (``search=``), for the table."""
+    """suture's search options in the URL (``search=``, ``ef_search=``), for the table."""
     query = url.split("?", 1)[1] if "?" in url else ""
-    return "&".join(o for o in query.split("&") if o.startswith("search="))
+    return "&".join(o for o in query.split("&") if o.startswith(("search=", "ef_search=")))
 
 
 def table(folder: Path) -> str:

@@ -143,17 +143,26 @@ def test_command_line_ray_writes_a_postgresql_index_from_every_worker(
 ) -> None:
     """Many writers: each Ray worker opens the server store by its URL and writes the
     documents it embedded (Qdrant's local mode is one process at a time, so the server
-    backend tested here is PostgreSQL)."""
+    backend tested here is PostgreSQL). As a bulk load (``bulk=1``), the driver alone
+    drops the HNSW index and builds it once at the end, while the workers only write."""
+    import psycopg
+
     from tests.backends import RUN
 
     name = f"{RUN}_ray_cli"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    bulk_url = postgres_url + ("&" if "?" in postgres_url else "?") + "bulk=1"
     result = subprocess.run(
         [sys.executable, "-m", "suture", "index", str(corpus), "--index", name,
-         "--store", postgres_url, "--embedder", "hashing", "--ray", "--ray-workers", "2",
-         "-q"],
+         "--store", bulk_url, "--embedder", "hashing", "--ray", "--ray-workers", "2"],
         capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr
+    assert result.stderr.count("the HNSW search index is dropped") == 1, result.stderr
+    assert result.stderr.count("building the search index (HNSW") == 1, result.stderr
+    with psycopg.connect(postgres_url) as conn:
+        row = conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = "
+                           "to_regclass(%s)", (f"{name}_hnsw",)).fetchone()
+        assert row == (True,)
     single = Index.build([corpus], tmp_path / "single", embedder="hashing")
     written = Index.open(name, store=postgres_url)
     assert_same_index(written, single)

@@ -38,6 +38,7 @@ from suture.indexing import (
     PendingDocument,
     Piece,
     Step,
+    announced,
     batches,
     embed_batch,
     keep_step,
@@ -147,13 +148,16 @@ def ingest_with_ray(
                                 options.threads) for _ in range(workers)]
         ray.get([actor.pid.remote() for actor in actors])  # models loaded before timing
         bar = _progress(show_progress)
-        planned = _counted(plan_documents(store, documents, report), bar)
-        if store.backend == "sqlite":
-            _one_writer(ray, store, embedder_key, planned, report, actors, bar)
-        else:
-            _many_writers(ray, store, planned, report, actors, bar)
-        if bar is not None:
-            bar.close()
+        # The driver alone speaks for the load (the workers only write), so a store that
+        # builds its search index once at the end of a bulk load builds it once.
+        with store.bulk_writes(show_progress=show_progress) as bulk:
+            planned = announced(plan_documents(store, documents, report), bulk, bar)
+            if store.backend == "sqlite":
+                _one_writer(ray, store, embedder_key, planned, report, actors, bar)
+            else:
+                _many_writers(ray, store, planned, report, actors, bar)
+            if bar is not None:
+                bar.close()
         for actor in actors:
             ray.kill(actor, no_restart=True)
     finally:
@@ -239,14 +243,6 @@ def _store_url(store: Store) -> str:
             "store given by URL (--store postgresql://... or qdrant://...) has many writers"
         )
     return url
-
-
-def _counted(items: Iterable[PendingDocument], bar: Any) -> Iterator[PendingDocument]:
-    for item in items:
-        if bar is not None:
-            bar.total = (bar.total or 0) + item.chunk_count
-            bar.refresh()
-        yield item
 
 
 def _progress(show: bool) -> Any:

@@ -10,6 +10,11 @@ each document the batch finishes is written in one atomic store write, a piece a
 time. Memory is bounded by one batch plus the largest document's text and token map,
 not by the corpus and not by a multiple of the document.
 
+The whole load runs inside the store's `Store.bulk_writes` block, and each planned
+document's chunk count is announced to it (`announced`) before its writes, so a store
+can tell a bulk load from a small update (PostgreSQL then builds its HNSW index once at
+the end instead of inserting every vector into it).
+
 The stages are separate functions so that other executors (the Ray pipeline in
 `suture.distributed`) run the same steps: `plan_documents` (load, compare, chunk),
 `batches` (group), `embed_batch` (cache + embed) and `write_batch` (store writes).
@@ -27,7 +32,7 @@ from suture.chunking import ChunkLayout, chunk_layout, embedding_text
 from suture.documents import Skipped, content_hash, same_file_key
 from suture.embedders import Embedder, Vectors
 from suture.exceptions import IndexError_
-from suture.stores.base import ChunkPart, Manifest, Store
+from suture.stores.base import BulkWrites, ChunkPart, Manifest, Store
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document
 
@@ -300,28 +305,37 @@ def ingest(
     started = time.perf_counter()
     bar = _progress(show_progress)
     planned = plan_documents(store, documents, report)
-
-    def counted(items: Iterable[PendingDocument]) -> Iterator[PendingDocument]:
-        for item in items:
-            if bar is not None:
-                bar.total = (bar.total or 0) + item.chunk_count
-                bar.refresh()
-            yield item
-
+    load = store.bulk_writes(show_progress=show_progress is True)
     try:
-        for batch in batches(counted(planned)):
-            embedded_before = report.embedded
-            vectors = embed_batch(store, embedder.key, embedder.embed_documents, batch, report,
-                                  bar.update if bar is not None else None)
-            if bar is not None:  # chunks served from the cache (or repeated) count as done
-                chunks = sum(len(piece) for piece in batch)
-                bar.update(chunks - (report.embedded - embedded_before))
-            write_batch(store, embedder.key, batch, vectors, report)
+        with load as bulk:
+            for batch in batches(announced(planned, bulk, bar)):
+                embedded_before = report.embedded
+                vectors = embed_batch(store, embedder.key, embedder.embed_documents, batch,
+                                      report, bar.update if bar is not None else None)
+                if bar is not None:  # chunks served from the cache (or repeated) count as done
+                    chunks = sum(len(piece) for piece in batch)
+                    bar.update(chunks - (report.embedded - embedded_before))
+                write_batch(store, embedder.key, batch, vectors, report)
+            if bar is not None:  # before the store's last words (its index build)
+                bar.close()
+                bar = None
     finally:
         if bar is not None:
             bar.close()
         report.seconds += time.perf_counter() - started
     return report
+
+
+def announced(items: Iterable[PendingDocument], bulk: BulkWrites,
+              bar: Any = None) -> Iterator[PendingDocument]:
+    """`items`, each announced to the store's bulk load (and added to the progress bar's
+    total) as it is planned, before any of it is written."""
+    for item in items:
+        bulk.expect(item.chunk_count)
+        if bar is not None:
+            bar.total = (bar.total or 0) + item.chunk_count
+            bar.refresh()
+        yield item
 
 
 def _progress(show: bool | ProgressFactory) -> Any:

@@ -22,7 +22,9 @@ What a backend must provide (abstract below), in the words of the data flow:
 What it may override for speed (defaults are built on the above): `chunks`, `vectors`,
 `neighbourhood` (a `ChunkTable` around the hits: SQLite hands out its whole in-memory
 table), `query_cosines`, `reading` (one consistent snapshot per query), the embedding
-cache, and `lexical_engine` (a backend that can score BM25 itself, as PostgreSQL does).
+cache, `lexical_engine` (a backend that can score BM25 itself, as PostgreSQL does), and
+`bulk_writes` (a large load is coming: PostgreSQL builds its HNSW index once at the end
+instead of inserting every vector into it).
 
 Ties are broken the same way on every backend: by score, then document id, then
 position, so two backends holding the same chunks return the same contexts.
@@ -156,6 +158,18 @@ class DerivedData(ABC):
         """A value that changes whenever a blob under `prefix` is written or deleted."""
 
 
+class BulkWrites:
+    """A store's side of one large load (`Store.bulk_writes`); this default does nothing.
+
+    The pipeline calls `expect` as it plans documents, before their writes, because a
+    streamed load does not know its size in advance.
+    """
+
+    def expect(self, chunks: int) -> None:
+        """`chunks` more chunks are about to be written in this load."""
+        return None
+
+
 class Store(ABC):
     """Documents, chunks and vectors of one index (see the module docstring)."""
 
@@ -222,6 +236,16 @@ class Store(ABC):
         order, inside the one atomic write: a large document is written without all of
         its chunks and vectors in memory at once. An error raised while `parts` is
         consumed (or a crash) leaves the document as it was before."""
+
+    def bulk_writes(self, expected_chunks: int = 0, *, show_progress: bool = False
+                    ) -> AbstractContextManager[BulkWrites]:
+        """A block of writes that may be large: `expected_chunks` now, more announced
+        through `BulkWrites.expect` as the load is planned. The store may put off the
+        upkeep of its search structures until the block ends (and then show progress when
+        `show_progress`). Inside, every write stays atomic per document and visible to
+        readers at once, and searches stay correct (they may be slower). The default does
+        nothing."""
+        return nullcontext(BulkWrites())
 
     @abstractmethod
     def delete_document(self, doc_id: str) -> bool:

@@ -15,7 +15,15 @@ Search (the ``search`` option of the URL, e.g. ``postgresql://h/db?search=exact`
   query (measured in docs/performance.md: at 50,000 chunks the scan took 11x the HNSW
   search, whose recall@10 against exact was 0.992);
 * ``exact``: always every vector (the top-k by inner product, as SQLite computes it);
-* ``hnsw``: always the HNSW index, with ``hnsw.ef_search`` = max(`EF_SEARCH`, k + 16).
+* ``hnsw``: always the HNSW index, with ``hnsw.ef_search`` = max(`EF_SEARCH`, k + 16)
+  (``?ef_search=N`` sets another value: more candidates, higher recall, slower).
+
+While the HNSW index is absent (a bulk load has dropped it, or a killed one left it
+dropped) every search is exact.
+
+Bulk loads (``?bulk=N``, default `BULK_FROM`; ``bulk=off``): a load that writes at least
+N new chunks and at least as many as the index holds drops the HNSW index and builds it
+once at its end (`suture.stores.postgres_bulk`: the rule, several writers, a killed load).
 
 A search within some documents (``doc_ids``, as document-first hybrid asks) is always
 exact: it reads only those documents' chunks through the (doc_id, position) key, and
@@ -43,7 +51,7 @@ import struct
 import threading
 import weakref
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -58,6 +66,7 @@ from suture.exceptions import (
     missing_dependency,
 )
 from suture.stores.base import (
+    BulkWrites,
     ChunkPart,
     DerivedData,
     DocumentSummary,
@@ -81,7 +90,13 @@ if TYPE_CHECKING:
 SEARCH_MODES = ("auto", "exact", "hnsw")
 #: below this many chunks ``search=auto`` reads every vector (exact)
 EXACT_BELOW = 10_000
-#: pgvector's ``hnsw.ef_search`` for a top-k search (raised to k + 16 for a larger k)
+#: a load of at least this many new chunks (and at least as many as the index holds) drops
+#: the HNSW index and builds it once at its end (the URL's ``bulk`` option overrides it)
+BULK_FROM = 10_000
+#: suture's own options in a PostgreSQL URL (the rest goes to libpq)
+_OWN_OPTIONS = ("search", "bulk", "ef_search")
+#: pgvector's ``hnsw.ef_search`` for a top-k search (raised to k + 16 for a larger k;
+#: the URL's ``ef_search`` option overrides it)
 EF_SEARCH = 100
 #: a search for at most this many hits inside `reading()` also fetches each hit's neighbours
 PREFETCH_HITS = 20
@@ -129,10 +144,14 @@ def check_index_name(index: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Connection:
-    """Where to connect (the URL without suture's own options) and how to search."""
+    """Where to connect (the URL without suture's own options), how to search, and from
+    how many chunks a load is a bulk load (None: never; see `suture.stores.postgres_bulk`)."""
 
     conninfo: str
     search: str = "auto"
+    bulk: int | None = BULK_FROM
+    #: pgvector's ``hnsw.ef_search`` (raised to k + 16 for a larger k)
+    ef_search: int = EF_SEARCH
 
     @classmethod
     def parse(cls, url: str | None) -> Connection:
@@ -141,18 +160,49 @@ class Connection:
                 "the PostgreSQL store needs a URL: --store postgresql://USER@HOST/DATABASE"
             )
         parts = urlsplit(url)
-        search = dict(parse_qsl(parts.query)).get("search", "auto")
+        options = dict(parse_qsl(parts.query))
+        search = options.get("search", "auto")
         if search not in SEARCH_MODES:
             raise ConfigurationError(
                 f"search={search!r} in {_redact(url)}: choose one of {', '.join(SEARCH_MODES)}"
             )
+        bulk = _bulk_option(options.get("bulk"), url)
+        ef_search = options.get("ef_search", str(EF_SEARCH))
+        if not ef_search.isdigit() or not 1 <= int(ef_search) <= _MAX_EF_SEARCH:
+            raise ConfigurationError(
+                f"ef_search={ef_search!r} in {_redact(url)}: give a number from 1 to "
+                f"{_MAX_EF_SEARCH} (HNSW candidates per search; more: higher recall, slower)"
+            )
         # the other options go to libpq as written (host=/a/socket/folder stays readable)
-        rest = [o for o in parts.query.split("&") if o and o.split("=", 1)[0] != "search"]
-        return cls(urlunsplit(parts._replace(query="&".join(rest))), search)
+        rest = [o for o in parts.query.split("&")
+                if o and o.split("=", 1)[0] not in _OWN_OPTIONS]
+        return cls(urlunsplit(parts._replace(query="&".join(rest))), search, bulk,
+                   int(ef_search))
+
+    def options(self) -> list[str]:
+        """suture's own URL options that differ from the defaults, as written in a URL."""
+        return [*([f"search={self.search}"] if self.search != "auto" else []),
+                *([f"bulk={'off' if self.bulk is None else self.bulk}"]
+                  if self.bulk != BULK_FROM else []),
+                *([f"ef_search={self.ef_search}"] if self.ef_search != EF_SEARCH else [])]
 
     @property
     def display(self) -> str:
         return _redact(self.conninfo)
+
+
+def _bulk_option(value: str | None, url: str) -> int | None:
+    """The URL's ``bulk`` option: a number of chunks, or ``off``."""
+    if value is None:
+        return BULK_FROM
+    if value == "off":
+        return None
+    if not value.isdigit():
+        raise ConfigurationError(
+            f"bulk={value!r} in {_redact(url)}: give the smallest load (in chunks) that "
+            f"builds the HNSW index once at its end, e.g. bulk={BULK_FROM}, or bulk=off"
+        )
+    return int(value)
 
 
 def _redact(url: str) -> str:
@@ -272,9 +322,8 @@ class PostgresStore(Store):
     def store_argument(self) -> str | None:
         """The ``--store`` URL (password included, so never print it): how Ray workers
         reach this index."""
-        search = "" if self.connection.search == "auto" else f"search={self.connection.search}"
         parts = urlsplit(self.connection.conninfo)
-        query = "&".join(q for q in (parts.query, search) if q)
+        query = "&".join(q for q in (parts.query, *self.connection.options()) if q)
         return urlunsplit(parts._replace(query=query))
 
     @property
@@ -461,14 +510,17 @@ class PostgresStore(Store):
     def generation(self) -> int:
         return self._meta()[0]
 
-    def _meta(self) -> tuple[int, int]:
-        """(generation, chunk count); inside `reading()` read once, for the snapshot."""
+    def _meta(self) -> tuple[int, int, bool]:
+        """(generation, chunk count, whether the HNSW index exists) in one round trip;
+        inside `reading()` read once, for the snapshot."""
         read: _Read | None = getattr(self._local, "read", None)
         if read is not None and read.meta is not None:
             return read.meta
-        row = self._conn().execute(
-            _q("SELECT generation, chunks FROM {meta}", self.tables)).fetchone()
-        meta = (int(row[0]), int(row[1])) if row else (0, 0)
+        conn = self._conn()
+        row = conn.execute(
+            _q("SELECT generation, chunks, to_regclass(%s) IS NOT NULL FROM {meta}",
+               self.tables), (self.tables.hnsw.as_string(conn),)).fetchone()
+        meta = (int(row[0]), int(row[1]), bool(row[2])) if row else (0, 0, False)
         if read is not None:
             read.meta = meta
         return meta
@@ -537,7 +589,7 @@ class PostgresStore(Store):
                     "WHERE doc_id = ANY(%s) ORDER BY score DESC, doc_id, position LIMIT %s")
             args: tuple[Any, ...] = (vector, wanted, k)
         elif self._approximate(k):
-            self._set_ef_search(conn, max(EF_SEARCH, k + 16))
+            self._set_ef_search(conn, max(self.connection.ef_search, k + 16))
             # The HNSW scan gives the nearest by cosine distance; a few more than k are
             # fetched so that the final order (score, doc_id, position) is cut fairly.
             hits = (f"SELECT {columns}, score FROM (SELECT {columns}, -(embedding <#> %s) AS "
@@ -569,13 +621,33 @@ class PostgresStore(Store):
         return [ScoredChunk(_chunk(r), float(r[6])) for r in found]
 
     def _approximate(self, k: int) -> bool:
+        """Whether a search reads the HNSW index: never while the index is absent (a bulk
+        load has dropped it, or a killed one left it dropped): then the scan is exact."""
         search = self.connection.search
-        if search == "exact" or k + 16 > _MAX_EF_SEARCH or not self._has_hnsw():
+        if search == "exact" or k + 16 > _MAX_EF_SEARCH or not self.has_hnsw_dimension():
             return False
-        return search == "hnsw" or self.chunk_count() >= EXACT_BELOW
+        _, chunks, indexed = self._meta()
+        return indexed and (search == "hnsw" or chunks >= EXACT_BELOW)
 
-    def _has_hnsw(self) -> bool:
+    def has_hnsw_dimension(self) -> bool:
+        """Whether the vectors are narrow enough for an HNSW index (pgvector 0.6's limit)."""
         return self.manifest.dimension <= _MAX_HNSW_DIMENSION
+
+    # -- bulk loads -------------------------------------------------------------------------
+    def bulk_writes(self, expected_chunks: int = 0, *, show_progress: bool = False
+                    ) -> AbstractContextManager[BulkWrites]:
+        """A large load drops the HNSW index and builds it once at the end (the rule, the
+        locks and the recovery of a killed load: `suture.stores.postgres_bulk`)."""
+        from suture.stores.postgres_bulk import bulk_load
+
+        return bulk_load(self, expected_chunks, show_progress)
+
+    def prepare(self) -> None:
+        """Recreate the HNSW index when it is missing and no bulk load is running (a load
+        killed before its end left it dropped)."""
+        from suture.stores.postgres_bulk import ensure_hnsw_index
+
+        ensure_hnsw_index(self, show_progress=False)
 
     def _set_ef_search(self, conn: psycopg.Connection[Any], value: int) -> None:
         """Set ``hnsw.ef_search`` for the next search: for the transaction inside
@@ -674,7 +746,7 @@ class PostgresStore(Store):
 class _Read:
     """What one `reading()` block of one thread has read so far."""
 
-    meta: tuple[int, int] | None = None
+    meta: tuple[int, int, bool] | None = None
     ef_search: int | None = None
     documents: dict[str, tuple[Document, TokenMap | None]] = field(default_factory=dict)
     #: chunks next to the last search's hits (fetched with them), and the ranges they cover
@@ -794,10 +866,16 @@ def _create_tables(conn: psycopg.Connection[Any], t: Tables, dimension: int) -> 
     for statement in statements:
         conn.execute(_q(statement, t))
     if dimension <= _MAX_HNSW_DIMENSION:
-        conn.execute(_q(
-            f"CREATE INDEX {{hnsw}} ON {{chunks}} USING hnsw (embedding vector_cosine_ops) "
-            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})", t))
+        conn.execute(create_hnsw_statement(t))
     create_bm25_tables(conn, t)
+
+
+def create_hnsw_statement(t: Tables) -> sql.Composed:
+    """The index's HNSW index over its vectors (cosine; pgvector's default m and
+    ef_construction), created with the table or rebuilt after a bulk load."""
+    return _q(f"CREATE INDEX IF NOT EXISTS {{hnsw}} ON {{chunks}} USING hnsw (embedding "
+              f"vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = "
+              f"{HNSW_EF_CONSTRUCTION})", t)
 
 
 def _read_manifest(conn: psycopg.Connection[Any], t: Tables) -> Manifest | None:
