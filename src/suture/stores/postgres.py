@@ -642,12 +642,12 @@ class PostgresStore(Store):
 
         return bulk_load(self, expected_chunks, show_progress)
 
-    def prepare(self) -> None:
+    def prepare(self, show_progress: bool = False) -> None:
         """Recreate the HNSW index when it is missing and no bulk load is running (a load
         killed before its end left it dropped)."""
         from suture.stores.postgres_bulk import ensure_hnsw_index
 
-        ensure_hnsw_index(self, show_progress=False)
+        ensure_hnsw_index(self, show_progress=show_progress)
 
     def _set_ef_search(self, conn: psycopg.Connection[Any], value: int) -> None:
         """Set ``hnsw.ef_search`` for the next search: for the transaction inside
