@@ -12,6 +12,7 @@ import asyncio
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -60,17 +61,28 @@ class IndexService:
 
     # -- reading ----------------------------------------------------------------------------
     async def read(self, work: Callable[[], T]) -> T:
-        """Run `work` on the read pool within the time limit."""
+        """Run `work` on the read pool within the time limit.
+
+        A read whose answer arrives after the limit is a timeout too: the event loop may
+        see the answer before its timer, and the limit must not depend on that race.
+        """
+        started = time.monotonic()
         future = asyncio.wrap_future(self._readers.submit(work))
         try:
-            return await asyncio.wait_for(future, self.timeout_s)
+            result = await asyncio.wait_for(future, self.timeout_s)
         except TimeoutError:
             # A queued read is cancelled; a running one cannot be stopped and finishes
             # in the background (its result is dropped).
-            raise ReadTimeout(
-                f"the request took longer than {self.timeout_s:g} s (the server's "
-                "--request-timeout); ask for fewer policies or a smaller k, or retry"
-            ) from None
+            raise self._timeout() from None
+        if time.monotonic() - started > self.timeout_s:
+            raise self._timeout()
+        return result
+
+    def _timeout(self) -> ReadTimeout:
+        return ReadTimeout(
+            f"the request took longer than {self.timeout_s:g} s (the server's "
+            "--request-timeout); ask for fewer policies or a smaller k, or retry"
+        )
 
     def generation(self) -> int:
         return self.index.store.generation
