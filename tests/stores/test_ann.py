@@ -107,3 +107,46 @@ def test_document_filter_and_modes(folder: Path) -> None:
         open_store(str(folder), "sqlite:?search=fast")
     with pytest.raises(ConfigurationError, match="unknown SQLite store option 'cache'"):
         open_store(str(folder), "sqlite:?cache=1")
+
+
+def test_a_graph_built_in_batches_holds_every_vector_and_reports_progress_to_the_end(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import suture.stores.ann as ann
+
+    monkeypatch.setattr(ann, "_ADD_BATCH", 128)  # 1,000 vectors: eight shuffled batches
+    rng = np.random.default_rng(4)
+    vectors = unit(1000, rng)
+    keys = np.arange(5000, 6000, dtype=np.uint64)
+    reported: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> bool:
+        reported.append((done, total))
+        return True
+
+    monkeypatch.setattr(ann, "_progress", lambda show, description, total:
+                        _yielding(progress))
+    graph = VectorGraph.build(DIM, keys, vectors, generation=1, show_progress=True)
+    assert np.array_equal(graph.keys, keys)
+    # every vector went in under its own key: it finds that key among its nearest (the
+    # graph holds float16, so a near tie may rank another key first; the store re-scores)
+    found = [keys[row] in graph.search(vectors[row], 5) for row in range(1000)]
+    assert all(found), f"{found.count(False)} vectors not found under their own keys"
+    assert max(done for done, _ in reported) == 1000
+    assert {total for _, total in reported} == {1000}
+
+
+def _yielding(value: object):  # type: ignore[no-untyped-def]
+    from contextlib import nullcontext
+
+    return nullcontext(value)
+
+
+def test_a_graph_saved_with_other_settings_is_rebuilt(folder: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import suture.stores.ann as ann
+
+    _, graph = stores(folder)
+    graph.search(unit(1, np.random.default_rng(5))[0], 5)
+    assert VectorGraph.load(graph.derived) is not None
+    monkeypatch.setattr(ann, "EXPANSION_ADD", ann.EXPANSION_ADD * 2)
+    assert VectorGraph.load(graph.derived) is None  # the store builds a fresh one

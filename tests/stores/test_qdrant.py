@@ -117,6 +117,62 @@ def test_a_crash_before_the_commit_leaves_the_old_version_and_the_next_write_cle
     assert {p["version"] for p in left if p.get("retired")} == original
 
 
+def _failing_parts(doc_id: str, n: int):
+    """A document whose chunk parts fail after the first one was written."""
+    doc, chunks = document(doc_id, n, "new")
+    vectors = unit_vectors(n, 9)
+
+    def parts():
+        yield chunks[:2], vectors[:2]
+        raise OSError("the embedder went away")
+
+    return doc, parts()
+
+
+def test_a_failed_first_write_removes_its_own_points_and_releases_the_lock(
+    folder_index: tuple[str, str, Path],
+) -> None:
+    index, url, folder = folder_index
+    store = open_store(index, url)
+    doc, parts = _failing_parts("n.txt", 4)
+    with pytest.raises(OSError, match="embedder went away"):
+        store.write_document_parts(doc, "hash-n", parts)
+    assert raw_points_open(store, "n.txt") == []
+    write(store, "n.txt", 3, 4)  # the lock was released: no wait, no takeover
+    assert [c.chunk_id for c in store.iter_chunks() if c.doc_id == "n.txt"] == [
+        "n.txt#0", "n.txt#1", "n.txt#2"]
+    store.close()
+    assert len(raw_points(folder, index, "n.txt")) == 3
+
+
+def test_a_failed_write_that_cannot_clean_up_keeps_its_lock_for_the_recovery(
+    folder_index: tuple[str, str, Path], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index, url, folder = folder_index
+    store = open_store(index, url)
+    doc, parts = _failing_parts("n.txt", 4)
+    monkeypatch.setattr(QdrantStore, "_discard_version", lambda *args: False)
+    with pytest.raises(OSError, match="embedder went away"):
+        store.write_document_parts(doc, "hash-n", parts)
+    monkeypatch.undo()
+    assert len(raw_points_open(store, "n.txt")) == 2  # the orphans, not readable
+    assert store.chunk_count() == 9 and store.writes_in_flight()
+    # the lock's writer (this process) still runs: as if STALE_LOCK_S had passed
+    monkeypatch.setattr("suture.stores.qdrant._stale", lambda lock: True)
+    write(store, "n.txt", 3, 4)  # takes the lock over and removes the orphans first
+    store.close()
+    left = raw_points(folder, index, "n.txt")
+    assert len(left) == 3 and len({p["version"] for p in left}) == 1
+
+
+def raw_points_open(store: QdrantStore, doc_id: str) -> list[dict[str, object]]:
+    """`raw_points` through the open store's own client (local mode: one per folder)."""
+    records = store._call("scroll", store.chunks_collection, scroll_filter=models.Filter(
+        must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))]),
+        limit=1000, with_payload=True)[0]
+    return [dict(r.payload or {}) for r in records]
+
+
 def test_a_crash_after_the_commit_is_finished_at_the_next_open(
     folder_index: tuple[str, str, Path],
 ) -> None:
@@ -134,7 +190,8 @@ def test_a_crash_after_the_commit_is_finished_at_the_next_open(
     assert sum(bool(p.get("retired")) for p in after) == 5
 
 
-def test_a_pinned_read_keeps_its_version_until_the_write_after_next(tmp_path: Path) -> None:
+def test_a_pinned_read_keeps_its_version_while_the_document_is_rewritten(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"qdrant:{tmp_path / 'q'}"
     store = create_store("idx", manifest(), url)
     write(store, "a.txt", 5, 0)
@@ -154,10 +211,20 @@ def test_a_pinned_read_keeps_its_version_until_the_write_after_next(tmp_path: Pa
         assert {h.chunk.doc_id for h in store.search(query, 20)} == {"a.txt", "d.md"}
         write(writer, "a.txt", 3, 6, word="third")
         write(writer, "a.txt", 4, 7, word="fourth")
-        # the version this read resolved (in its search) is gone: the newest is read
-        assert store.document("a.txt").text.startswith("fourth 0")
+        # rewritten twice since this read resolved it (in its search): still whole
+        assert store.document("a.txt").text.startswith("second 0")
+        chunks, _ = store.neighbours([("a.txt", 0, 9)])
+        assert [c.text.split()[0] for c in chunks] == ["second", "second"]
     assert store.document("a.txt").text.startswith("fourth 0")
     assert len(store.search(query, 20)) == 8
+    # versions retired longer ago than RETIRED_KEEP_S go with the next write
+    versions = {str(p["version"]) for p in raw_points_open(writer, "a.txt")}
+    assert len(versions) == 4  # the first, second and third retired, fourth live
+    monkeypatch.setattr("suture.stores.qdrant.RETIRED_KEEP_S", 0.0)
+    write(writer, "a.txt", 2, 8, word="fifth")
+    left = raw_points_open(writer, "a.txt")
+    assert {str(p["text"]).split()[0] for p in left} == {"fourth", "fifth"}
+    assert len({str(p["version"]) for p in left}) == 2
 
 
 def test_writers_of_one_document_take_turns(monkeypatch: pytest.MonkeyPatch) -> None:

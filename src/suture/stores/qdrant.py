@@ -25,9 +25,15 @@ document makes a new *version* (a random id). Under the document's lock record i
 2. upserts the document record naming the new version as live and the old one as
    ``previous`` (this single-point upsert is the commit), with a generation reserved
    just before it, then advances the generation again;
-3. retires the old version's points (flagged ``retired``, BM25 terms removed) and
-   deletes the version before that (points and text);
+3. retires the old version's points (flagged ``retired`` with the time, BM25 terms
+   removed) and deletes the versions retired more than `RETIRED_KEEP_S` ago (points and
+   text) and any orphans;
 4. releases the lock.
+
+A step 1 that fails removes its own points (by id) before the lock is released; if even
+that fails, the lock is kept for the recovery below. So a document without a record has
+no points of other versions, and its first write skips step 3's delete (a filter delete
+that scans every point in local mode).
 
 Searches and fetches keep only points of the version their document record names
 (filtered where the versions are known, post-filtered and refilled to k where they are
@@ -39,14 +45,15 @@ its writer was a process on this host that is gone, else after `STALE_LOCK_S`.
 is then resolved once, to the version that was live when the query began (a document
 whose commit carries a generation at or after the pin is read at its ``previous``
 version, kept for exactly this). So a query sees every document whole and at one
-version, and a document replaced while it runs keeps its old chunks and text until
-the write after next. Limits: the pin is per document, not across documents (with
-several writers at once a document committed just before the pin may be read as
-replaced); BM25 statistics, matches and document-level scores follow the latest
-committed state (retired points carry no terms); listings (`documents_summary`,
-`document_hashes`, `chunk_count`) read the latest state; a document written twice
-during one query is read at its newest version. BM25 statistics also count, for the
-moment between steps 1 and 3, both versions of a document being written.
+version, and a document replaced while it runs keeps its old chunks and text for
+`RETIRED_KEEP_S` after it was retired, however often it is rewritten meanwhile.
+Limits: the pin is per document, not across documents (with several writers at once a
+document committed just before the pin may be read as replaced); BM25 statistics,
+matches and document-level scores follow the latest committed state (retired points
+carry no terms); listings (`documents_summary`, `document_hashes`, `chunk_count`) read
+the latest state; a document written twice before a query first touches it is read at
+the version before the newest. BM25 statistics also count, for the moment between
+steps 1 and 3, both versions of a document being written.
 
 The lexical stage runs inside Qdrant (`suture.stores.qdrant_lexical`).
 """
@@ -56,6 +63,7 @@ from __future__ import annotations
 import atexit
 import base64
 import json
+import logging
 import os
 import re
 import socket
@@ -110,17 +118,24 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in CI
 if TYPE_CHECKING:
     from suture.stores.lexical import LexicalEngine
 
+log = logging.getLogger("suture.stores.qdrant")
+
 #: suffix of the companion collection that holds everything but the chunks
 COMPANION_SUFFIX = "__suture"
 #: a lock older than this is taken to belong to a crashed writer (seconds)
 STALE_LOCK_S = 600.0
+#: a retired version is deleted by a later write of its document only once it has been
+#: retired this long (seconds): a query that resolved it keeps reading it, however many
+#: times the document is rewritten meanwhile
+RETIRED_KEEP_S = 60.0
 #: how long a writer waits for another writer of the same document (seconds)
 LOCK_WAIT_S = STALE_LOCK_S + 60.0
 #: BM25 tokenisations (stopwords, stemmer) every chunk is written with: suture's hybrid
 #: default and the document-hybrid setting; others fall back to suture's in-memory BM25
 DEFAULT_TOKENISATIONS: tuple[tuple[str, str | None], ...] = (("en", None), ("en", "english"))
-#: points per upsert request, and bytes per derived-data part
+#: points per upsert request, point ids per retrieve request, bytes per derived-data part
 _BATCH = 256
+_RETRIEVE_BATCH = 1024
 _PART_BYTES = 1 << 20
 #: extra points asked for beyond k, so that ties at the cut and dropped points rarely
 #: need a second request
@@ -173,6 +188,17 @@ def _any(key: str, values: Iterable[str]) -> models.FieldCondition:
 
 
 _NOT_RETIRED = models.Filter(must_not=[_match("retired", True)])
+
+
+@dataclass(slots=True)
+class _HeldLock:
+    """A document lock held by this writer; `keep()` leaves it in place on the way out
+    (for the recovery of a stale lock to finish what this writer could not)."""
+
+    kept: bool = False
+
+    def keep(self) -> None:
+        self.kept = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,8 +467,8 @@ class QdrantStore(Store):
     def _retrieve(self, collection: str, ids: Sequence[str], payload: list[str] | bool = True
                   ) -> list[models.Record]:
         found: list[models.Record] = []
-        for i in range(0, len(ids), 1024):
-            found.extend(self._call("retrieve", collection, ids=list(ids[i : i + 1024]),
+        for i in range(0, len(ids), _RETRIEVE_BATCH):
+            found.extend(self._call("retrieve", collection, ids=list(ids[i : i + _RETRIEVE_BATCH]),
                                     with_payload=_payload(payload), with_vectors=False))
         return found
 
@@ -545,14 +571,21 @@ class QdrantStore(Store):
         self._check_not_reading()
         doc_id = document.doc_id
         version = uuid.uuid4().hex
-        with self._document_lock(doc_id, version):
+        with self._document_lock(doc_id, version) as lock:
             record = self._records([doc_id]).get(doc_id)
-            count = self._write_version(document, version, parts, token_map)
+            attempted: list[int] = []
+            try:
+                count = self._write_version(document, version, parts, token_map, attempted)
+            except BaseException:
+                if not self._discard_version(doc_id, version, attempted):
+                    lock.keep()
+                raise
             self._commit(doc_id, record, {
                 "version": version, "chunks": count, "content_hash": content_hash,
                 "title": document.title, "characters": len(document.text),
                 "token_map": token_map is not None, **self._document_terms(document)})
-            self._tidy(doc_id, version, None if record is None else record.get("version"))
+            self._tidy(doc_id, version, None if record is None else record.get("version"),
+                       others_possible=record is not None)
 
     def delete_document(self, doc_id: str) -> bool:
         self._check_not_reading()
@@ -569,10 +602,11 @@ class QdrantStore(Store):
             raise RuntimeError("a store write cannot run inside a reading() block")
 
     def _write_version(self, document: Document, version: str, parts: Iterable[ChunkPart],
-                       token_map: StorableTokenMap | None) -> int:
+                       token_map: StorableTokenMap | None, attempted: list[int]) -> int:
         """Step 1: the new version's text record and chunk points (not yet live), part by
-        part; returns how many chunks were written. What a failed step 1 leaves is removed
-        by the document's next write (`_tidy` keeps only live versions)."""
+        part; returns how many chunks were written. The positions of every chunk it tried
+        to write go into `attempted`, so that a failed step 1 can remove what it left
+        (`_discard_version`)."""
         doc_id = document.doc_id
         self._upsert(self.companion, [_record(point_id("text", doc_id, version), {
             "kind": "text", "doc_id": doc_id, "version": version, "text": document.text,
@@ -584,6 +618,7 @@ class QdrantStore(Store):
         count = 0
         for chunks, vectors in parts:
             check_vectors(self, chunks, vectors)
+            attempted.extend(chunk.position for chunk in chunks)
             self._upsert(self.chunks_collection,
                          self._chunk_points(document, version, chunks, vectors))
             count += len(chunks)
@@ -623,30 +658,64 @@ class QdrantStore(Store):
             self._documents.discard(doc_id)
         self._bump()
 
-    def _tidy(self, doc_id: str, live: str | None, previous: str | None) -> None:
-        """Step 3 (under the document's lock): retire the `previous` version (flagged,
-        without BM25 terms; kept for reads that began before the commit) and delete
-        every other version but the `live` one, points and texts."""
+    def _discard_version(self, doc_id: str, version: str, positions: Sequence[int]) -> bool:
+        """Remove, by id, what a failed step 1 of `version` may have written; False
+        when that failed too (the caller then keeps the document's lock, so whoever takes
+        it over once it is stale removes the leftovers)."""
+        try:
+            self._call("delete", self.chunks_collection, wait=True,
+                       points_selector=models.PointIdsList(points=[
+                           point_id("chunk", doc_id, version, p) for p in positions]))
+            self._call("delete", self.companion, wait=True, points_selector=models.PointIdsList(
+                points=[point_id("text", doc_id, version)]))
+        except Exception:  # the write's own error is what the caller raises
+            log.warning("could not remove the failed write of %r; its lock is kept until "
+                        "stale", doc_id, exc_info=True)
+            return False
+        return True
+
+    def _tidy(self, doc_id: str, live: str | None, previous: str | None,
+              others_possible: bool = True) -> None:
+        """Step 3 (under the document's lock): retire the `previous` version (flagged
+        with the time, without BM25 terms; kept for reads that began before the commit)
+        and delete every other version but the `live` one and those retired less than
+        `RETIRED_KEEP_S` ago, points and texts (a query that resolved a version keeps
+        it, even when the document is rewritten twice while the query runs).
+
+        `others_possible=False` (the first write of a document that has no record) skips
+        that delete: a failed write removes its own points before releasing the lock, or
+        keeps the lock for the recovery that runs this with the default. (Deleting by a
+        filter scans every point in local mode: at 100k chunks it dominated writing.)"""
+        if not others_possible:
+            return
         same = _match("doc_id", doc_id)
+        now = time.time()
         if previous is not None:
             old = models.Filter(must=[same, _match("version", previous)])
+            retired = {"retired": True, "retired_at": now}
             self._call("batch_update_points", self.chunks_collection, wait=True,
                        update_operations=[
                            models.SetPayloadOperation(set_payload=models.SetPayload(
-                               payload={"retired": True}, filter=old)),
+                               payload=retired, filter=old)),
                            models.DeletePayloadOperation(delete_payload=models.DeletePayload(
                                keys=[terms_field(*t) for t in self.tokenisations],
                                filter=old)),
                        ])
+            self._call("set_payload", self.companion, payload={"retired_at": now},
+                       points=models.Filter(must=[_match("kind", "text"), same,
+                                                  _match("version", previous)]), wait=True)
         keep = [v for v in (live, previous) if v is not None]
-        others: list[models.Condition] | None = [_any("version", keep)] if keep else None
+        others: list[models.Condition] = [models.FieldCondition(
+            key="retired_at", range=models.Range(gt=now - RETIRED_KEEP_S))]
+        if keep:
+            others.append(_any("version", keep))
         self._call("delete", self.chunks_collection, wait=True,
                    points_selector=models.Filter(must=[same], must_not=others))
         self._call("delete", self.companion, wait=True, points_selector=models.Filter(
             must=[_match("kind", "text"), same], must_not=others))
 
     @contextmanager
-    def _document_lock(self, doc_id: str, version: str | None) -> Iterator[None]:
+    def _document_lock(self, doc_id: str, version: str | None) -> Iterator[_HeldLock]:
         """Writes of one document one at a time: an insert-only lock record naming its
         owner. A stale lock (its process gone, or older than `STALE_LOCK_S`) is taken
         over, and what its writer left is finished or removed before going on."""
@@ -679,11 +748,13 @@ class QdrantStore(Store):
                 )
             time.sleep(pause)
             pause = min(pause * 2, 1.0)
+        held_lock = _HeldLock()
         try:
-            yield
+            yield held_lock
         finally:
-            self._call("delete", self.companion, wait=True, points_selector=models.Filter(
-                must=[models.HasIdCondition(has_id=[key]), _match("owner", owner)]))
+            if not held_lock.kept:
+                self._call("delete", self.companion, wait=True, points_selector=models.Filter(
+                    must=[models.HasIdCondition(has_id=[key]), _match("owner", owner)]))
 
     def _recover_document(self, doc_id: str) -> None:
         """After a crashed write: its commit may have come without the generation step
@@ -892,24 +963,24 @@ class QdrantStore(Store):
         return kept
 
     def neighbours(self, ranges: Sequence[PositionRange]) -> tuple[list[Chunk], Vectors]:
+        """Every range's chunks with vectors in one `retrieve` by point id: a chunk's id
+        follows from its document's live version and its position, so no filter is
+        evaluated (a filtered scroll scans every point in local mode)."""
         resolved = self.resolve(d for d, _, _ in ranges)
-        clauses: list[models.Condition] = []
-        bound = 0
+        wanted: dict[str, None] = {}
         for doc_id, low, high in ranges:
             live = resolved.get(doc_id)
-            if live is None or high < low:
+            if live is None:
                 continue
-            clauses.append(models.Filter(must=[
-                _match("doc_id", doc_id), _match("version", live.version),
-                models.FieldCondition(key="position", range=models.Range(gte=low, lte=high)),
-            ]))
-            bound += min(high - low + 1, live.chunks)
+            wanted.update(dict.fromkeys(
+                point_id("chunk", doc_id, live.version, position)
+                for position in range(max(low, 0), min(high, live.chunks - 1) + 1)))
         found: dict[tuple[str, int], tuple[Chunk, Any]] = {}
-        if clauses and bound:
-            # One scroll for every range (its limit bounds what can match, so one page).
-            for record in self._scroll_all(self.chunks_collection,
-                                           models.Filter(should=clauses), _CHUNK_FIELDS,
-                                           vectors=True, page=bound):
+        ids = list(wanted)
+        for i in range(0, len(ids), _RETRIEVE_BATCH):  # one request unless a range is long
+            for record in self._call("retrieve", self.chunks_collection,
+                                     ids=ids[i : i + _RETRIEVE_BATCH],
+                                     with_payload=_payload(_CHUNK_FIELDS), with_vectors=True):
                 chunk = _chunk(record)
                 found[(chunk.doc_id, chunk.position)] = (chunk, record.vector)
         ordered: dict[tuple[str, int], None] = {}
@@ -942,9 +1013,9 @@ class QdrantStore(Store):
                 ids[chunk_id] = point_id("chunk", doc_id, live.version, position)
         found = {}
         unique = list(dict.fromkeys(ids.values()))
-        for i in range(0, len(unique), 1024):
+        for i in range(0, len(unique), _RETRIEVE_BATCH):
             for record in self._call("retrieve", self.chunks_collection,
-                                     ids=unique[i : i + 1024],
+                                     ids=unique[i : i + _RETRIEVE_BATCH],
                                      with_payload=_payload(_CHUNK_FIELDS),
                                      with_vectors=vectors):
                 found[str(record.id)] = record
