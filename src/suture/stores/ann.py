@@ -48,8 +48,9 @@ _INSERTION_SEED = 0
 #: vectors per `add` call when building (each batch is copied once, in float32)
 _ADD_BATCH = 65_536
 #: below this many vectors to add, one thread adds them: usearch's concurrent inserts
-#: leave a few nodes that no search reaches (measured: 12 of 6,000 in three 2,000-vector
-#: builds, 23 of 60,000 at 20,000; none with one thread), which a small graph feels most
+#: leave a few nodes that no search reaches (benchmarks/ann_concurrent_inserts.py: 13 of
+#: 6,000 in three 2,000-vector builds, 19 of 60,000 at 20,000; none with one thread),
+#: which a small graph feels most
 #: and a large one cannot afford to avoid (docs/performance.md, "The 1M usearch graph")
 SERIAL_BELOW = 50_000
 _GRAPH_KEY = "ann/graph.usearch"
