@@ -213,6 +213,9 @@ def test_ctrl_c_during_index_says_what_was_kept_and_a_rerun_resumes(
             [sys.executable, "-m", "suture", "index", str(corpus), "--index", str(idx),
              "--embedder", "hashing"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            # as at a terminal: a suite started in the background of a non-interactive
+            # shell inherits SIGINT ignored, and Python then never raises KeyboardInterrupt
+            preexec_fn=_sigint_default,
         )
         while _cached_vectors(idx) < 256:  # the first embedding step is committed
             assert process.poll() is None, "suture index ended before the first step"
@@ -237,6 +240,10 @@ def test_ctrl_c_during_index_says_what_was_kept_and_a_rerun_resumes(
     listing = [json.loads(suture("ls", "--index", folder, "--json").stdout)
                for folder in (idx, tmp_path / "fresh")]
     assert fresh.returncode == 0 and listing[0] == listing[1]
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _cached_vectors(index: Path) -> int:
