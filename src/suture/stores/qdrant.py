@@ -464,12 +464,13 @@ class QdrantStore(Store):
             if offset is None:
                 return
 
-    def _retrieve(self, collection: str, ids: Sequence[str], payload: list[str] | bool = True
-                  ) -> list[models.Record]:
+    def _retrieve(self, collection: str, ids: Sequence[str], payload: list[str] | bool = True,
+                  vectors: bool = False) -> list[models.Record]:
+        """Points by id, `_RETRIEVE_BATCH` ids per request (one request for most reads)."""
         found: list[models.Record] = []
         for i in range(0, len(ids), _RETRIEVE_BATCH):
             found.extend(self._call("retrieve", collection, ids=list(ids[i : i + _RETRIEVE_BATCH]),
-                                    with_payload=_payload(payload), with_vectors=False))
+                                    with_payload=_payload(payload), with_vectors=vectors))
         return found
 
     def _point(self, key: str) -> dict[str, Any] | None:
@@ -976,13 +977,10 @@ class QdrantStore(Store):
                 point_id("chunk", doc_id, live.version, position)
                 for position in range(max(low, 0), min(high, live.chunks - 1) + 1)))
         found: dict[tuple[str, int], tuple[Chunk, Any]] = {}
-        ids = list(wanted)
-        for i in range(0, len(ids), _RETRIEVE_BATCH):  # one request unless a range is long
-            for record in self._call("retrieve", self.chunks_collection,
-                                     ids=ids[i : i + _RETRIEVE_BATCH],
-                                     with_payload=_payload(_CHUNK_FIELDS), with_vectors=True):
-                chunk = _chunk(record)
-                found[(chunk.doc_id, chunk.position)] = (chunk, record.vector)
+        for record in self._retrieve(self.chunks_collection, list(wanted), _CHUNK_FIELDS,
+                                     vectors=True):
+            chunk = _chunk(record)
+            found[(chunk.doc_id, chunk.position)] = (chunk, record.vector)
         ordered: dict[tuple[str, int], None] = {}
         for doc_id, low, high in ranges:
             positions = sorted(p for d, p in found if d == doc_id and low <= p <= high)
