@@ -47,7 +47,7 @@ from suture.indexing import (
     write_batch,
 )
 from suture.stores.base import Store
-from suture.types import Document
+from suture.types import SourceDocument
 
 #: batches (many-writer mode) or steps (one-writer mode) in flight per worker
 IN_FLIGHT_PER_WORKER = 2
@@ -124,7 +124,7 @@ def _worker_class(ray: Any) -> Any:
 
 def ingest_with_ray(
     store: Store,
-    documents: Iterable[Document | Skipped],
+    documents: Iterable[SourceDocument | Skipped],
     report: IndexReport,
     options: RayOptions,
     embedder_key: str,

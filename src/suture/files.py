@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,20 @@ def _umask() -> int:
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename."""
+    write_atomic(path, lambda tmp: tmp.write_bytes(data))
+
+
+def write_atomic(path: str | Path, writer: Callable[[Path], object]) -> None:
+    """`writer(tmp)` writes the file's content to the path `tmp` (a temporary file beside
+    `path`, there already); it is then flushed to disk and renamed over `path`. For data
+    written straight to a file (numpy, usearch) instead of through one `bytes`."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
+        writer(Path(tmp))
+        with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)

@@ -33,7 +33,8 @@ from suture.policies.base import PolicyRequest
 from suture.retrievers import Retriever, RetrieverName, get_retriever
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import DocumentSummary, Manifest
-from suture.types import Context, Document
+from suture.textfile import is_blank
+from suture.types import Context, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
@@ -112,7 +113,7 @@ class Index:
         options = dict(embedder_options or {})
         model = embedder_from_spec(embedder, **options)
         report = report if report is not None else IndexReport()
-        documents: Iterable[Document | Skipped] = iter_documents(
+        documents: Iterable[SourceDocument | Skipped] = iter_documents(
             paths, newlines=newlines, max_file_size=max_file_size)
         try:
             built = cls.open(index, store=store, embedder=model, embedder_options=options)
@@ -264,7 +265,7 @@ class Index:
 
     def ingest(
         self,
-        documents: Iterable[Document | Skipped],
+        documents: Iterable[SourceDocument | Skipped],
         *,
         show_progress: bool | ProgressFactory = False,
         prune: bool = False,
@@ -279,9 +280,10 @@ class Index:
         report = report if report is not None else IndexReport()
         seen: set[str] = set()
 
-        def noted(items: Iterable[Document | Skipped]) -> Iterator[Document | Skipped]:
+        def noted(items: Iterable[SourceDocument | Skipped]
+                  ) -> Iterator[SourceDocument | Skipped]:
             for item in items:
-                if isinstance(item, Document):
+                if not isinstance(item, Skipped):
                     seen.add(item.doc_id)
                 yield item
 
@@ -456,15 +458,15 @@ def _is_missing(exc: IndexError_) -> bool:
 
 
 def _first_document(
-    documents: Iterable[Document | Skipped], report: IndexReport
-) -> tuple[Document | None, Iterable[Document | Skipped]]:
+    documents: Iterable[SourceDocument | Skipped], report: IndexReport
+) -> tuple[SourceDocument | None, Iterable[SourceDocument | Skipped]]:
     """The first readable document with text, and the stream with it put back; the
     skips before it go into `report`."""
     iterator = iter(documents)
     for item in iterator:
         if isinstance(item, Skipped):
             report.skipped.append(item)
-        elif item.text.strip():
+        elif not is_blank(item.text):
             return item, itertools.chain([item], iterator)
         else:
             report.skipped.append(Skipped(item.source or item.doc_id, "no text to index"))

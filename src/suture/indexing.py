@@ -34,7 +34,7 @@ from suture.embedders import Embedder, Vectors
 from suture.exceptions import IndexError_
 from suture.stores.base import BulkWrites, ChunkPart, Manifest, Store
 from suture.tokens import TokenMap
-from suture.types import Chunk, Document
+from suture.types import Chunk, SourceDocument
 
 #: how many texts are embedded (and cached) per step; bounds work lost to a crash
 EMBED_STEP = 256
@@ -92,7 +92,7 @@ class PendingDocument:
     texts and what they are embedded as are made a piece at a time (`Piece`), so a large
     document is never held more than once."""
 
-    document: Document
+    document: SourceDocument
     content_hash: str
     layout: ChunkLayout
     #: the index's `Manifest.contextual`: chunks are embedded with title and section path
@@ -137,7 +137,7 @@ class Piece:
         return [(hashlib.sha256(t.encode()).hexdigest(), t) for t in texts]
 
 
-def pending_document(document: Document, digest: str, manifest: Manifest,
+def pending_document(document: SourceDocument, digest: str, manifest: Manifest,
                      replaces: bool) -> PendingDocument | None:
     """Chunk `document` as the index does; None when it has no text to index."""
     layout = chunk_layout(document, manifest.chunk_size, manifest.chunk_overlap)
@@ -147,7 +147,7 @@ def pending_document(document: Document, digest: str, manifest: Manifest,
 
 
 def plan_documents(
-    store: Store, documents: Iterable[Document | Skipped], report: IndexReport
+    store: Store, documents: Iterable[SourceDocument | Skipped], report: IndexReport
 ) -> Iterator[PendingDocument]:
     """The documents that need embedding, one at a time; the rest go into `report`.
 
@@ -293,7 +293,7 @@ def _parts(store: Store, embedder_key: str, item: PendingDocument,
 def ingest(
     store: Store,
     embedder: Embedder,
-    documents: Iterable[Document | Skipped],
+    documents: Iterable[SourceDocument | Skipped],
     report: IndexReport,
     *,
     show_progress: bool | ProgressFactory = False,

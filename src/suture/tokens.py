@@ -22,6 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.exceptions import missing_dependency
+from suture.textfile import match_end
+from suture.types import Text
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -45,15 +47,15 @@ _SAFE_CUT = re.compile(
 )
 
 
-def _word_safe_cuts(text: str, size: int) -> Iterator[tuple[int, int]]:
+def _word_safe_cuts(text: Text, size: int) -> Iterator[tuple[int, int]]:
     """`[start, end)` pieces covering `text`, each at least `size` characters (the last
     may be shorter) and ending just after a `_SAFE_CUT` character: the tokens of the
     pieces are the tokens of the whole text. A stretch with no such character (one
     enormous word, which WordPiece turns into a single [UNK]) stays in one piece."""
     start = 0
     while start < len(text):
-        cut = _SAFE_CUT.search(text, start + size - 1) if len(text) - start > size else None
-        end = cut.end() if cut else len(text)
+        cut = match_end(_SAFE_CUT, text, start + size - 1) if len(text) - start > size else None
+        end = len(text) if cut is None else cut
         yield start, end
         start = end
 
@@ -135,7 +137,7 @@ class TokenMap:
         return cls(starts, ends, cumulative)
 
     @staticmethod
-    def packed(text: str, *, piece_chars: int = PIECE_CHARS) -> PackedTokenMap:
+    def packed(text: Text, *, piece_chars: int = PIECE_CHARS) -> PackedTokenMap:
         """`TokenMap.of(text).to_bytes()`, made a piece at a time without the map itself.
 
         Indexing only stores the map, and the map costs 12 bytes a word (≈ 2.2 bytes a
@@ -266,7 +268,7 @@ class PackedTokenMap:
 StorableTokenMap = TokenMap | PackedTokenMap
 
 
-def _words(text: str, piece_chars: int
+def _words(text: Text, piece_chars: int
            ) -> Iterator[tuple[npt.NDArray[np.intc], npt.NDArray[np.intc], npt.NDArray[np.intp]]]:
     """(starts, ends, token counts) of the tokenizer's words in `text`, one piece of
     `piece_chars` characters at a time (`_word_safe_cuts`; pieces without words are left

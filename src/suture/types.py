@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,42 @@ class Document:
             ):
                 best = section
         return best.path if best else ()
+
+
+class Text(Protocol):
+    """What indexing reads of a document's text: a `str`, or a
+    `suture.textfile.TextFile` read back from disk for a very large file."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: slice, /) -> str: ...
+
+    def find(self, sub: str, start: int | None = ..., end: int | None = ..., /) -> int: ...
+
+    def count(self, sub: str, start: int | None = ..., end: int | None = ..., /) -> int: ...
+
+
+class SourceDocument(Protocol):
+    """A document on its way into an index: a `Document`, or a
+    `suture.textfile.SpooledDocument` whose text stays on disk."""
+
+    @property
+    def doc_id(self) -> str: ...
+
+    @property
+    def text(self) -> Text: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+
+    @property
+    def sections(self) -> tuple[Section, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,3 +59,13 @@ def test_a_cgroup_limit_lowers_what_is_available(tmp_path: Path,
     assert memory_available() == 500_000_000
     (tmp_path / "memory.max").write_text("max\n")
     assert limits._cgroup_headroom() is None
+
+
+def test_a_text_file_read_to_disk_is_estimated_at_its_own_lower_cost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    size = 100_000_000
+    between = int(size * (limits.SPOOLED_MEMORY_PER_FILE_BYTE + limits.MEMORY_PER_FILE_BYTE) / 2)
+    monkeypatch.setattr(limits, "memory_available", lambda: between)
+    assert too_large(Path("big.txt"), size, "auto", spooled=True) is None
+    reason = too_large(Path("big.html"), size, "auto")
+    assert reason is not None and f"({limits.MEMORY_PER_FILE_BYTE:g}× its size)" in reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,8 @@ import pytest
 from suture.exceptions import ConfigurationError
 from suture.stores import open_store
 from suture.stores.ann import VectorGraph
-from suture.stores.base import Manifest
+from suture.stores.base import DerivedData, Manifest
+from suture.stores.derived import FolderData
 from suture.stores.sqlite import SQLiteStore
 from suture.types import Chunk, Document
 
@@ -150,3 +152,62 @@ def test_a_graph_saved_with_other_settings_is_rebuilt(folder: Path,
     assert VectorGraph.load(graph.derived) is not None
     monkeypatch.setattr(ann, "EXPANSION_ADD", ann.EXPANSION_ADD * 2)
     assert VectorGraph.load(graph.derived) is None  # the store builds a fresh one
+
+
+class _BlobData(DerivedData):
+    """Derived data kept as bytes only (as PostgreSQL and Qdrant keep it)."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+
+    def read(self, key: str) -> bytes | None:
+        return self.blobs.get(key)
+
+    def write(self, key: str, data: bytes) -> None:
+        self.blobs[key] = data
+
+    def delete(self, key: str) -> None:
+        self.blobs.pop(key, None)
+
+    def keys(self, prefix: str = "") -> list[str]:
+        return sorted(k for k in self.blobs if k.startswith(prefix))
+
+    def stamp(self, prefix: str = "") -> Hashable:
+        return tuple((k, len(v)) for k, v in sorted(self.blobs.items()))
+
+
+@pytest.mark.parametrize("kind", ["files", "blobs"])
+def test_a_saved_graph_loads_back_with_the_same_neighbours(tmp_path: Path, kind: str) -> None:
+    rng = np.random.default_rng(6)
+    vectors = unit(300, rng)
+    keys = np.arange(100, 400, dtype=np.uint64)
+    graph = VectorGraph.build(DIM, keys, vectors, generation=3)
+    derived: DerivedData = FolderData(tmp_path) if kind == "files" else _BlobData()
+    graph.save(derived)
+    loaded = VectorGraph.load(derived)
+    assert loaded is not None
+    assert loaded.generation == 3
+    assert np.array_equal(loaded.keys, keys)
+    for row in range(0, 300, 7):
+        assert np.array_equal(loaded.search(vectors[row], 10), graph.search(vectors[row], 10))
+    if kind == "files":  # written in place, nothing left beside them
+        assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".")]
+
+
+def test_prepare_in_a_fresh_process_writes_the_files_and_not_the_chunk_table(
+        folder: Path) -> None:
+    exact, graph = stores(folder)
+    rng = np.random.default_rng(7)
+    write(graph, "d03", unit(PER_DOC, rng))  # a new generation: nothing derived is current
+    graph.prepare()
+    assert graph._state is None  # what an indexing run does not hold (≈ 1.3 KB a chunk)
+    saved = VectorGraph.load(graph.derived)
+    assert saved is not None and saved.generation == graph.generation
+    assert (folder / "matrix.npz").is_file()
+    query = unit(1, rng)[0]
+    found = [h.chunk.chunk_id for h in graph.search(query, 10)]  # the table, from the file
+    assert graph._state is not None and graph._state.generation == graph.generation
+    assert found == [h.chunk.chunk_id for h in exact.search(query, 10)]
+    write(graph, "d04", unit(PER_DOC, rng))
+    graph.prepare()  # a process that has read the table keeps it current
+    assert graph._state is not None and graph._state.generation == graph.generation

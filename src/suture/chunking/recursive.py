@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from suture.exceptions import ConfigurationError
-from suture.types import Chunk, Document, Section
+from suture.types import Chunk, Section, SourceDocument, Text
 
 DEFAULT_CHUNK_SIZE = 600
 DEFAULT_CHUNK_OVERLAP = 60
@@ -75,7 +75,7 @@ class RecursiveChunker:
             f"chunk_overlap={self.chunk_overlap}, separators={self.separators!r})"
         )
 
-    def spans(self, text: str) -> list[Span]:
+    def spans(self, text: Text) -> list[Span]:
         """Half-open `(start, end)` chunk offsets, in order: `text[start:end]` is a chunk."""
         out: list[Span] = []
         self._split(text, 0, len(text), self.separators, out)
@@ -88,7 +88,7 @@ class RecursiveChunker:
     # -- the algorithm (mirrors RecursiveCharacterTextSplitter._split_text) ------------
 
     def _split(
-        self, text: str, start: int, end: int, separators: tuple[str, ...], out: list[Span]
+        self, text: Text, start: int, end: int, separators: tuple[str, ...], out: list[Span]
     ) -> None:
         separator = separators[-1]
         rest: tuple[str, ...] = ()
@@ -126,7 +126,7 @@ class _Run:
     is just the distance between those offsets.
     """
 
-    def __init__(self, text: str, size: int, overlap: int, out: list[Span]) -> None:
+    def __init__(self, text: Text, size: int, overlap: int, out: list[Span]) -> None:
         self.text, self.size, self.overlap, self.out = text, size, overlap, out
         self.starts: deque[int] = deque()  # starts of the pieces of the current chunk
         self.end = -1  # end of the last piece added
@@ -152,7 +152,7 @@ class _Run:
             self.starts.clear()
 
 
-def _pieces(text: str, start: int, end: int, separator: str) -> Iterator[Span]:
+def _pieces(text: Text, start: int, end: int, separator: str) -> Iterator[Span]:
     """Split `text[start:end]` before each occurrence of `separator` (kept at piece starts).
 
     Matches are found left to right without overlap, like `re.split`; empty pieces
@@ -174,7 +174,7 @@ def _pieces(text: str, start: int, end: int, separator: str) -> Iterator[Span]:
         yield piece_start, end
 
 
-def _emit(text: str, start: int, end: int, out: list[Span]) -> None:
+def _emit(text: Text, start: int, end: int, out: list[Span]) -> None:
     """Append `[start, end)` with surrounding whitespace stripped, unless nothing is left."""
     piece = text[start:end]
     stripped = piece.lstrip()
@@ -211,7 +211,7 @@ def _paths_at(sections: Sequence[Section], offsets: list[int]) -> list[tuple[str
 class _SectionIndex:
     """The document cut into segments over which the section path is constant."""
 
-    def __init__(self, document: Document) -> None:
+    def __init__(self, document: SourceDocument) -> None:
         size = len(document.text)
         points = {0, size}
         for section in document.sections:
@@ -254,7 +254,8 @@ class ChunkLayout:
     def __len__(self) -> int:
         return len(self.starts)
 
-    def chunks(self, document: Document, low: int = 0, high: int | None = None) -> list[Chunk]:
+    def chunks(self, document: SourceDocument, low: int = 0,
+               high: int | None = None) -> list[Chunk]:
         """Chunks `low` to `high` (exclusive; all by default) of `document`, with texts."""
         text, doc_id = document.text, document.doc_id
         return [
@@ -272,7 +273,7 @@ class ChunkLayout:
 
 
 def chunk_layout(
-    document: Document,
+    document: SourceDocument,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
 ) -> ChunkLayout:
@@ -292,7 +293,7 @@ def chunk_layout(
 
 
 def chunk_document(
-    document: Document,
+    document: SourceDocument,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
 ) -> list[Chunk]:

@@ -12,10 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from suture.documents.limits import AUTO, FileSizeLimit, file_size_limit, too_large
-from suture.documents.loaders import FORMAT_BY_SUFFIX, LOADERS, Newlines, iter_jsonl
+from suture.documents.loaders import (
+    FORMAT_BY_SUFFIX,
+    LOADERS,
+    SPOOLED_FORMATS,
+    Newlines,
+    iter_jsonl,
+)
 from suture.documents.sections import detect_sections
 from suture.exceptions import DocumentError
-from suture.types import Document
+from suture.textfile import SPOOL_ABOVE_BYTES, SpooledDocument, TextFile
+from suture.types import Document, SourceDocument
 
 SUPPORTED_SUFFIXES = tuple(sorted(FORMAT_BY_SUFFIX))
 
@@ -32,7 +39,7 @@ class Skipped:
 _HASH_WINDOW = 1 << 20
 
 
-def content_hash(document: Document) -> str:
+def content_hash(document: SourceDocument) -> str:
     """sha256 of text, title and metadata: changes exactly when re-indexing is needed.
 
     It is the digest of `json.dumps([text, title, metadata], sort_keys=True,
@@ -63,11 +70,13 @@ def same_file_key(doc_id: str, digest: str) -> tuple[str, str]:
 
 def load_document(
     path: str | Path, doc_id: str | None = None, *, newlines: Newlines | str = Newlines.UNIVERSAL
-) -> Document:
+) -> SourceDocument:
     """Load one non-JSONL file; raises `DocumentError` with the reason it cannot be read.
 
     `newlines` is the convention offsets follow (see `Newlines`): a .txt or .md
     document's text is `open(path, encoding=metadata["encoding"]).read()` by default.
+    A .txt or .md file of more than `SPOOL_ABOVE_BYTES` is a `SpooledDocument`: its text
+    is a `TextFile`, read back from disk as indexing needs it.
     """
     path = Path(path)
     fmt = _format_of(path)
@@ -82,8 +91,12 @@ def load_document(
     sections = extracted.sections
     if sections is None:
         sections = detect_sections(extracted.text, fmt)
+    text = extracted.text
+    if isinstance(text, TextFile):
+        return SpooledDocument(doc_id or path.name, text, extracted.title, str(path),
+                               extracted.metadata, sections)
     return Document(
-        doc_id=doc_id or path.name, text=extracted.text, title=extracted.title,
+        doc_id=doc_id or path.name, text=text, title=extracted.title,
         source=str(path), metadata=extracted.metadata, sections=sections,
     )
 
@@ -91,7 +104,7 @@ def load_document(
 def iter_documents(
     paths: Sequence[str | Path], *, newlines: Newlines | str = Newlines.UNIVERSAL,
     max_file_size: int | str | None = AUTO,
-) -> Iterator[Document | Skipped]:
+) -> Iterator[SourceDocument | Skipped]:
     """Documents from files and folders (recursively, sorted); bad inputs yield `Skipped`.
 
     Ids are paths relative to the folder given (POSIX), the file name for a file given
@@ -106,7 +119,7 @@ def iter_documents(
     first_source: dict[str, str] = {}
     for root in paths:
         for item in _iter_one_path(Path(root), newlines, limit):
-            if isinstance(item, Document):
+            if not isinstance(item, Skipped):
                 if item.doc_id in first_source:
                     yield Skipped(
                         item.source,
@@ -119,7 +132,7 @@ def iter_documents(
 
 
 def _iter_one_path(root: Path, newlines: Newlines,
-                   limit: FileSizeLimit) -> Iterator[Document | Skipped]:
+                   limit: FileSizeLimit) -> Iterator[SourceDocument | Skipped]:
     """One argument: a folder walked in sorted order, or a single file."""
     for item in document_files(root):
         if isinstance(item, Skipped):
@@ -197,12 +210,14 @@ def _walk(root: Path) -> list[Path | Skipped]:
 
 
 def _load_file(path: Path, doc_id: str, newlines: Newlines,
-               limit: FileSizeLimit) -> Iterator[Document | Skipped]:
+               limit: FileSizeLimit) -> Iterator[SourceDocument | Skipped]:
     """Every document in one file, or the reasons it (or a line of it) was skipped."""
     try:
         fmt = _format_of(path)
         with contextlib.suppress(OSError):  # (one that cannot be read is reported below)
-            oversized = too_large(path, path.stat().st_size, limit)
+            size = path.stat().st_size
+            oversized = too_large(path, size, limit,
+                                  spooled=fmt in SPOOLED_FORMATS and size > SPOOL_ABOVE_BYTES)
             if oversized:
                 raise DocumentError(oversized)
         if fmt == "jsonl":
@@ -210,7 +225,7 @@ def _load_file(path: Path, doc_id: str, newlines: Newlines,
             if problem:
                 raise DocumentError(problem)
             for item in iter_jsonl(path, newlines):
-                yield item if isinstance(item, Document) else Skipped(str(path), item)
+                yield Skipped(str(path), item) if isinstance(item, str) else item
             return
         yield load_document(path, doc_id, newlines=newlines)
     except DocumentError as error:

@@ -23,6 +23,11 @@ from suture.exceptions import ConfigurationError
 #: a 10 MB one-line file whose text is 2 bytes a character in Python, 8.1; 5.2 at 50 MB),
 #: rounded up, since skipping a file that would have fitted is better than being killed
 MEMORY_PER_FILE_BYTE = 9.0
+#: the same for a text file read to disk (.txt or .md of more than `SPOOL_ABOVE_BYTES`):
+#: no copy of its text is held; what grows with it is the index's matrix and graph at the
+#: end of the run, ≈ 2.9 KB a chunk with 384-d vectors at ≈ 540 characters a chunk
+#: (docs/performance.md, "The text on disk"), rounded up
+SPOOLED_MEMORY_PER_FILE_BYTE = 6.0
 AUTO = "auto"
 #: a parsed limit: bytes, `AUTO` (from the memory available) or None (no limit)
 FileSizeLimit = int | Literal["auto"] | None
@@ -55,9 +60,11 @@ def file_size_limit(value: int | str | None) -> FileSizeLimit:
     )
 
 
-def too_large(path: Path, size: int, limit: FileSizeLimit) -> str | None:
+def too_large(path: Path, size: int, limit: FileSizeLimit, *,
+              spooled: bool = False) -> str | None:
     """Why a file of `size` bytes is not indexed under `limit` (one line naming the
-    sizes and the fix), or None when it may be."""
+    sizes and the fix), or None when it may be. `spooled`: its text is read to disk
+    (`suture.textfile`), so it needs `SPOOLED_MEMORY_PER_FILE_BYTE` a byte."""
     if limit is None:
         return None
     if isinstance(limit, int):
@@ -66,11 +73,12 @@ def too_large(path: Path, size: int, limit: FileSizeLimit) -> str | None:
         return (f"{path}: {_shown(size)}, larger than the maximum file size "
                 f"({_shown(limit)}); split it into smaller files or raise --max-file-size")
     available = memory_available()
-    need = int(size * MEMORY_PER_FILE_BYTE)
+    factor = SPOOLED_MEMORY_PER_FILE_BYTE if spooled else MEMORY_PER_FILE_BYTE
+    need = int(size * factor)
     if available is None or need <= available:
         return None
     return (f"{path}: {_shown(size)} would need about {_shown(need)} of memory to index "
-            f"({MEMORY_PER_FILE_BYTE:g}× its size) and {_shown(available)} is available; "
+            f"({factor:g}× its size) and {_shown(available)} is available; "
             "split it into smaller files or free memory (--max-file-size none tries anyway)")
 
 

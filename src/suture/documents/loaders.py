@@ -8,17 +8,19 @@ mode reads them (`Newlines`), so every offset can be checked with
 
 from __future__ import annotations
 
+import io
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from suture.documents.sections import Heading, build_sections, detect_sections
 from suture.exceptions import DocumentError
-from suture.types import Document, Section
+from suture.textfile import BLOCK_CHARS, SPOOL_ABOVE_BYTES, TextFile
+from suture.types import Document, Section, Text
 
 FORMAT_BY_SUFFIX: Mapping[str, str] = {
     ".txt": "txt", ".md": "md", ".markdown": "md", ".html": "html", ".htm": "html",
@@ -47,7 +49,7 @@ class Extracted:
     """What a loader found in one file: text (line breaks as `Newlines` says), title,
     metadata."""
 
-    text: str
+    text: str | TextFile
     title: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     sections: tuple[Section, ...] | None = None  # None: detect from the text
@@ -110,54 +112,118 @@ def decode(
     them, else UTF-8, else cp1252, else latin-1 (which reads any bytes). Binary data is
     told apart by the share of control characters in what was decoded, so text with a
     few stray NUL bytes (PDF extraction leaves them) is kept, the NULs as characters.
+    The text is what `open(file, encoding=metadata["encoding"]).read()` returns (with
+    `newline=""` under `Newlines.KEEP`).
     """
-    newlines = Newlines(newlines)
-    text, encoding = _decode_by_content(data)
-    controls = _control_characters(text)
-    if controls > MAX_CONTROL_SHARE * len(text):
-        raise DocumentError(
-            f"{source}: binary file ({controls / len(text):.0%} control characters when read "
-            f"as {encoding}); convert it to text or leave it out"
-        )
-    if not text or text.isspace():  # (not strip: no copy of a 200 MB text)
-        raise DocumentError(f"{source}: empty file (only white space)")
-    metadata: dict[str, Any] = {"encoding": encoding, "newlines": newlines.value}
-    if "\r" in text:
-        metadata["line_endings"] = "crlf" if "\r\n" in text else "cr"
-        if newlines is Newlines.UNIVERSAL:
-            text = normalise_newlines(text)
+    text, metadata = _decode(lambda: io.BytesIO(data), source, Newlines(newlines), spool=False)
+    assert isinstance(text, str)  # (spool=False)
     return text, metadata
 
 
-def _decode_by_content(data: bytes) -> tuple[str, str]:
-    """Decoded text and the codec that read it strictly (see `decode`)."""
-    candidates = [codec for bom, codec in _BOMS if data.startswith(bom)][:1]
-    candidates += [*_wide_codecs(data), "utf-8", "cp1252"]
+def decode_file(
+    path: Path, newlines: Newlines | str = Newlines.UNIVERSAL
+) -> tuple[str | TextFile, dict[str, Any]]:
+    """`decode` of a file's bytes, read a block at a time: a file of more than
+    `SPOOL_ABOVE_BYTES` becomes a `TextFile` (the text on disk), a smaller one a `str`."""
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise _unreadable(path, error) from error
+    if size <= SPOOL_ABOVE_BYTES:
+        return decode(read_bytes(path), str(path), newlines)
+
+    def opened() -> BinaryIO:
+        try:
+            return open(path, "rb")
+        except OSError as error:
+            raise _unreadable(path, error) from error
+
+    return _decode(opened, str(path), Newlines(newlines), spool=True)
+
+
+#: bytes read at a time while looking for NUL positions (a multiple of 4)
+_SCAN_BYTES = 1 << 20
+
+
+def _decode(opened: Callable[[], BinaryIO], source: str, newlines: Newlines,
+            spool: bool) -> tuple[str | TextFile, dict[str, Any]]:
+    """`decode` over a stream: one pass over the bytes for the byte-order mark and the
+    NUL positions, then one strict decoding pass per codec tried (see `decode`)."""
+    with opened() as stream:
+        head = stream.read(4)
+        stream.seek(0)
+        zeros, size = [0, 0, 0, 0], 0
+        while block := stream.read(_SCAN_BYTES):
+            size += len(block)
+            for position in range(4):
+                zeros[position] += block[position::4].count(0)
+    candidates = [codec for bom, codec in _BOMS if head.startswith(bom)][:1]
+    candidates += [*_wide_codecs(zeros, size), "utf-8", "cp1252", "latin-1"]
     for codec in candidates:
         try:
-            return data.decode(codec), codec
+            return _read_as(opened, codec, source, newlines, spool)
         except UnicodeDecodeError:
             continue
-    return data.decode("latin-1"), "latin-1"
+    raise AssertionError("latin-1 reads any bytes")  # pragma: no cover
 
 
-def _wide_codecs(data: bytes) -> list[str]:
-    """UTF-32/UTF-16 byte orders worth trying on a file without a byte-order mark.
+def _read_as(opened: Callable[[], BinaryIO], codec: str, source: str, newlines: Newlines,
+             spool: bool) -> tuple[str | TextFile, dict[str, Any]]:
+    """The stream decoded strictly as `codec` (`UnicodeDecodeError` if it cannot be),
+    checked for binary data and blank text while it is read."""
+    controls, blank = 0, True
+    with io.TextIOWrapper(opened(), encoding=codec, errors="strict",
+                          newline=None if newlines is Newlines.UNIVERSAL else "") as reader:
+
+        def blocks() -> Iterator[str]:
+            nonlocal controls, blank
+            while block := reader.read(BLOCK_CHARS):
+                controls += _control_characters(block)
+                blank = blank and block.isspace()
+                yield block
+
+        text: str | TextFile = TextFile(blocks()) if spool else "".join(blocks())
+        seen = reader.newlines or ()
+    if controls > MAX_CONTROL_SHARE * len(text):
+        _close(text)
+        raise DocumentError(
+            f"{source}: binary file ({controls / len(text):.0%} control characters when read "
+            f"as {codec}); convert it to text or leave it out"
+        )
+    if blank:
+        _close(text)
+        raise DocumentError(f"{source}: empty file (only white space)")
+    metadata: dict[str, Any] = {"encoding": codec, "newlines": newlines.value}
+    if "\r\n" in seen:
+        metadata["line_endings"] = "crlf"
+    elif "\r" in seen:
+        metadata["line_endings"] = "cr"
+    return text, metadata
+
+
+def _close(text: str | TextFile) -> None:
+    if isinstance(text, TextFile):
+        text.close()
+
+
+def _wide_codecs(zeros: Sequence[int], size: int) -> list[str]:
+    """UTF-32/UTF-16 byte orders worth trying on a file without a byte-order mark, from
+    `zeros`: how many NUL bytes sit at each position modulo 4.
 
     Text in a Latin script stored 4 or 2 bytes a character has NUL bytes in fixed
     positions (the high bytes), which UTF-8 and 8-bit text never have. Text in other
     scripts without a mark is not recognised (it reads as cp1252 or latin-1).
     """
     codecs: list[str] = []
-    units = len(data) // 4
-    if units and not len(data) % 4:
-        if data[3::4].count(0) == units and data[2::4].count(0) >= 0.9 * units:
+    units = size // 4
+    if units and not size % 4:
+        if zeros[3] == units and zeros[2] >= 0.9 * units:
             codecs.append("utf-32-le")
-        if data[0::4].count(0) == units and data[1::4].count(0) >= 0.9 * units:
+        if zeros[0] == units and zeros[1] >= 0.9 * units:
             codecs.append("utf-32-be")
-    pairs = len(data) // 2
-    if pairs and not len(data) % 2:
-        even, odd = data[0::2].count(0), data[1::2].count(0)
+    pairs = size // 2
+    if pairs and not size % 2:
+        even, odd = zeros[0] + zeros[2], zeros[1] + zeros[3]
         if odd >= 0.3 * pairs and even <= 0.05 * pairs:
             codecs.append("utf-16-le")
         if even >= 0.3 * pairs and odd <= 0.05 * pairs:
@@ -188,11 +254,7 @@ def read_bytes(path: Path) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise DocumentError(
-            f"{path}: cannot read ({error.strerror or error}); "
-            + ("give read permission (chmod +r) or leave it out"
-               if isinstance(error, PermissionError) else "check the file or leave it out")
-        ) from error
+        raise _unreadable(path, error) from error
     except MemoryError:  # (only with --max-file-size none: the default skips it before)
         raise DocumentError(f"{path}: too large to read into the memory available; split it "
                             "into smaller files or free memory") from None
@@ -201,9 +263,18 @@ def read_bytes(path: Path) -> bytes:
     return data
 
 
+def _unreadable(path: Path, error: OSError) -> DocumentError:
+    return DocumentError(
+        f"{path}: cannot read ({error.strerror or error}); "
+        + ("give read permission (chmod +r) or leave it out"
+           if isinstance(error, PermissionError) else "check the file or leave it out")
+    )
+
+
 def load_text(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
-    """A plain-text file: decoded text, title from the file name."""
-    text, metadata = decode(read_bytes(path), str(path), newlines)
+    """A plain-text file: decoded text (a `TextFile` when very large), title from the
+    file name."""
+    text, metadata = decode_file(path, newlines)
     return Extracted(text, title_from_filename(path), metadata)
 
 
@@ -211,7 +282,12 @@ def load_text(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
 MD_TITLE_HEAD_CHARS = 1000
 
 
-def markdown_title(text: str, path: Path) -> str:
+#: characters of a Markdown text searched for its title heading (the heading's line must
+#: end within them)
+MD_TITLE_SEARCH_CHARS = MD_TITLE_HEAD_CHARS + (1 << 16)
+
+
+def markdown_title(text: Text, path: Path) -> str:
     """The first `# ` heading when it opens the document, else the file name.
 
     A level-1 heading deep in the text is a section (or a stray line converted from a
@@ -219,15 +295,16 @@ def markdown_title(text: str, path: Path) -> str:
     the document's name; only one that starts within the first
     `MD_TITLE_HEAD_CHARS` characters is taken.
     """
-    match = _MD_TITLE.search(text)
+    match = _MD_TITLE.search(text[:MD_TITLE_SEARCH_CHARS])
     if match and match.start() < MD_TITLE_HEAD_CHARS:
         return _WS.sub(" ", match.group(1)).strip()
     return title_from_filename(path)
 
 
 def load_markdown(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
-    """A Markdown file kept as written; the title is its opening `# ` heading."""
-    text, metadata = decode(read_bytes(path), str(path), newlines)
+    """A Markdown file kept as written (a `TextFile` when very large); the title is its
+    opening `# ` heading."""
+    text, metadata = decode_file(path, newlines)
     return Extracted(text, markdown_title(text, path), metadata)
 
 
@@ -399,6 +476,8 @@ def document_from_record(record: Any, source: str,
     )
 
 
+#: formats whose loader reads a file of more than `SPOOL_ABOVE_BYTES` to disk (`decode_file`)
+SPOOLED_FORMATS = ("txt", "md")
 LOADERS: Mapping[str, Callable[[Path, Newlines], Extracted]] = {
     "txt": load_text, "md": load_markdown, "html": load_html, "pdf": load_pdf,
 }

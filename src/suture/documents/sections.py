@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from suture.exceptions import ConfigurationError
-from suture.types import Section
+from suture.textfile import windows
+from suture.types import Section, Text
 
 FORMATS = ("txt", "md", "html", "pdf", "jsonl")
 MAX_TITLE_CHARS = 100  # a heading's title is a short phrase, not a paragraph
@@ -24,8 +25,10 @@ _SHORT_PREVIOUS_CHARS = 50  # a heading may follow a short line (another heading
 _SENTENCE_END = (".", ":", ";", "!", "?", ")", "]", '"', "”", "’")
 _HEADER_REPEATS = 3  # a line opening/closing this many pages is a running header/footer
 
-_LINE = re.compile(r"[^\n\f]+")
-_NON_BLANK = re.compile(r"\S")
+_BREAK = re.compile(r"[\n\f]")
+#: a longer line is read as lines of this many characters: no heading is that long, and
+#: it bounds what reading one line costs (a 200 MB file can be a single line)
+MAX_LINE_CHARS = 1 << 20
 _BOM = "\ufeff"  # kept as the text's first character when a UTF-8 file has one
 _WS = re.compile(r"\s+")
 _MD_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
@@ -116,7 +119,7 @@ def build_sections(headings: Sequence[Heading], length: int) -> tuple[Section, .
     )
 
 
-def detect_sections(text: str, fmt: str) -> tuple[Section, ...]:
+def detect_sections(text: Text, fmt: str) -> tuple[Section, ...]:
     """Find headings in `text` (Markdown `#`, numbered, PART/CHAPTER/ARTICLE/Item/Section)."""
     if fmt not in FORMATS:
         raise ConfigurationError(
@@ -137,22 +140,15 @@ class _Lines:
     for short lines). The last two lines asked for are kept, so a long line, read by
     several rules in turn, is made once."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: Text) -> None:
         self._text = text
-        self.starts, self.ends, self.pages = array("q"), array("q"), array("q")
+        # 16 bytes a line: a line is at most MAX_LINE_CHARS long, and pages are few
+        self.starts, self.lengths, self.pages = array("q"), array("i"), array("i")
         self._made: dict[int, _Line] = {}
-        page = 0
-        previous_end = 0
-        for match in _LINE.finditer(text):
-            page += text.count("\f", previous_end, match.start())
-            previous_end = match.end()
-            start, end = match.span()
-            if start == 0 and text.startswith(_BOM):
-                start = 1  # a byte-order mark is not part of a heading
-            if _NON_BLANK.search(text, start, end):  # (str.isspace's white space)
-                self.starts.append(start)
-                self.ends.append(end)
-                self.pages.append(page)
+        for start, end, page in _line_spans(text):
+            self.starts.append(start)
+            self.lengths.append(end - start)
+            self.pages.append(page)
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -165,12 +161,35 @@ class _Lines:
             if len(self._made) >= 2:
                 del self._made[next(iter(self._made))]
             start = self.starts[index]
-            line = self._made[index] = _Line(start, self._text[start : self.ends[index]],
+            end = start + self.lengths[index]
+            line = self._made[index] = _Line(start, self._text[start:end],
                                              self.pages[index])
         return line
 
     def __iter__(self) -> Iterator[_Line]:
         return (self[index] for index in range(len(self)))
+
+
+def _line_spans(text: Text) -> Iterator[tuple[int, int, int]]:
+    """`(start, end, page)` of each line that is not blank: the runs of characters between
+    line feeds and form feeds (a form feed also turns the page), cut into lines of at most
+    `MAX_LINE_CHARS`; a byte-order mark opening the text is left out of the first. Read a
+    window at a time."""
+    page, start = 0, (1 if text[:1] == _BOM else 0)
+    for offset, window in windows(text):
+        for match in _BREAK.finditer(window, max(start - offset, 0)):
+            yield from _non_blank_lines(text, start, offset + match.start(), page)
+            page += match.group() == "\f"
+            start = offset + match.end()
+    yield from _non_blank_lines(text, start, len(text), page)
+
+
+def _non_blank_lines(text: Text, start: int, end: int,
+                     page: int) -> Iterator[tuple[int, int, int]]:
+    for low in range(start, end, MAX_LINE_CHARS):
+        high = min(low + MAX_LINE_CHARS, end)
+        if not text[low:high].isspace():  # (the white space of \s and str.isspace)
+            yield low, high, page
 
 
 def _markdown_headings(lines: _Lines) -> list[Heading]:

@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 from suture.documents import Skipped, iter_documents, title_from_filename
 from suture.index import Index, IndexReport
 from suture.server.jobs import Job, JobFailed, JobQueue, Progress
-from suture.types import Context, Document
+from suture.textfile import SpooledDocument
+from suture.types import Context, Document, SourceDocument
 
 log = logging.getLogger("suture.server")
 T = TypeVar("T")
@@ -145,7 +146,7 @@ class IndexService:
 
         return self.jobs.submit("delete", (doc_id,), work)
 
-    def _add(self, job: Job, documents: list[Document | Skipped]) -> dict[str, Any]:
+    def _add(self, job: Job, documents: list[SourceDocument | Skipped]) -> dict[str, Any]:
         self.jobs.update(job, stage="indexing")
         report = self.index.ingest(documents, show_progress=lambda: Progress(self.jobs, job))
         if report.indexed == 0:
@@ -154,11 +155,12 @@ class IndexService:
         return _report_json(report)
 
 
-def _as_upload(item: Document | Skipped, path: Path, filename: str, doc_id: str | None,
-               title: str | None, metadata: dict[str, Any]) -> Document | Skipped:
+def _as_upload(item: SourceDocument | Skipped, path: Path, filename: str, doc_id: str | None,
+               title: str | None, metadata: dict[str, Any]) -> SourceDocument | Skipped:
     """An uploaded document under the id, title and metadata the client asked for."""
     if isinstance(item, Skipped):  # name the upload, not the temporary file
         return Skipped(filename, item.reason.replace(str(path), filename))
+    assert isinstance(item, Document | SpooledDocument)  # what the loaders return
     if path.suffix == ".jsonl":  # records carry their own ids, titles and metadata
         return replace(item, source=f"upload:{filename}")
     if title is None:  # a title taken from the file name: the upload's, not ours

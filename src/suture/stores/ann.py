@@ -14,11 +14,11 @@ removing and adding only the chunks that changed since.
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -129,10 +129,10 @@ class VectorGraph:
 
     # -- persistence in the store's derived data -----------------------------------------
     def save(self, derived: DerivedData) -> None:
-        keys = io.BytesIO()
-        np.save(keys, self.keys)
-        derived.write(_GRAPH_KEY, bytes(self._graph.save()))
-        derived.write(_KEYS_KEY, keys.getvalue())
+        """Written straight to files where the store keeps them: a serialised copy of a
+        1M-vector graph in memory would be as large as the graph."""
+        derived.write_file(_GRAPH_KEY, lambda path: self._graph.save(str(path)))
+        derived.write_file(_KEYS_KEY, lambda path: _save_array(path, self.keys))
         derived.write(_META_KEY, json.dumps({
             "format": _FORMAT, "generation": self.generation, "count": len(self.keys),
             "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}).encode())
@@ -142,22 +142,31 @@ class VectorGraph:
         """The saved graph (of any generation), or None when absent or damaged."""
         try:
             meta_raw = derived.read(_META_KEY)
-            graph_raw = derived.read(_GRAPH_KEY)
-            keys_raw = derived.read(_KEYS_KEY)
-            if meta_raw is None or graph_raw is None or keys_raw is None:
+            if meta_raw is None:
                 return None
             meta = json.loads(meta_raw)
             if (meta.get("format") != _FORMAT or meta.get("connectivity") != CONNECTIVITY
                     or meta.get("expansion_add") != EXPANSION_ADD):
                 return None  # built with other settings: rebuilt with the current ones
-            keys = np.load(io.BytesIO(keys_raw), allow_pickle=False).astype(np.uint64)
-            graph = _usearch().restore(bytearray(graph_raw))
-            if graph is None or len(graph) != len(keys) or len(keys) != meta.get("count"):
+            keys = derived.read_file(_KEYS_KEY, _load_array)
+            graph = derived.read_file(_GRAPH_KEY, lambda path: _usearch().restore(str(path)))
+            if (keys is None or graph is None or len(graph) != len(keys)
+                    or len(keys) != meta.get("count")):
                 return None
             graph.expansion_search = EXPANSION_SEARCH
-            return cls(graph, keys, int(meta["generation"]))
+            return cls(graph, keys.astype(np.uint64), int(meta["generation"]))
         except (OSError, ValueError, KeyError, TypeError, RuntimeError):
             return None
+
+
+def _save_array(path: Path, values: Keys) -> None:
+    with open(path, "wb") as handle:  # (np.save of a path would add ".npy" to its name)
+        np.save(handle, values)
+
+
+def _load_array(path: Path) -> Keys:
+    loaded: Keys = np.load(path, allow_pickle=False)
+    return loaded
 
 
 def _add_shuffled(graph: Any, keys: Keys, vectors: Vectors, threads: int | None,

@@ -32,11 +32,13 @@ position, so two backends holding the same chunks return the same contexts.
 
 from __future__ import annotations
 
+import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -44,7 +46,9 @@ from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.stores.table import ChunkTable
 from suture.tokens import StorableTokenMap, TokenMap
-from suture.types import Chunk, Document
+from suture.types import Chunk, Document, SourceDocument
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from suture.stores.lexical import LexicalEngine, LexicalSettings
@@ -145,6 +149,27 @@ class DerivedData(ABC):
     def write(self, key: str, data: bytes) -> None:
         """Store the blob atomically (a reader sees the old or the new one, never half)."""
 
+    def write_file(self, key: str, writer: Callable[[Path], object]) -> None:
+        """Store the blob that `writer(path)` writes to the file `path`, atomically: large
+        blobs (a search matrix, a graph) go to disk without one `bytes` of them in memory
+        where the backend keeps files (this default goes through one)."""
+        with tempfile.TemporaryDirectory(prefix="suture-derived-") as folder:
+            path = Path(folder, "blob")
+            writer(path)
+            self.write(key, path.read_bytes())
+
+    def read_file(self, key: str, reader: Callable[[Path], T]) -> T | None:
+        """`reader(path)` of the blob as a file (read in place where the backend keeps
+        files, else through a temporary copy), or None when there is none."""
+        data = self.read(key)
+        if data is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="suture-derived-") as folder:
+            path = Path(folder, "blob")
+            path.write_bytes(data)
+            del data
+            return reader(path)
+
     @abstractmethod
     def delete(self, key: str) -> None:
         """Remove the blob (nothing happens when it does not exist)."""
@@ -227,7 +252,7 @@ class Store(ABC):
     @abstractmethod
     def write_document_parts(
         self,
-        document: Document,
+        document: SourceDocument,
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,

@@ -8,11 +8,14 @@ file outside the folder.
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
-from suture.files import write_bytes_atomic
+from suture.files import write_atomic, write_bytes_atomic
 from suture.stores.base import DerivedData
+
+T = TypeVar("T")
 
 
 class FolderData(DerivedData):
@@ -35,6 +38,15 @@ class FolderData(DerivedData):
 
     def write(self, key: str, data: bytes) -> None:
         write_bytes_atomic(self._path(key), data)
+
+    def write_file(self, key: str, writer: Callable[[Path], object]) -> None:
+        write_atomic(self._path(key), writer)
+
+    def read_file(self, key: str, reader: Callable[[Path], T]) -> T | None:
+        path = self._path(key)
+        if not path.is_file():
+            return None
+        return reader(path)  # (a write renames a new file over it: this one stays whole)
 
     def delete(self, key: str) -> None:
         path = self._path(key)

@@ -77,8 +77,9 @@ from suture.stores.base import (
     check_vectors,
 )
 from suture.stores.sqlite import _section_from_json, _section_to_json, _token_map
+from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
-from suture.types import Chunk, Document
+from suture.types import Chunk, Document, SourceDocument
 
 if TYPE_CHECKING:
     import psycopg
@@ -400,11 +401,13 @@ class PostgresStore(Store):
     # -- writing -----------------------------------------------------------------------------
     def write_document_parts(
         self,
-        document: Document,
+        document: SourceDocument,
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
     ) -> None:
+        # A document whose text is on disk is read whole here: psycopg binds the text whole.
+        document = loaded(document)
         from suture.stores import postgres_bm25
 
         t = self.tables

@@ -106,8 +106,9 @@ from suture.stores.sqlite import (
     _section_to_json,
     _token_map,
 )
+from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
-from suture.types import Chunk, Document
+from suture.types import Chunk, Document, SourceDocument
 
 try:
     from qdrant_client import QdrantClient, models
@@ -564,11 +565,13 @@ class QdrantStore(Store):
     # -- writing -------------------------------------------------------------------------
     def write_document_parts(
         self,
-        document: Document,
+        document: SourceDocument,
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
     ) -> None:
+        # A document whose text is on disk is read whole here: the text goes in one JSON payload.
+        document = loaded(document)
         self._check_not_reading()
         doc_id = document.doc_id
         version = uuid.uuid4().hex

@@ -16,7 +16,7 @@ from typing import NoReturn
 from suture.exceptions import ConfigurationError
 from suture.stores.base import ChunkPart, DerivedData, Manifest, Store
 from suture.tokens import StorableTokenMap, TokenMap
-from suture.types import Document
+from suture.types import SourceDocument
 
 
 class ReadOnlyStore(Store):
@@ -37,7 +37,7 @@ class ReadOnlyStore(Store):
             "build a suture index elsewhere (`suture index PATH... --index NAME`)"
         )
 
-    def write_document_parts(self, document: Document, content_hash: str,
+    def write_document_parts(self, document: SourceDocument, content_hash: str,
                              parts: Iterable[ChunkPart], token_map: StorableTokenMap | None = None
                              ) -> None:
         self._refuse("write documents")

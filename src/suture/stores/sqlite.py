@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import io
 import json
 import os
 import sqlite3
@@ -36,6 +35,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ from suture.stores.base import (
 from suture.stores.derived import FolderData
 from suture.stores.table import ChunkTable
 from suture.tokens import StorableTokenMap, TokenMap
-from suture.types import Chunk, Document, Section
+from suture.types import Chunk, Document, Section, SourceDocument, Text
 
 MANIFEST_FILE = "manifest.json"
 DATABASE_FILE = "store.sqlite"
@@ -313,7 +313,7 @@ class SQLiteStore(Store):
     # -- writing -------------------------------------------------------------------
     def write_document_parts(
         self,
-        document: Document,
+        document: SourceDocument,
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
@@ -579,17 +579,33 @@ class SQLiteStore(Store):
         return self._search_state()
 
     def prepare(self, show_progress: bool = False) -> None:
-        """Build the search matrix (and, for a large index, the graph) now."""
-        self._active_graph(self._search_state(), show_progress)
+        """Build the search matrix (and, for a large index, the graph) now.
 
-    def _uses_graph(self, state: ChunkTable) -> bool:
+        A process that has read the chunk table (the Python columns queries read, ≈ 1.3 KB
+        a chunk) brings it up to date too, so a serving process answers its next query
+        at once. One that has not, such as an indexing run, only writes the matrix file
+        and the graph: it never holds the table beside the graph it builds, and its first
+        query, if any, reads the table from the matrix file.
+        """
+        pinned = getattr(self._local, "table", None)
+        if self.read_only or pinned is not None or self._state is not None:
+            self._active_graph(self._search_state(), show_progress)
+            return
+        generation = self.generation
+        arrays = self._load_arrays(generation)
+        if arrays is None:
+            generation, arrays = self._build_arrays()
+        self._active_graph(_GraphInput(generation, arrays["matrix"], arrays["keys"]),
+                           show_progress)
+
+    def _uses_graph(self, state: ChunkTable | _GraphInput) -> bool:
         if self.search_mode == "exact" or state.keys is None:
             return False
         if self.search_mode == "ann":
             return True  # a missing usearch is then an error naming the extra
         return len(state) >= ANN_MIN_CHUNKS and ann_available()
 
-    def _active_graph(self, state: ChunkTable,
+    def _active_graph(self, state: ChunkTable | _GraphInput,
                       show_progress: bool = False) -> VectorGraph | None:
         """The HNSW graph matching `state`, brought up to date first; None for exact search."""
         if not self._uses_graph(state):
@@ -619,7 +635,7 @@ class SQLiteStore(Store):
             self._graph = graph
             return graph
 
-    def _key_rows(self, state: ChunkTable) -> KeyRows:
+    def _key_rows(self, state: ChunkTable | _GraphInput) -> KeyRows:
         cached = self._graph_rows
         if cached is not None and cached[0] == state.generation:
             return cached[1]
@@ -657,26 +673,35 @@ class SQLiteStore(Store):
             if self._state is not None and self._state.generation == generation:
                 return self._state
         # Built outside the lock from this thread's connection, in one snapshot.
-        state = self._load_matrix(generation) or self._build_matrix()
+        arrays = self._load_arrays(generation)
+        if arrays is None:
+            generation, arrays = self._build_arrays()
+        state = _make_state(generation, arrays)
+        del arrays
         with self._lock:
             if self._state is None or self._state.generation < state.generation:
                 self._state = state
         return state
 
-    def _load_matrix(self, generation: int) -> ChunkTable | None:
-        data = self._derived.read(MATRIX_FILE)
-        if data is None:
-            return None
-        try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+    def _load_arrays(self, generation: int) -> dict[str, npt.NDArray[Any]] | None:
+        """The columns saved in matrix.npz for `generation`, or None (absent, damaged, of
+        another generation or layout)."""
+        def arrays_of(path: Path) -> dict[str, npt.NDArray[Any]] | None:
+            # Read from the file an array at a time, never the whole file as one bytes.
+            with np.load(path, allow_pickle=False) as arrays:
                 if (int(arrays["generation"]) != generation
                         or int(arrays.get("layout", 1)) != _MATRIX_LAYOUT):
                     return None
-                return _make_state(generation, {key: arrays[key] for key in _STATE_ARRAYS})
+                return {key: arrays[key] for key in _STATE_ARRAYS}
+
+        try:
+            return self._derived.read_file(MATRIX_FILE, arrays_of)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return None  # a damaged or older cache is derived data: rebuilt from SQLite
 
-    def _build_matrix(self) -> ChunkTable:
+    def _build_arrays(self) -> tuple[int, dict[str, npt.NDArray[Any]]]:
+        """The current generation and its columns read from SQLite in one snapshot, saved
+        as matrix.npz (unless read-only)."""
         connection = self._connection()
         own = getattr(self._local, "table", None) is None and not connection.in_transaction
         if own:
@@ -692,6 +717,7 @@ class SQLiteStore(Store):
             chunk_ids: list[str] = []
             doc_ids: list[str] = []
             path_number: dict[str, int] = {}
+            doc_names: dict[str, str] = {}
             rows = connection.execute(
                 'SELECT id, chunk_id, doc_id, position, start, "end", section_path, vector '
                 "FROM chunks ORDER BY doc_id, position"
@@ -711,7 +737,7 @@ class SQLiteStore(Store):
                 ends.append(r[5])
                 paths.append(path_number.setdefault(r[6], len(path_number)))
                 chunk_ids.append(r[1])
-                doc_ids.append(r[2])
+                doc_ids.append(doc_names.setdefault(r[2], r[2]))  # one str a document
         finally:
             if own:
                 connection.rollback()
@@ -728,13 +754,16 @@ class SQLiteStore(Store):
         }
         del chunk_ids, doc_ids
         if not self.read_only:
-            buffer = io.BytesIO()
-            np.savez(buffer, generation=np.int64(generation), layout=np.int64(_MATRIX_LAYOUT),
-                     **arrays)
+
+            def save(path: Path) -> None:  # straight to the file: no copy in memory
+                with open(path, "wb") as handle:
+                    np.savez(handle, generation=np.int64(generation),
+                             layout=np.int64(_MATRIX_LAYOUT), **arrays)
+
             # the cache is an optimisation; the index still works without it
             with contextlib.suppress(OSError):
-                self._derived.write(MATRIX_FILE, buffer.getvalue())
-        return _make_state(generation, arrays)
+                self._derived.write_file(MATRIX_FILE, save)
+        return generation, arrays
 
 
 def _best_of(scores: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: int
@@ -959,7 +988,7 @@ class DocumentCache:
 _TEXT_WINDOW = 1 << 20
 
 
-def _utf8_windows(text: str) -> Iterator[bytes]:
+def _utf8_windows(text: Text) -> Iterator[bytes]:
     """`text` in UTF-8, `_TEXT_WINDOW` characters at a time (joined: `text.encode()`)."""
     for start in range(0, len(text), _TEXT_WINDOW):
         yield text[start : start + _TEXT_WINDOW].encode("utf-8")
@@ -1001,6 +1030,18 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
 #: the arrays of a search state, as saved in matrix.npz
 _STATE_ARRAYS = ("matrix", "chunk_ids", "doc_ids", "positions", "starts", "ends",
                  "section_path_numbers", "section_path_texts", "keys")
+
+
+@dataclass(frozen=True, slots=True)
+class _GraphInput:
+    """What the HNSW graph of a generation is built from: its vectors and their keys."""
+
+    generation: int
+    matrix: npt.NDArray[np.float32]
+    keys: npt.NDArray[np.int64] | None
+
+    def __len__(self) -> int:
+        return len(self.matrix)
 
 
 def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> ChunkTable:
