@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from suture.allocator import release_free_memory
 from suture.chunking import ChunkLayout, chunk_layout, embedding_text
 from suture.documents import Skipped, content_hash, same_file_key
 from suture.embedders import Embedder, Vectors
@@ -269,6 +270,7 @@ def write_batch(store: Store, embedder_key: str, batch: Sequence[Piece],
                                        TokenMap.packed(item.document.text))
             (report.updated if item.replaces else report.added).append(item.document.doc_id)
             report.chunks_written += item.chunk_count
+    release_free_memory()  # the batch's chunk texts were malloc'd: their pages go back
 
 
 def _parts(store: Store, embedder_key: str, item: PendingDocument,
@@ -288,6 +290,8 @@ def _parts(store: Store, embedder_key: str, item: PendingDocument,
                 "that indexes documents larger than one piece must keep an embedding cache"
             )
         yield chunks, np.stack([vectors[h] if h in vectors else found[h] for h in hashes])
+        del chunks, found
+        release_free_memory()
 
 
 def ingest(

@@ -58,8 +58,8 @@ def serve_command(
     try:
         import uvicorn
 
+        from suture.allocator import limit_malloc_arenas
         from suture.server import ApiKeys, IndexService, ServerSettings, create_app, open_index
-        from suture.server.allocator import limit_malloc_arenas
         from suture.server.auth import KEYS_VARIABLE, check_binding
     except ImportError as exc:
         raise fail(exc) from None
