@@ -13,6 +13,7 @@ peaks show which step costs what.
 
 Usage: python benchmarks/bench_index_memory.py [--sizes 10,50,200] [--kinds single,lines]
            [--work out/bench_memory] [--python-path src] [--json out/memory.json]
+           [--rows out/earlier.json] [--label now] [--plot docs/img/index-memory.png]
 `--python-path` points the children at another checkout's `src` (e.g. the previous
 version, for a before/after row).
 """
@@ -85,9 +86,11 @@ def generate(path: Path, megabytes: int, kind: str) -> None:
         handle.write("".join(parts))
 
 
-def peak_of(command: list[str], env: dict[str, str], limit_mb: float) -> tuple[float, float, int]:
+def peak_of(command: list[str], env: dict[str, str], limit_mb: float,
+            trace: list[tuple[float, float]] | None = None) -> tuple[float, float, int]:
     """(peak RSS in MB from wait4, seconds, exit status) of one child process; the child
-    is killed past `limit_mb` so a regression cannot take the machine down."""
+    is killed past `limit_mb` so a regression cannot take the machine down. `trace`, when
+    given, receives (seconds, RSS MB) every half second."""
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
@@ -100,6 +103,8 @@ def peak_of(command: list[str], env: dict[str, str], limit_mb: float) -> tuple[f
                 rss = int(status.split("VmRSS:")[1].split()[0]) / 1024
             except (OSError, IndexError):
                 return
+            if trace is not None:
+                trace.append((round(time.perf_counter() - started, 1), round(rss, 1)))
             if rss > limit_mb:
                 process.kill()
                 return
@@ -128,6 +133,9 @@ def main() -> None:
     parser.add_argument("--rows", type=Path, default=None,
                         help="rows of an earlier run (its --json) to put in the table too")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="draw each `suture index` run's RSS over its run (PNG)")
+    parser.add_argument("--label", default="now", help="what the rows of this run are called")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(args.python_path.resolve())}
@@ -145,9 +153,10 @@ def main() -> None:
                 generate(path, size, kind)
             index = args.work / f"index-{kind}-{size}"
             subprocess.run(["rm", "-rf", str(index)], check=True)
+            trace: list[tuple[float, float]] = []
             peak, seconds, code = peak_of(
                 [sys.executable, "-m", "suture", "index", str(path), "--index", str(index),
-                 "--embedder", "hashing", "-q"], env, args.limit_mb)
+                 "--embedder", "hashing", "-q"], env, args.limit_mb, trace)
             steps = {}
             for step in ("none", "load", "chunk", "map") if size <= args.steps_max_mb else ():
                 steps[f"{step}_mb"], steps[f"{step}_s"], _ = peak_of(
@@ -155,9 +164,10 @@ def main() -> None:
             text_mb = path.stat().st_size / MB
             row = {"kind": kind, "text_mb": round(text_mb, 1), "index_peak_mb": round(peak),
                    "index_s": round(seconds, 1), "exit": code,
-                   "per_text_mb": round((peak - base) / text_mb, 2), **steps}
+                   "per_text_mb": round((peak - base) / text_mb, 2), "label": args.label,
+                   "trace": trace[:: max(1, len(trace) // 400)], **steps}
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({k: v for k, v in row.items() if k != "trace"}), flush=True)
             subprocess.run(["rm", "-rf", str(index)], check=True)
     print()
     print("| file | text | `suture index` peak RSS | above fixed cost, per MB of text | "
@@ -176,6 +186,37 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"fixed_mb": base, "rows": rows}, indent=2))
+    if args.plot:
+        plot(rows, args.plot)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """RSS over each run's share of its wall time (the runs differ in speed), one line a
+    run with a trace, the largest file of each kind only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    largest = {kind: max(r["text_mb"] for r in rows if r["kind"] == kind and r.get("trace"))
+               for kind in {r["kind"] for r in rows if r.get("trace")}}
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    for r in rows:
+        if not r.get("trace") or r["text_mb"] != largest[r["kind"]]:
+            continue
+        times = [t for t, _ in r["trace"]]
+        shape = "one line" if r["kind"] == "single" else "72-char lines"
+        axis.plot([t / times[-1] for t in times], [mb for _, mb in r["trace"]],
+                  label=f"{r.get('label', '')}: {r['text_mb']:.0f} MB, {shape} "
+                        f"(peak {r['index_peak_mb']:,} MB, {r['index_s']:.0f} s)")
+    axis.set_xlabel("share of the run's wall time (load, chunk, embed, write, then the graph)")
+    axis.set_ylabel("resident set size (MB)")
+    axis.set_title("suture index of one large text file, hashing embedder")
+    axis.set_ylim(bottom=0)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
