@@ -188,3 +188,28 @@ def test_pruning_keeps_the_spooled_files_it_was_given(
     report = index.add([corpus], prune=True)
     assert report.deleted == []
     assert len(report.unchanged) == 5
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.binary(min_size=1, max_size=300)
+       | st.text(alphabet=_ALPHABET + "\x00", min_size=1, max_size=120).map(
+           lambda t: t.encode("utf-16" if len(t) % 3 == 0 else "utf-8", "surrogatepass")))
+def test_any_bytes_read_to_disk_give_the_text_or_the_skip_of_the_bytes_read_whole(
+        tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "f.txt"
+    path.write_bytes(data)
+    try:
+        expected: tuple[str, dict[str, object]] | str = loaders.decode(data, str(path))
+    except DocumentError as error:
+        expected = str(error)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loaders, "SPOOL_ABOVE_BYTES", 0)
+        patch.setattr(textfile, "BLOCK_CHARS", 7)
+        patch.setattr(loaders, "BLOCK_CHARS", 7)
+        try:
+            spooled, metadata = loaders.decode_file(path)
+        except DocumentError as error:
+            assert isinstance(expected, str) and str(error) == expected
+            return
+    assert not isinstance(expected, str), expected
+    assert (spooled[:], metadata) == expected

@@ -41,6 +41,7 @@ class TextFile:
     """
 
     def __init__(self, blocks: Iterable[str]) -> None:
+        self._size = size = BLOCK_CHARS  # characters a block (fixed for this file)
         self._file = tempfile.TemporaryFile(prefix="suture-text-")  # noqa: SIM115 (kept open: closed by close())
         self._offsets = array("q", [0])  # byte offset of each block, then the end
         self._cache: OrderedDict[int, str] = OrderedDict()
@@ -51,11 +52,11 @@ class TextFile:
         for piece in blocks:
             pending.append(piece)
             held += len(piece)
-            if held >= BLOCK_CHARS:
+            if held >= size:
                 joined = "".join(pending)
-                cut = len(joined) - len(joined) % BLOCK_CHARS
-                for start in range(0, cut, BLOCK_CHARS):
-                    self._append(joined[start : start + BLOCK_CHARS])
+                cut = len(joined) - len(joined) % size
+                for start in range(0, cut, size):
+                    self._append(joined[start : start + size])
                 pending, held = [joined[cut:]], len(joined) - cut
         if held:
             self._append("".join(pending))
@@ -106,18 +107,18 @@ class TextFile:
             index = key + self._length if key < 0 else key
             if not 0 <= index < self._length:
                 raise IndexError("TextFile index out of range")
-            return self._block(index // BLOCK_CHARS)[index % BLOCK_CHARS]
+            return self._block(index // self._size)[index % self._size]
         start, stop, step = key.indices(self._length)
         if step != 1:
             raise ValueError("a TextFile is sliced with step 1 only")
         if stop <= start:
             return ""
-        first, last = start // BLOCK_CHARS, (stop - 1) // BLOCK_CHARS
+        first, last = start // self._size, (stop - 1) // self._size
         if first == last:
-            return self._block(first)[start - first * BLOCK_CHARS : stop - first * BLOCK_CHARS]
-        parts = [self._block(first)[start - first * BLOCK_CHARS :]]
+            return self._block(first)[start - first * self._size : stop - first * self._size]
+        parts = [self._block(first)[start - first * self._size :]]
         parts.extend(self._block(i) for i in range(first + 1, last))
-        parts.append(self._block(last)[: stop - last * BLOCK_CHARS])
+        parts.append(self._block(last)[: stop - last * self._size])
         return "".join(parts)
 
     def find(self, sub: str, start: int | None = None, end: int | None = None, /) -> int:
@@ -128,8 +129,8 @@ class TextFile:
         if sub and start is not None and end is not None and 0 <= start <= end <= self._length:
             # The chunker's case, once a word: a match in the block where the search starts
             # (one there is lower than any that straddles its end).
-            index = start // BLOCK_CHARS
-            base = index * BLOCK_CHARS
+            index = start // self._size
+            base = index * self._size
             found = self._block(index).find(sub, start - base, end - base)
             if found != -1:
                 return base + found
@@ -139,8 +140,8 @@ class TextFile:
         if not sub:
             return low
         reach = len(sub) - 1
-        for index in range(low // BLOCK_CHARS, (high - 1) // BLOCK_CHARS + 1):
-            base = index * BLOCK_CHARS
+        for index in range(low // self._size, (high - 1) // self._size + 1):
+            base = index * self._size
             block = self._block(index)
             found = block.find(sub, max(low - base, 0), high - base)
             if found != -1:
@@ -154,8 +155,8 @@ class TextFile:
 
     def match_end(self, pattern: re.Pattern[str], pos: int) -> int | None:
         """Where the first match of a one-character `pattern` at or after `pos` ends."""
-        for index in range(max(pos, 0) // BLOCK_CHARS, -(-self._length // BLOCK_CHARS)):
-            base = index * BLOCK_CHARS
+        for index in range(max(pos, 0) // self._size, -(-self._length // self._size)):
+            base = index * self._size
             match = pattern.search(self._block(index), max(pos - base, 0))
             if match is not None:
                 return base + match.end()
