@@ -213,3 +213,22 @@ def test_any_bytes_read_to_disk_give_the_text_or_the_skip_of_the_bytes_read_whol
             return
     assert not isinstance(expected, str), expected
     assert (spooled[:], metadata) == expected
+
+
+def test_a_full_temporary_folder_is_a_skip_that_names_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spool_every_file: None) -> None:
+    """A disk cannot be filled here, so the temporary file is one whose writes fail as a
+    full disk's do (ENOSPC): the only stand-in in this file."""
+    import errno
+    import io
+
+    class FullDisk(io.BytesIO):
+        def write(self, data: object) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(textfile.tempfile, "TemporaryFile", lambda **_: FullDisk())
+    path = tmp_path / "big.txt"
+    path.write_text("ARTICLE I\nDefinitions\n" * 100)
+    with pytest.raises(DocumentError, match=r"big\.txt: no room for its text in the "
+                                            r"temporary folder .*point TMPDIR"):
+        load_document(path)

@@ -8,9 +8,11 @@ mode reads them (`Newlines`), so every offset can be checked with
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import re
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -182,7 +184,16 @@ def _read_as(opened: Callable[[], BinaryIO], codec: str, source: str, newlines: 
                 blank = blank and block.isspace()
                 yield block
 
-        text: str | TextFile = TextFile(blocks()) if spool else "".join(blocks())
+        try:
+            text: str | TextFile = TextFile(blocks()) if spool else "".join(blocks())
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                raise DocumentError(
+                    f"{source}: no room for its text in the temporary folder "
+                    f"{tempfile.gettempdir()} ({error.strerror}); free space there or point "
+                    "TMPDIR at a folder with room (a large text is read to disk)") from error
+            raise DocumentError(f"{source}: cannot read ({error.strerror or error}); "
+                                "check the file or leave it out") from error
         seen = reader.newlines or ()
     if controls > MAX_CONTROL_SHARE * len(text):
         _close(text)
