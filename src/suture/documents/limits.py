@@ -25,9 +25,10 @@ from suture.exceptions import ConfigurationError
 MEMORY_PER_FILE_BYTE = 9.0
 #: the same for a text file read to disk (.txt or .md of more than `SPOOL_ABOVE_BYTES`):
 #: no copy of its text is held; what grows with it is the index's matrix and graph at the
-#: end of the run, ≈ 2.9 KB a chunk with 384-d vectors at ≈ 540 characters a chunk
-#: (docs/performance.md, "The text on disk"), rounded up
-SPOOLED_MEMORY_PER_FILE_BYTE = 6.0
+#: end of the run: 2.3 measured with 64-d vectors, plus 3.6 for 384-d ones (4 bytes a
+#: dimension in the matrix, 2 in the graph, at ≈ 540 characters a chunk), rounded up
+#: (docs/performance.md, "The text on disk")
+SPOOLED_MEMORY_PER_FILE_BYTE = 7.0
 AUTO = "auto"
 #: a parsed limit: bytes, `AUTO` (from the memory available) or None (no limit)
 FileSizeLimit = int | Literal["auto"] | None
