@@ -51,13 +51,16 @@ PARTS = ("adjacent", "logical", "synthetic")
 
 
 def run(args: argparse.Namespace) -> Path:
-    out = Path(args.out) / f"{args.name}-{args.embedder}"
+    # the mean rule's runs keep their folder names; the bound rule's say rule and loss
+    suffix = "" if args.rule == "mean" else f"-{args.rule}{args.max_loss:g}"
+    out = Path(args.out) / f"{args.name}-{args.embedder}{suffix}"
     parts = [p for p in PARTS if p in args.parts.split(",")]
     benchmark = load_benchmark(Path(args.benchmark), Path(args.corpus))
     index = open_or_build_index(args.index, benchmark, embedder=args.embedder)
     labelled = Evaluator(index, benchmark)
     common: dict[str, Any] = {"k": args.k, "max_loss": args.max_loss / 100,
-                              "size_key": "characters", "seed": args.seed,
+                              "size_key": "characters", "rule": args.rule,
+                              "seed": args.seed,
                               "resamples": args.resamples}
     split = split_by_document(benchmark, seed=args.seed)
     window = labelled.run(PolicySpec("window"), args.k)
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> Path:
         "embedder": args.embedder,
         "k": args.k,
         "max_recall_loss": args.max_loss,
+        "rule": args.rule,
         "split": split.to_json(),
         "window": _window(window.subset(split.judge).summary()),
         "rows": rows,
@@ -162,8 +166,11 @@ def render(summaries: list[dict[str, Any]]) -> str:
     lines = []
     for s in summaries:
         split, w = s["split"], s["window"]
+        rule = s.get("rule", "mean")
         lines += [
-            f"**{s['name']}, {s['embedder']}** (k = {s['k']}): judged on "
+            f"**{s['name']}, {s['embedder']}** (k = {s['k']}; rule: {rule}, "
+            f"{s['max_recall_loss']:g} point{'s' if s['max_recall_loss'] != 1 else ''}): "
+            f"judged on "
             f"{split['judge_queries']} queries of {len(split['judge_documents'])} documents "
             f"after tuning on {split['tune_queries']} of {len(split['tune_documents'])} "
             f"others; window there: span recall {_pct(w['span_recall'])} "
@@ -212,7 +219,8 @@ def plot(summaries: list[dict[str, Any]], path: Path) -> None:
             ax.scatter([r["size_change"] * 100], [r["span_recall"] * 100], color=colour,
                        marker=markers[r["neighbours"]], s=40,
                        label=f"{r['setting']} ({r['neighbours']})")
-        ax.set_title(f"{s['name']} ({s['embedder']}), judging part", fontsize=9)
+        ax.set_title(f"{s['name']} ({s['embedder']}; {s.get('rule', 'mean')} rule, "
+                     f"{s['max_recall_loss']:g} pt), judging part", fontsize=9)
         ax.set_xlabel("characters vs window (%)")
         ax.set_ylabel("span recall (%)")
         ax.grid(alpha=0.3)
@@ -236,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--out", default="out/calibrate-scar")
     one.add_argument("--k", type=int, default=5)
     one.add_argument("--max-loss", type=float, default=1.0, help="points of span recall")
+    one.add_argument("--rule", default="mean", choices=("mean", "bound"),
+                     help="suture calibrate's --rule")
     one.add_argument("--synthetic-queries", type=int, default=200)
     one.add_argument("--seed", type=int, default=0)
     one.add_argument("--resamples", type=int, default=10_000)
@@ -244,11 +254,14 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report")
     report.add_argument("--out", default="out/calibrate-scar")
     report.add_argument("--plot", default="docs/img/calibrated-scar-pareto.png")
+    report.add_argument("--only", default="",
+                        help="a substring the run folders' names must contain")
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args)
         return 0
-    folders = sorted({p.parent for p in Path(args.out).glob("*/summary*.json")})
+    folders = sorted({p.parent for p in Path(args.out).glob("*/summary*.json")
+                      if args.only in p.parent.name})
     summaries = [merged(folder) for folder in folders]
     print(render(summaries))
     plot(summaries, Path(args.plot))

@@ -22,7 +22,7 @@ def calibrated(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     folder = tmp_path_factory.mktemp("calibrate")
     contracts = shared_data / "cuad_v1" / "full_contract_txt"
     bench = write_contract_benchmark(folder / "queries.json", contracts)
-    paths = {"bench": bench, "index": folder / "idx", "out": folder / "out"}
+    paths = {"bench": bench, "corpus": contracts, "index": folder / "idx", "out": folder / "out"}
     done = suture("calibrate", "--benchmark", bench, "--corpus", contracts, "--index",
                   paths["index"], "--embedder", "hashing", "--out", paths["out"], *GRID,
                   "--max-recall-loss", "5", "--target", "characters", "--resamples", "300",
@@ -103,8 +103,39 @@ def test_without_labels_it_calibrates_on_synthetic_queries(
     assert Index.open(calibrated["index"]).manifest.policy_defaults == before
 
 
-def test_a_bad_target_is_named(calibrated: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize(("option", "value", "choices"), [
+    ("--target", "pages", "tokens, chunks, characters"),
+    ("--rule", "median", "mean, bound"),
+])
+def test_a_bad_choice_is_named_with_the_choices(
+    calibrated: dict[str, Path], tmp_path: Path, option: str, value: str, choices: str
+) -> None:
     done = suture("calibrate", "--index", calibrated["index"], "--out", tmp_path,
-                  "--target", "pages", "--no-progress")
+                  option, value, "--no-progress")
     assert done.returncode == 2
-    assert "'pages'" in done.stderr and "tokens, chunks, characters" in done.stderr
+    assert f"'{value}'" in done.stderr and choices in done.stderr
+
+
+def test_the_bound_rule_chooses_by_the_interval_and_says_so(
+    calibrated: dict[str, Path], tmp_path: Path
+) -> None:
+    before = Index.open(calibrated["index"]).manifest.policy_defaults
+    done = suture("calibrate", "--benchmark", calibrated["bench"], "--corpus",
+                  calibrated["corpus"], "--index", calibrated["index"], "--out",
+                  tmp_path / "bound", *GRID, "--rule", "bound",
+                  "--max-recall-loss", "5", "--target", "characters", "--resamples", "300",
+                  "--dry-run", "--no-progress", timeout=600)
+    assert done.returncode in (0, 1), done.stderr + done.stdout
+    report = json.loads((tmp_path / "bound" / "calibration.json").read_text())
+    assert report["rule"] == "bound" and "lower end" in report["rule_text"]
+    points = report["tune"]["points"]
+    clearing = [p for p in points if p["vs_window"]["ci_low"] >= -0.05 - 1e-12]
+    if report["chosen"] is None:
+        assert done.returncode == 1 and not clearing
+    else:
+        chosen = next(p for p in points if p["label"] == report["chosen"]["label"])
+        assert chosen in clearing
+        assert chosen["all"]["characters"] == min(p["all"]["characters"] for p in clearing)
+    assert "lower end" in (tmp_path / "bound" / "calibration.md").read_text()
+    assert Index.open(calibrated["index"]).manifest.policy_defaults == before
+

@@ -143,3 +143,83 @@ def test_write_choice_keeps_other_policy_defaults(
 
     reopened = Index.open(tmp_path / "idx").manifest.policy_defaults
     assert reopened == {"window": {"width": 2}, "scar": written}
+
+
+def test_bound_rule_takes_the_cheapest_setting_whose_interval_clears_the_floor(
+    privacy_index: Any, privacy: Benchmark
+) -> None:
+    from suture.evaluation.stats import paired_bootstrap
+
+    evaluator = Evaluator(privacy_index, privacy, show_progress=False)
+    # 6 points: on this set the strict settings lose about 5 points on average, with an
+    # interval reaching past 12, so the two rules part ways
+    result = calibrate(evaluator, grid=GRID, max_loss=0.06, size_key="characters",
+                       rule="bound", resamples=500)
+    assert result.rule == "bound" and "lower end" in result.rule_text()
+    tune = result.split.tune
+    window = evaluator.run(PolicySpec("window"), 5).subset(tune)
+
+    # privacy-QA's tuning part is one policy: there are no documents to resample, so the
+    # bound is the queries' interval
+    assert len(result.split.tune_documents) == 1
+
+    def low_end(params: dict[str, Any]) -> float:
+        mine = evaluator.run(PolicySpec("scar", params), 5).subset(tune)
+        return paired_bootstrap(mine.values("span_recall"), window.values("span_recall"),
+                                resamples=500).ci_low
+
+    by_size = sorted(result.tune_points, key=lambda p: p["all"]["characters"])
+    lows = [low_end(p["params"]) for p in by_size]
+    for point, low in zip(by_size, lows, strict=True):
+        assert point["vs_window"]["ci_low"] == pytest.approx(low)
+    clearing = [p for p, low in zip(by_size, lows, strict=True) if low >= -0.06 - 1e-12]
+    assert clearing and result.chosen is not None
+    assert result.chosen["all"]["characters"] == clearing[0]["all"]["characters"]
+    # the mean rule, on the same sweep, takes a cheaper setting whose interval does not clear
+    mean = calibrate(evaluator, grid=GRID, max_loss=0.06, size_key="characters",
+                     resamples=500)
+    assert mean.chosen is not None
+    assert mean.chosen["all"]["characters"] < result.chosen["all"]["characters"]
+    assert mean.chosen["vs_window"]["ci_low"] < -0.06 <= mean.chosen["vs_window"]["mean_diff"]
+
+
+def test_bound_rule_resamples_the_tuning_part_by_document(
+    cuad_mini: Benchmark, tmp_path: Path
+) -> None:
+    from suture.evaluation.runner import open_or_build_index
+    from suture.evaluation.stats import paired_bootstrap
+
+    index = open_or_build_index(tmp_path / "idx", cuad_mini, embedder="hashing",
+                                show_progress=False)
+    evaluator = Evaluator(index, cuad_mini, show_progress=False)
+    result = calibrate(evaluator, grid=GRID, max_loss=0.02, size_key="characters",
+                       rule="bound", resamples=500)
+    window = evaluator.run(PolicySpec("window"), 5).subset(result.split.tune)
+    by_query = {q.query_id: q for q in cuad_mini.queries}
+    documents = [by_query[r.query_id].gold[0].doc_id for r in window.records]
+    assert len(set(documents)) == len(result.split.tune_documents) > 1
+    wider = 0
+    for point in result.tune_points:
+        mine = evaluator.run(PolicySpec("scar", point["params"]), 5).subset(result.split.tune)
+        pairs = (mine.values("span_recall"), window.values("span_recall"))
+        by_document = paired_bootstrap(*pairs, resamples=500, groups=documents)
+        by_query_only = paired_bootstrap(*pairs, resamples=500)
+        assert point["vs_window"]["ci_low"] == pytest.approx(by_document.ci_low)
+        assert point["vs_window"]["mean_diff"] == pytest.approx(by_query_only.mean_diff)
+        wider += by_document.ci_low < by_query_only.ci_low
+    # queries about one contract move together: the documents' interval reaches further
+    assert wider >= 1
+    clearing = [p for p in result.tune_points if p["vs_window"]["ci_low"] >= -0.02 - 1e-12]
+    if result.chosen is None:
+        assert not clearing
+    else:
+        assert result.chosen["all"]["characters"] == min(p["all"]["characters"]
+                                                         for p in clearing)
+
+
+def test_unknown_rule_is_refused_with_the_choices(privacy_index: Any, privacy: Benchmark) -> None:
+    from suture.exceptions import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="--rule must be one of mean, bound"):
+        calibrate(Evaluator(privacy_index, privacy, show_progress=False), grid=GRID,
+                  rule="median")

@@ -77,3 +77,33 @@ def test_a_single_pair_has_no_p_value() -> None:
     result = paired_bootstrap([1.0], [0.0], resamples=200)
     assert result.n == 1 and result.mean_diff == 1.0
     assert math.isnan(result.p_value)
+
+
+def test_groups_of_one_pair_are_the_plain_bootstrap() -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.random(40), rng.random(40)
+    plain = paired_bootstrap(a, b, resamples=2000, seed=5)
+    grouped = paired_bootstrap(a, b, resamples=2000, seed=5, groups=[f"d{i}" for i in range(40)])
+    assert (grouped.ci_low, grouped.ci_high, grouped.p_value) == (
+        plain.ci_low, plain.ci_high, plain.p_value)
+
+
+def test_groups_are_resampled_whole() -> None:
+    # Two documents: one where a wins by 0.3 on every query, one where it loses by 0.1.
+    # Drawing whole documents, each resample is all of one, all of the other, or both.
+    diffs = [0.3] * 6 + [-0.1] * 4
+    a = np.array(diffs) + 0.5
+    b = np.full(10, 0.5)
+    groups = ["x"] * 6 + ["y"] * 4
+    result = paired_bootstrap(a, b, resamples=4000, seed=1, groups=groups)
+    both = (6 * 0.3 + 4 * -0.1) / 10
+    assert result.mean_diff == pytest.approx(both)
+    assert result.ci_low == pytest.approx(-0.1)
+    assert result.ci_high == pytest.approx(0.3)
+    queries = paired_bootstrap(a, b, resamples=4000, seed=1)
+    assert -0.1 < queries.ci_low < queries.ci_high < 0.3
+
+
+def test_group_labels_must_match_the_pairs() -> None:
+    with pytest.raises(ValueError, match="3 group labels for 2 pairs"):
+        paired_bootstrap([1.0, 0.0], [0.0, 0.0], groups=["x", "y", "z"])

@@ -49,6 +49,11 @@ def calibrate_command(
     max_recall_loss: Annotated[float, typer.Option(
         help="Recall, in points, the chosen setting may lose against window (1.0 = one "
         "point).")] = 1.0,
+    rule: Annotated[str, typer.Option(
+        help="How a setting clears the recall floor on the tuning part: mean (its mean "
+        "recall is within --max-recall-loss of window's) or bound (so is the lower end of "
+        "the 95% bootstrap interval of its difference from window: stricter, for small "
+        "query sets).")] = "mean",
     target: Annotated[str, typer.Option(
         help="What 'smallest context' measures: tokens, chunks or characters.")] = "tokens",
     recall: Annotated[str | None, typer.Option(
@@ -105,7 +110,7 @@ def calibrate_command(
             source = "synthetic"
         evaluator = Evaluator(idx, loaded, show_progress=progress)
         result = calibrate(evaluator, grid=grid, k=k, max_loss=max_recall_loss / 100,
-                           recall_key=recall, size_key=target, fixed=fixed, seed=seed,
+                           recall_key=recall, size_key=target, rule=rule, fixed=fixed, seed=seed,
                            resamples=resamples, source=source)
         if write and result.chosen is not None:
             write_choice(idx, result)

@@ -11,7 +11,8 @@ What it does, in order:
    tuning part, the chosen setting is judged only on the other;
 3. the rule (`sweep.select_setting`): among the settings whose mean recall on the tuning
    part is at most `max_loss` below window's, the smallest mean context (tokens, chunks
-   or characters);
+   or characters); with `rule="bound"`, the lower end of each setting's 95% interval of
+   its difference from window (a bootstrap over the tuning part's documents) must be;
 4. the judgement: the chosen setting against window on the judging part, with the paired
    bootstrap (`stats.paired_bootstrap`) of the recall difference and the size change;
    suture's default and the paper's two settings are judged the same way beside it;
@@ -64,6 +65,10 @@ NAMED_SETTINGS: dict[str, dict[str, Any]] = {
     "paper main": {"lam": 0.5, "tau": 0.1, "radius": 1},
     "paper transfer": {"lam": 0.1, "tau": 0.8, "radius": 1},
 }
+#: how a setting clears the recall floor on the tuning part (`--rule`): "mean": its mean
+#: recall is at most the allowed loss below window's; "bound": the lower end of the paired
+#: bootstrap's 95% interval of its recall difference from window is
+RULES = ("mean", "bound")
 #: metrics compared with window for every judged setting (span benchmarks)
 JUDGED_METRICS = ("span_recall", "chunk_recall", "characters", "tokens", "chunks")
 #: the same for document-level (BEIR) benchmarks
@@ -136,6 +141,7 @@ class CalibrationResult:
     recall_key: str
     size_key: str
     max_loss: float
+    rule: str
     #: the chosen grid point (label, params, summaries on the tuning part), or None
     chosen: dict[str, Any] | None
     #: the grid points summarised on the tuning part (what the rule saw), in grid order
@@ -161,7 +167,8 @@ class CalibrationResult:
             "recall_metric": self.recall_key,
             "size_metric": self.size_key,
             "max_recall_loss": self.max_loss,
-            "rule": self.rule_text(),
+            "rule": self.rule,
+            "rule_text": self.rule_text(),
             "split": self.split.to_json(),
             "chosen": None if self.chosen is None else {
                 "label": self.chosen["label"], "params": self.chosen["params"]},
@@ -172,10 +179,12 @@ class CalibrationResult:
         return data
 
     def rule_text(self) -> str:
-        return (
-            f"smallest mean {self.size_key} among the settings whose mean {self.recall_key} "
-            f"on the tuning part is at most {self.max_loss * 100:g} points below window's"
-        )
+        which = (f"mean {self.recall_key}" if self.rule == "mean" else
+                 f"{self.recall_key} difference from window, at the lower end of its 95% "
+                 "interval (paired bootstrap over the tuning part's documents),")
+        below = "below window's" if self.rule == "mean" else "below zero"
+        return (f"smallest mean {self.size_key} among the settings whose {which} on the "
+                f"tuning part is at most {self.max_loss * 100:g} points {below}")
 
     def _tune_reference(self, label: str) -> dict[str, dict[str, float]]:
         return self.sweep.runs[label].subset(self.split.tune).summary()
@@ -285,6 +294,7 @@ def calibrate(
     max_loss: float = 0.01,
     recall_key: str | None = None,
     size_key: str = "tokens",
+    rule: str = "mean",
     fixed: Mapping[str, Any] | None = None,
     named: Mapping[str, Mapping[str, Any]] = NAMED_SETTINGS,
     seed: int = DEFAULT_SEED,
@@ -302,6 +312,8 @@ def calibrate(
 
     if size_key not in TARGETS:
         raise ConfigurationError(f"--target must be one of {', '.join(TARGETS)}, got {size_key!r}")
+    if rule not in RULES:
+        raise ConfigurationError(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
     if not 0 <= max_loss <= 1:
         raise ConfigurationError(
             f"--max-recall-loss is in points of recall (0 to 100), got {max_loss * 100:g}")
@@ -313,17 +325,30 @@ def calibrate(
     sweep = run_sweep(evaluator, grid, k=k, fixed=pinned, references=("topk", "window"))
     split = split_by_document(evaluator.benchmark, seed=seed)
 
+    window = sweep.runs["window"]
+    window_tune = window.subset(split.tune)
+    groups = document_groups(evaluator.benchmark, window_tune)
     tune_points = []
     for point in sweep.points:
-        summary = sweep.runs[point["label"]].subset(split.tune).summary()
-        tune_points.append({"label": point["label"], "params": point["params"], **summary})
+        run = sweep.runs[point["label"]].subset(split.tune)
+        difference = paired_bootstrap(run.values(recall_key), window_tune.values(recall_key),
+                                      metric=recall_key, resamples=resamples, seed=seed,
+                                      groups=groups)
+        tune_points.append({"label": point["label"], "params": point["params"],
+                            **run.summary(),
+                            "vs_window": {"mean_diff": difference.mean_diff,
+                                          "ci_low": difference.ci_low,
+                                          "ci_high": difference.ci_high}})
     flags = pareto_front([(p["all"][size_key], p["all"][recall_key]) for p in tune_points])
     for point, flag in zip(tune_points, flags, strict=True):
         point["pareto"] = flag
-    window = sweep.runs["window"]
-    index = select_setting([p["all"] for p in tune_points],
-                           window.subset(split.tune).summary()["all"],
-                           recall_key=recall_key, size_key=size_key, max_loss=max_loss)
+    window_recall = window_tune.summary()["all"]
+    # The bound rule is the mean rule applied to window's recall plus the interval's low end.
+    seen = [p["all"] if rule == "mean" else
+            {**p["all"], recall_key: window_recall[recall_key] + p["vs_window"]["ci_low"]}
+            for p in tune_points]
+    index = select_setting(seen, window_recall, recall_key=recall_key, size_key=size_key,
+                           max_loss=max_loss)
     chosen = None if index is None else tune_points[index]
 
     # The chosen setting, then the named ones (run here when the grid lacks them).
@@ -344,9 +369,20 @@ def calibrate(
         for label, (params, run) in runs.items()
     }
     return CalibrationResult(sweep=sweep, split=split, recall_key=recall_key,
-                             size_key=size_key, max_loss=max_loss, chosen=chosen,
+                             size_key=size_key, max_loss=max_loss, rule=rule, chosen=chosen,
                              tune_points=tune_points, judged=judged, source=source,
                              resamples=resamples)
+
+
+def document_groups(benchmark: Benchmark, run: PolicyRun) -> list[tuple[str, ...]] | None:
+    """The documents each of the run's queries asks about, in record order: the units
+    the bound rule's bootstrap resamples (queries about one contract rise and fall
+    together, so resampling queries alone understates how much a setting varies from
+    documents to documents). None when they all ask about one document: the queries are
+    resampled then."""
+    docs_of = {q.query_id: tuple(sorted({g.doc_id for g in q.gold})) for q in benchmark.queries}
+    groups = [docs_of[record.query_id] for record in run.records]
+    return groups if len(set(groups)) > 1 else None
 
 
 def judge(
@@ -450,12 +486,14 @@ def change_text(comparison: Mapping[str, Any]) -> str:
 __all__ = [
     "DEFAULT_GRID",
     "NAMED_SETTINGS",
+    "RULES",
     "TARGETS",
     "CalibrationResult",
     "DocumentSplit",
     "calibrate",
     "change_text",
     "diff_text",
+    "document_groups",
     "judge",
     "judgement_text",
     "split_by_document",

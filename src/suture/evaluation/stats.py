@@ -1,6 +1,8 @@
 """Paired comparisons of two policies over the same queries: bootstrap and effect size.
 
-The bootstrap resamples queries (pairs) with replacement; the p-value is the
+The bootstrap resamples queries (pairs) with replacement, or with `groups` whole groups
+of them (the documents they ask about: a cluster bootstrap, whose interval also holds
+the differences between documents); the p-value is the
 two-sided share of resampled mean differences, re-centred on zero (the null
 hypothesis), that are at least as far from zero as the observed one. It is written
 out here rather than taken from `scipy.stats.bootstrap` because the interval and the
@@ -10,7 +12,7 @@ p-value must come from the same seeded resamples.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -105,15 +107,20 @@ def paired_bootstrap(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
+    groups: Sequence[Hashable] | None = None,
 ) -> PairedComparison:
     """Paired bootstrap of mean(a − b): mean difference, percentile interval, p-value, d.
 
     Pairs where either value is NaN are dropped (both policies must have scored the query).
+    With `groups` (one label per pair, e.g. its document) whole groups are resampled and
+    each resample's mean is over the pairs of the groups drawn.
     """
     x = np.asarray(a, dtype=np.float64)
     y = np.asarray(b, dtype=np.float64)
     if x.shape != y.shape:
         raise ValueError(f"paired samples differ in length: {x.shape} vs {y.shape}")
+    if groups is not None and len(groups) != x.size:
+        raise ValueError(f"{len(groups)} group labels for {x.size} pairs")
     keep = ~(np.isnan(x) | np.isnan(y))
     x, y = x[keep], y[keep]
     n = int(x.size)
@@ -126,13 +133,17 @@ def paired_bootstrap(
     diffs = x - y
     observed = float(diffs.mean())
     rng = np.random.default_rng(seed)
-    means = np.empty(resamples, dtype=np.float64)
-    # resample in blocks so memory stays small for large query sets
-    block = max(1, 2_000_000 // max(n, 1))
-    for lo in range(0, resamples, block):
-        hi = min(resamples, lo + block)
-        idx = rng.integers(0, n, size=(hi - lo, n))
-        means[lo:hi] = diffs[idx].mean(axis=1)
+    if groups is None:
+        sums, counts = diffs, np.ones(n)
+    else:
+        labels = [label for label, kept in zip(groups, keep, strict=True) if kept]
+        # codes by first appearance, so the draws do not depend on the process's hash seed
+        order: dict[Hashable, int] = {}
+        codes = np.array([order.setdefault(label, len(order)) for label in labels],
+                         dtype=np.int64)
+        sums = np.bincount(codes, weights=diffs).astype(np.float64, copy=False)
+        counts = np.bincount(codes).astype(np.float64)
+    means = _resampled_means(rng, sums, counts, resamples)
     alpha = (1.0 - confidence) / 2.0
     ci_low, ci_high = (float(v) for v in np.quantile(means, [alpha, 1.0 - alpha]))
     centred = means - observed
@@ -157,6 +168,21 @@ def paired_bootstrap(
         resamples=resamples,
         seed=seed,
     )
+
+
+def _resampled_means(rng: np.random.Generator, sums: npt.NDArray[np.float64],
+                     counts: npt.NDArray[np.float64], resamples: int) -> npt.NDArray[np.float64]:
+    """Means of `resamples` draws (with replacement) of as many units as there are: each
+    unit a sum of differences over `counts` pairs (one pair each without groups)."""
+    units = sums.size
+    means = np.empty(resamples, dtype=np.float64)
+    # resample in blocks so memory stays small for large query sets
+    block = max(1, 2_000_000 // max(units, 1))
+    for lo in range(0, resamples, block):
+        hi = min(resamples, lo + block)
+        idx = rng.integers(0, units, size=(hi - lo, units))
+        means[lo:hi] = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    return means
 
 
 __all__ = [
