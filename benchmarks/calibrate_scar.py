@@ -29,6 +29,7 @@ from typing import Any
 
 from suture.evaluation.benchmarks import load_benchmark
 from suture.evaluation.calibrate import (
+    DEFAULT_GRID,
     CalibrationResult,
     calibrate,
     judge,
@@ -37,6 +38,7 @@ from suture.evaluation.calibrate import (
 from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.policy_specs import PolicySpec, default_label
 from suture.evaluation.runner import open_or_build_index
+from suture.evaluation.sweep import parse_grid
 from suture.evaluation.synthetic import synthetic_benchmark
 
 #: the issue's target: at least this much smaller than window (characters) ...
@@ -53,6 +55,8 @@ PARTS = ("adjacent", "logical", "synthetic")
 def run(args: argparse.Namespace) -> Path:
     # the mean rule's runs keep their folder names; the bound rule's say rule and loss
     suffix = "" if args.rule == "mean" else f"-{args.rule}{args.max_loss:g}"
+    if args.extra_hits != "0":
+        suffix += "-hits" + args.extra_hits.replace(",", "")
     out = Path(args.out) / f"{args.name}-{args.embedder}{suffix}"
     parts = [p for p in PARTS if p in args.parts.split(",")]
     benchmark = load_benchmark(Path(args.benchmark), Path(args.corpus))
@@ -60,6 +64,9 @@ def run(args: argparse.Namespace) -> Path:
     labelled = Evaluator(index, benchmark)
     common: dict[str, Any] = {"k": args.k, "max_loss": args.max_loss / 100,
                               "size_key": "characters", "rule": args.rule,
+                              "grid": {**DEFAULT_GRID,
+                                       "extra_hits": parse_grid(
+                                           {"extra_hits": args.extra_hits})["extra_hits"]},
                               "seed": args.seed,
                               "resamples": args.resamples}
     split = split_by_document(benchmark, seed=args.seed)
@@ -185,7 +192,9 @@ def render(summaries: list[dict[str, Any]]) -> str:
             p = r["params"]
             lines.append(
                 f"| {r['setting']} | {r['neighbours']} | "
-                f"({p['lam']:g}, {p['tau']:g}, {p['radius']}) | {_pct(r['span_recall'])} | "
+                f"({p['lam']:g}, {p['tau']:g}, {p['radius']})"
+                + (f" +{p['extra_hits']} hits" if p.get("extra_hits") else "")
+                + f" | {_pct(r['span_recall'])} | "
                 f"{_pp(r['recall_diff'])} [{_pp(r['recall_ci'][0])}, {_pp(r['recall_ci'][1])}]"
                 f" | {_pp(r['size_change'])}% [{_pp(r['size_ci'][0])}, {_pp(r['size_ci'][1])}]"
                 f" | {_pct(r['fragmented'])} | {_pct(r['atomic'])} | "
@@ -246,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--max-loss", type=float, default=1.0, help="points of span recall")
     one.add_argument("--rule", default="mean", choices=("mean", "bound"),
                      help="suture calibrate's --rule")
+    one.add_argument("--extra-hits", default="0",
+                     help="suture calibrate's --extra-hits: values to try, e.g. 0,1,2")
     one.add_argument("--synthetic-queries", type=int, default=200)
     one.add_argument("--seed", type=int, default=0)
     one.add_argument("--resamples", type=int, default=10_000)

@@ -186,6 +186,7 @@ def test_policies_lists_each_policys_parameters_and_defaults() -> None:
     assert data["scar"]["parameters"] == {
         "lam": scar.lam, "tau": scar.tau, "radius": scar.radius,
         "penalty_against": scar.penalty_against, "links": ",".join(scar.links),
+        "extra_hits": scar.extra_hits,
     }
     assert data["window"]["parameters"] == {"width": 1}
     assert data["window2"]["parameters"] == {"width": 2}  # the registry's preset

@@ -159,6 +159,9 @@ def test_postprocessor_needs_the_query(hashed_index: Index) -> None:
         ScarPostprocessor(llama).postprocess_nodes([node])
     with pytest.raises(ConfigurationError, match="tau"):
         ScarPostprocessor(llama, tau=float("nan"))
+    # the framework's retriever chose the hits; more of them cannot be asked for here
+    with pytest.raises(ConfigurationError, match="extra_hits=2 .* raise its top-k"):
+        ScarPostprocessor(llama, extra_hits=2)
 
 
 def linked(doc: str, count: int) -> list[TextNode]:

@@ -343,6 +343,17 @@ def test_only_the_first_k_hits_are_seeds(make_store: StoreFactory) -> None:
     result = ScarPolicy(lam=0.5, tau=0.1).select(PolicyRequest("q", QUERY, hits, 1, store))
     assert chosen(result) == {"d#0", "d#1", "d#2"}
     assert result.trace == []  # explain=False records nothing
+    assert result.hits is None  # the context keeps the index's own first k hits
+
+
+def test_extra_hits_are_seeds_too_and_counted_as_hits(make_store: StoreFactory) -> None:
+    store = make_store({"d": [e(0)] * 8})
+    hits = hits_for(store, ["d#1", "d#6", "d#4"], QUERY)
+    result = ScarPolicy(lam=0.5, tau=0.1, extra_hits=1).select(
+        PolicyRequest("q", QUERY, hits, 1, store))
+    assert chosen(result) == {"d#0", "d#1", "d#2", "d#5", "d#6", "d#7"}
+    assert result.hits is not None
+    assert [h.chunk.chunk_id for h in result.hits] == ["d#1", "d#6"]
 
 
 @pytest.mark.parametrize(
@@ -355,6 +366,7 @@ def test_only_the_first_k_hits_are_seeds(make_store: StoreFactory) -> None:
         ({"radius": 1.5}, "1.5"),
         ({"radius": True}, "True"),
         ({"penalty_against": "neighbour"}, "'neighbour'"),
+        ({"extra_hits": -2}, "-2"),
     ],
 )
 def test_bad_parameters_are_named(params: dict[str, Any], bad: str) -> None:
@@ -363,10 +375,12 @@ def test_bad_parameters_are_named(params: dict[str, Any], bad: str) -> None:
 
 
 def test_registry_and_cli_strings() -> None:
-    policy = get_policy("scar", lam="0.1", tau="0.8", radius="2", penalty_against="previous")
+    policy = get_policy("scar", lam="0.1", tau="0.8", radius="2", penalty_against="previous",
+                        extra_hits="1")
     assert isinstance(policy, ScarPolicy)
     assert policy.params() == {"lam": 0.1, "tau": 0.8, "radius": 2,
-                               "penalty_against": "previous", "links": ""}
+                               "penalty_against": "previous", "links": "", "extra_hits": 1}
+    assert policy.candidate_count(5) == 6 and ScarPolicy().candidate_count(5) == 5
     assert get_policy("scar", **MAIN_SETTING).params()["lam"] == 0.5
     # the defaults are the sweep's choice (docs/results.md), not the paper's main setting
     defaults = get_policy("scar").params()

@@ -64,6 +64,9 @@ def calibrate_command(
     tau: Annotated[str, typer.Option(help="τ values to try.")] = _grid_default("tau"),
     radius: Annotated[str, typer.Option("--radius", help="r values to try.")] =
         _grid_default("radius"),
+    extra_hits: Annotated[str, typer.Option(
+        "--extra-hits", help="Extra first-stage hits to try beyond --k (more seeds, fewer "
+        "neighbours each: e.g. 0,1,2).")] = _grid_default("extra_hits"),
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="Other scar parameters, fixed for every setting "
         "(e.g. links=section,term for logical neighbours).")] = None,
@@ -93,7 +96,7 @@ def calibrate_command(
     from suture.evaluation.sweep import parse_grid
 
     try:
-        grid = parse_grid({"lam": lam, "tau": tau, "radius": radius})
+        grid = parse_grid({"lam": lam, "tau": tau, "radius": radius, "extra_hits": extra_hits})
         fixed = parse_params(param)
         out.mkdir(parents=True, exist_ok=True)
         if benchmark is not None:

@@ -58,6 +58,7 @@ DEFAULT_GRID: dict[str, list[Any]] = {
     "lam": [0.0, 0.1, 0.25, 0.5, 1.0],
     "tau": [0.1, 0.3, 0.5, 0.7, 0.8, 0.9],
     "radius": [1, 2],
+    "extra_hits": [0],
 }
 #: settings judged beside the chosen one: suture's default and the paper's two
 NAMED_SETTINGS: dict[str, dict[str, Any]] = {
@@ -452,7 +453,7 @@ def _params_text(params: Mapping[str, Any]) -> str:
 
 
 #: parameters left out of the short setting text when they have these values
-_DEFAULT_EXTRAS = {("penalty_against", "seed"), ("links", "")}
+_DEFAULT_EXTRAS = {("penalty_against", "seed"), ("links", ""), ("extra_hits", 0)}
 
 
 def _pct(value: float | None) -> str:

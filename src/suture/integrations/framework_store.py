@@ -137,6 +137,17 @@ class FrameworkStore(ReadOnlyStore):
         self._refuse("list every chunk")
 
 
+def framework_scar(params: dict[str, Any]) -> ScarPolicy:
+    """SCAR for a framework's own retriever, which has already chosen how many hits there
+    are: `extra_hits` (more first-stage hits) cannot apply and is refused by name."""
+    policy = ScarPolicy(**params)
+    if policy.extra_hits:
+        raise ConfigurationError(
+            f"scar extra_hits={policy.extra_hits} needs suture's own first stage; here the "
+            "framework's retriever chose the hits: raise its top-k instead")
+    return policy
+
+
 def expand(
     store: FrameworkStore,
     hits: Sequence[tuple[StoredPiece, float]],

@@ -22,14 +22,18 @@ from typing import Any
 import numpy as np
 
 from suture.exceptions import ConfigurationError, missing_dependency
-from suture.integrations.framework_store import FrameworkStore, StoredPiece, expand
+from suture.integrations.framework_store import (
+    FrameworkStore,
+    StoredPiece,
+    expand,
+    framework_scar,
+)
 from suture.integrations.source import (
     ContextSource,
     RetrieveSettings,
     context_source,
     span_metadata,
 )
-from suture.policies.scar import ScarPolicy
 from suture.stores.base import PositionRange
 
 try:
@@ -114,7 +118,7 @@ class ScarExpander:
         """`scar`: SCAR's parameters (`lam`, `tau`, `radius`, `penalty_against`; unset
         ones take `ScarPolicy`'s defaults)."""
         self.document_store = document_store
-        self.policy = ScarPolicy(**scar)
+        self.policy = framework_scar(scar)
         self.source_id_meta_field = source_id_meta_field
         self.split_id_meta_field = split_id_meta_field
 

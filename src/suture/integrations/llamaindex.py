@@ -27,7 +27,12 @@ import numpy as np
 
 from suture.embedders.base import TextEmbedder
 from suture.exceptions import ConfigurationError, missing_dependency
-from suture.integrations.framework_store import FrameworkStore, StoredPiece, expand
+from suture.integrations.framework_store import (
+    FrameworkStore,
+    StoredPiece,
+    expand,
+    framework_scar,
+)
 from suture.integrations.source import (
     SPAN_KEYS,
     ContextSource,
@@ -115,7 +120,7 @@ class ScarPostprocessor(BaseNodePostprocessor):
         """`scar`: SCAR's parameters (`lam`, `tau`, `radius`, `penalty_against`; unset
         ones take `ScarPolicy`'s defaults)."""
         super().__init__()
-        self.scar = ScarPolicy(**scar).params()
+        self.scar = framework_scar(scar).params()
         self._index = index
         self._embed_model = embed_model or index._embed_model
 

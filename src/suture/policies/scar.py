@@ -102,9 +102,13 @@ class ScarPolicy(Policy):
         radius: int = 1,
         penalty_against: str = "seed",
         links: str = "",
+        extra_hits: int = 0,
     ) -> None:
         """λ = `lam`, τ = `tau`, r = `radius`; `links` adds logical neighbours of these
-        kinds ("section,reference,term" or "all"; "" = adjacent neighbours only).
+        kinds ("section,reference,term" or "all"; "" = adjacent neighbours only);
+        `extra_hits` more first-stage hits than the k asked for are kept and expanded
+        (more seeds, each expanded as strictly as τ says: `suture calibrate` can trade
+        neighbours for hits this way).
 
         The defaults (λ, τ) = (1.0, 0.3) come from the evaluation sweep on CUAD-mini
         (`DEFAULT_SETTING`, docs/results.md); the paper's own settings are kept as
@@ -126,6 +130,10 @@ class ScarPolicy(Policy):
             "seed" if penalty_against == "seed" else "previous"
         )
         self.links = parse_link_kinds(links)
+        self.extra_hits = _whole(extra_hits, "extra_hits")
+
+    def candidate_count(self, k: int) -> int:
+        return k + self.extra_hits
 
     def params(self) -> dict[str, Any]:
         return {
@@ -134,13 +142,14 @@ class ScarPolicy(Policy):
             "radius": self.radius,
             "penalty_against": self.penalty_against,
             "links": ",".join(self.links),
+            "extra_hits": self.extra_hits,
         }
 
     def select(self, request: PolicyRequest) -> PolicyResult:
-        hits = _unique_hits(request.hits[: request.k])
+        hits = _unique_hits(request.hits[: request.k + self.extra_hits])
         selections = [hit_selection(h) for h in hits]
         if not hits or (self.radius == 0 and not self.links):
-            return PolicyResult(selections=selections, trace=[])
+            return PolicyResult(selections=selections, trace=[], hits=self._seeds(hits))
 
         # One batched fetch of the hits, their neighbours within r and their logical
         # neighbours (SQLite hands out its whole in-memory table), then the hits as rows of
@@ -209,7 +218,11 @@ class ScarPolicy(Policy):
                 )
             )
         trace = _trace(steps, table, cos_q, bool(self.links)) if request.explain else []
-        return PolicyResult(selections=selections, trace=trace)
+        return PolicyResult(selections=selections, trace=trace, hits=self._seeds(hits))
+
+    def _seeds(self, hits: list[Hit]) -> list[Hit] | None:
+        """The hits the context counts as its own: the k asked for, or all it expanded."""
+        return hits if self.extra_hits else None
 
     def _linked(
         self, request: PolicyRequest, hits: Sequence[Hit]
