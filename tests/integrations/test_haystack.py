@@ -145,5 +145,5 @@ def test_expander_refuses_documents_without_embeddings(texts: dict[str, str]) ->
         expander.run(retrieved_documents=documents[3:4], query_embedding=[0.1] * 384)
     with pytest.raises(ConfigurationError, match="split_id"):
         expander.run(retrieved_documents=[Document(content="loose")], query_embedding=[0.1])
-    with pytest.raises(ConfigurationError, match="extra_hits=1 .* raise its top-k"):
+    with pytest.raises(ConfigurationError, match=r"extra_hits=1 .* raise its top-k"):
         ScarExpander(store, extra_hits=1)

@@ -160,7 +160,7 @@ def test_postprocessor_needs_the_query(hashed_index: Index) -> None:
     with pytest.raises(ConfigurationError, match="tau"):
         ScarPostprocessor(llama, tau=float("nan"))
     # the framework's retriever chose the hits; more of them cannot be asked for here
-    with pytest.raises(ConfigurationError, match="extra_hits=2 .* raise its top-k"):
+    with pytest.raises(ConfigurationError, match=r"extra_hits=2 .* raise its top-k"):
         ScarPostprocessor(llama, extra_hits=2)
 
 
