@@ -72,16 +72,15 @@ def main() -> None:
     print(f"{len(sentences)} sentences in {len(documents)} documents")
     sentence_vectors = unit(index.embedder.embed_documents(texts))
     chunk_vectors = unit(table.matrix)
-    row_at = {}
-    for row in range(len(table.doc_ids)):
-        row_at.setdefault(table.doc_ids[row], []).append(row)
 
-    def chunk_of(doc: str, offset: int) -> int | None:
-        return next((r for r in row_at[doc] if table.starts[r] <= offset < table.ends[r]), None)
+    def chunk_of(doc: str, offset: int) -> int:
+        rows = table.doc_rows[doc][1]
+        return next((r for r in rows if table.starts[r] <= offset < table.ends[r]), -1)
 
-    # each sentence's chunk (the one holding its middle), for the fused score
-    holds = np.array([-1 if (r := chunk_of(doc, (start + end) // 2)) is None else r
-                      for doc, start, end in sentences], dtype=np.int64)
+    # each sentence's chunk (the one holding its middle), -1 for none
+    holds = np.array([chunk_of(doc, (start + end) // 2) for doc, start, end in sentences],
+                     dtype=np.int64)
+    query_vectors = [unit(index.embedder.embed_query(q.text)) for q in benchmark.queries]
 
     def spans(rows: list[int], window: bool) -> list[Span]:
         chosen = set(rows)
@@ -92,15 +91,13 @@ def main() -> None:
 
     for k in map(int, args.k.split(",")):
         results: dict[str, list[tuple[float, int]]] = {}
-        for query in benchmark.queries:
-            vector = unit(index.embedder.embed_query(query.text))
+        for query, vector in zip(benchmark.queries, query_vectors, strict=True):
             chunk_rows = [int(r) for r in np.argsort(-(chunk_vectors @ vector))[:k]]
             ranked = np.argsort(-(sentence_vectors @ vector))
             sentence_rows: list[int] = []
             for i in ranked:
-                doc, start, end = sentences[i]
-                row = chunk_of(doc, (start + end) // 2)
-                if row is not None and row not in sentence_rows:
+                row = int(holds[i])
+                if row >= 0 and row not in sentence_rows:
                     sentence_rows.append(row)
                 if len(sentence_rows) == k:
                     break
