@@ -30,6 +30,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import zipfile
 from array import array
 from collections import OrderedDict
@@ -792,17 +793,32 @@ def _connect(database: Path, read_only: bool) -> sqlite3.Connection:
             return _connect_read_only(database)
         connection = sqlite3.connect(database, timeout=BUSY_TIMEOUT_S,
                                      check_same_thread=False, isolation_level=None)
-        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()
-        if mode is None or str(mode[0]).lower() != "wal":
-            connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        _enter_wal(connection)
     except sqlite3.DatabaseError as exc:
         raise IndexError_(
             f"{database} is not a readable suture index database ({exc}); it is damaged or "
             "not an index: restore it from a backup, or rebuild the index in a new folder"
         ) from None
     return connection
+
+
+def _enter_wal(connection: sqlite3.Connection) -> None:
+    """WAL mode and a first read. Switching a new file to WAL can fail at once with
+    "database is locked" while another process switches it (SQLite does not wait on its
+    busy handler there), so that is retried for up to the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _connect_read_only(database: Path) -> sqlite3.Connection:
