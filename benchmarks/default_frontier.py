@@ -40,12 +40,14 @@ def at_budget(curve: Curve, budget: float) -> float:
     return math.nan
 
 
-def grid_specs(lams: list[float], taus: list[float], radii: list[int]) -> list[PolicySpec]:
-    specs = [PolicySpec("window", {}, label="window"),
-             PolicySpec("window", {"width": 2}, label="window2"),
-             PolicySpec("scar", {}, label="scar (default)")]
+def grid_specs(lams: list[float], taus: list[float], radii: list[int],
+               retriever: str | None = None) -> list[PolicySpec]:
+    at = f"@{retriever}" if retriever else ""
+    specs = [PolicySpec("window", {}, label=f"window{at}", retriever=retriever),
+             PolicySpec("window", {"width": 2}, label=f"window2{at}", retriever=retriever),
+             PolicySpec("scar", {}, label=f"scar (default){at}", retriever=retriever)]
     specs += [PolicySpec("scar", {"lam": lam, "tau": tau, "radius": r},
-                         label=f"scar({lam:g},{tau:g},{r})")
+                         label=f"scar({lam:g},{tau:g},{r}){at}", retriever=retriever)
               for r in radii for lam in lams for tau in taus]
     return specs
 
@@ -68,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lam", default="0.1,0.5,1.0")
     parser.add_argument("--tau", default="0.1,0.3,0.7")
     parser.add_argument("--radius", default="1,2")
+    parser.add_argument("--retrievers", default=None,
+                        help="comma-separated first stages (labels get @NAME); default: the "
+                             "index's own, unlabelled")
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -77,9 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     metric = "doc_recall" if benchmark.level == "document" else "span_recall"
     evaluator = Evaluator(Index.open(args.index), benchmark, show_progress=False)
     curves: dict[str, Curve] = {}
-    specs = grid_specs([float(x) for x in args.lam.split(",")],
-                       [float(x) for x in args.tau.split(",")],
-                       [int(x) for x in args.radius.split(",")])
+    retrievers = args.retrievers.split(",") if args.retrievers else [None]
+    specs = [spec for retriever in retrievers
+             for spec in grid_specs([float(x) for x in args.lam.split(",")],
+                                    [float(x) for x in args.tau.split(",")],
+                                    [int(x) for x in args.radius.split(",")], retriever)]
     for spec in specs:
         summaries = [evaluator.run(spec, k).summary()["all"] for k in ks]
         curves[spec.label] = [(s["characters"], s[metric]) for s in summaries]

@@ -115,7 +115,8 @@ def test_policies_agree_with_the_reference(
         assert_same(comparable(got), comparable(expected), f"{policy} {question!r}")
 
 
-@pytest.mark.parametrize("retriever", ["dense", "lexical", "hybrid", "document-hybrid"])
+@pytest.mark.parametrize("retriever", ["dense", "lexical", "hybrid", "document-hybrid",
+                                       "dense-sentences"])
 @pytest.mark.parametrize("policy", ["topk", "scar"])
 def test_retrievers_agree_with_the_reference(
     reference: Index, other: Index, retriever: str, policy: str

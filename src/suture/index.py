@@ -305,7 +305,7 @@ class Index:
         # now rather than at the first query; trees are rebuilt only for documents that
         # changed.
         self.store.prepare(show_progress=show_progress is True)
-        self.retriever().prepare()
+        self.retriever().prepare(show_progress=show_progress is True)
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress is True)
         return report
@@ -344,7 +344,8 @@ class Index:
         chosen = dict(options or {})
         key = (name, repr(sorted(chosen.items())))
         if key not in self._retrievers:
-            self._retrievers[key] = get_retriever(name, self.store, **chosen)
+            self._retrievers[key] = get_retriever(
+                name, self.store, embedder=lambda: self.embedder, **chosen)
         return self._retrievers[key]
 
     def retrieve(

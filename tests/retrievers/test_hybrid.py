@@ -23,7 +23,8 @@ QUERY = "consideration per share"
 
 
 def test_registry_lists_every_retriever(contract_store: SQLiteStore) -> None:
-    assert retriever_names() == ["dense", "lexical", "hybrid", "document-hybrid"]
+    assert retriever_names() == ["dense", "lexical", "hybrid", "document-hybrid",
+                                 "dense-sentences"]
     assert isinstance(get_retriever("dense", contract_store), DenseRetriever)
     assert isinstance(get_retriever("hybrid", contract_store, fusion="blend"), HybridRetriever)
     preset = get_retriever("document-hybrid", contract_store, head_chars=0)

@@ -121,8 +121,8 @@ def eval_command(
     embedder: EmbedderOpt = None,
     retriever: Annotated[str | None, typer.Option(
         help="First-stage retriever(s) the policies expand from: dense, lexical, hybrid, "
-        "document-hybrid, or a list like dense,lexical,hybrid (each policy then runs once "
-        "per retriever, "
+        "document-hybrid, dense-sentences, or a list like dense,lexical,hybrid (each policy "
+        "then runs once per retriever, "
         "labelled policy@retriever; baselines are taken at the first retriever). "
         "Default: the index's.")] = None,
     peers: Annotated[str | None, typer.Option(

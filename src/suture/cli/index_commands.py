@@ -83,7 +83,8 @@ def index_command(
     ] = False,
     retriever: Annotated[
         str | None, typer.Option(
-            help="Default first stage of this index: dense, lexical, hybrid, document-hybrid.")
+            help="Default first stage of this index: dense, lexical, hybrid, document-hybrid, "
+            "dense-sentences.")
     ] = None,
     retriever_param: RetrieverParamOption = None,
     sprout: Annotated[bool, typer.Option(help="Also build SproutRAG sentence trees.")] = False,
@@ -215,7 +216,8 @@ def query_command(
     max_tokens: Annotated[int | None, typer.Option(help="Token budget for the context.")] = None,
     retriever: Annotated[
         str | None,
-        typer.Option(help="dense (default of the index), lexical, hybrid, document-hybrid."),
+        typer.Option(help="dense (default of the index), lexical, hybrid, document-hybrid, "
+                     "dense-sentences."),
     ] = None,
     retriever_param: RetrieverParamOption = None,
     embedder_option: EmbedderOption = None,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
 from suture._registry import load_class, lookup
+from suture.embedders.base import Embedder
 from suture.exceptions import ConfigurationError
 from suture.retrievers.base import Retriever
 from suture.stores.base import Store
@@ -16,6 +18,7 @@ class RetrieverName(StrEnum):
     LEXICAL = "lexical"
     HYBRID = "hybrid"
     DOCUMENT_HYBRID = "document-hybrid"
+    DENSE_SENTENCES = "dense-sentences"
 
 
 # name -> (module, class, preset options); a preset is a setting of another retriever
@@ -28,6 +31,8 @@ _REGISTRY: dict[RetrieverName, tuple[str, str, str | None]] = {
     RetrieverName.DOCUMENT_HYBRID: (
         "suture.retrievers.hybrid", "HybridRetriever", "DOCUMENT_HYBRID_SETTING"
     ),
+    # a chunk scores max(own cosine, best sentence cosine); sentences embedded as derived data
+    RetrieverName.DENSE_SENTENCES: ("suture.retrievers.sentences", "SentenceRetriever", None),
 }
 
 DEFAULT_RETRIEVER = RetrieverName.DENSE
@@ -37,14 +42,22 @@ def retriever_names() -> list[str]:
     return [r.value for r in RetrieverName]
 
 
-def get_retriever(name: str, store: Store, **options: Any) -> Retriever:
-    """Instantiate a retriever over `store` by registry name with its options."""
+def get_retriever(name: str, store: Store, *, embedder: Callable[[], Embedder] | None = None,
+                  **options: Any) -> Retriever:
+    """Instantiate a retriever over `store` by registry name with its options.
+
+    `embedder` (a callable, so the model loads only when needed) reaches the retrievers
+    that embed derived texts of their own (`Retriever.needs_embedder`).
+    """
     key = lookup("retriever", RetrieverName, name)
     module_name, class_name, preset_name = _REGISTRY[key]
     cls = load_class(module_name, class_name)
     preset = dict(load_class(module_name, preset_name)) if preset_name else {}
+    given = {**preset, **options}
+    if cls.needs_embedder:
+        given["embedder"] = embedder
     try:
-        retriever: Retriever = cls(store, **{**preset, **options})
+        retriever: Retriever = cls(store, **given)
     except TypeError as exc:
         raise ConfigurationError(
             f"invalid options {sorted(options)} for retriever {name!r}: {exc}"

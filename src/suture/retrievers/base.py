@@ -14,6 +14,8 @@ class Retriever(ABC):
 
     #: registry name, e.g. "dense"
     name: str = ""
+    #: whether the registry hands it the index's embedder (`embedder=`, a callable)
+    needs_embedder: bool = False
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -22,6 +24,6 @@ class Retriever(ABC):
     def retrieve(self, query: str, query_vector: Vectors, k: int) -> list[Hit]:
         """The k best hits, best first."""
 
-    def prepare(self) -> None:
+    def prepare(self, show_progress: bool = False) -> None:
         """Bring derived structures (e.g. a lexical index) up to date with the store."""
         return None

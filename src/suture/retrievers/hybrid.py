@@ -112,7 +112,7 @@ class HybridRetriever(Retriever):
                 f"got method={self.lexical.settings.method!r}"
             )
 
-    def prepare(self) -> None:
+    def prepare(self, show_progress: bool = False) -> None:
         """Build (or load) the lexical index now."""
         self.lexical.prepare()
 

@@ -248,7 +248,7 @@ class LexicalRetriever(Retriever):
                                         stemmer=stemmer)
         self.engine = lexical_engine(store, self.settings, persist)
 
-    def prepare(self) -> None:
+    def prepare(self, show_progress: bool = False) -> None:
         """Build (or load) the lexical index now, e.g. right after indexing documents."""
         self.engine.prepare()
 

@@ -29,7 +29,8 @@ class RetrieveRequest(_Strict):
     params: dict[str, ParamValue] = Field(
         default_factory=dict, description="Policy parameters, e.g. {\"lam\": 0.5, \"tau\": 0.1}."
     )
-    retriever: str | None = Field(None, description="dense, lexical, hybrid, document-hybrid.")
+    retriever: str | None = Field(
+        None, description="dense, lexical, hybrid, document-hybrid, dense-sentences.")
     max_tokens: int | None = Field(None, ge=1, description="Token budget for the context.")
     explain: bool = Field(False, description="Include every expansion decision (`trace`).")
 

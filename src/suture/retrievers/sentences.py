@@ -1,0 +1,280 @@
+"""Dense retrieval over chunk vectors and sentence vectors (`dense-sentences`).
+
+A chunk scores the better of its own cosine and the cosine of its best sentence:
+`score(c) = max(cos(q, e_c), max_{s in c} cos(q, e_s))`. One 600-character vector
+averages several sentences, so in uniform prose (a privacy policy, a contract's
+boilerplate) the one sentence that answers is diluted; its own vector is not
+(docs/results.md, "Peers": the sentence-hits probe and the `dense-sentences` rows).
+
+Each sentence (`split_sentences`) belongs to the chunk that holds its middle character
+and is embedded as that chunk is, with the document title and the chunk's section path
+in front (`embedding_text`): the queries that name a document ("Consider Fiverr's
+privacy policy; ...") match a bare sentence far less well.
+
+Sentence vectors are derived data, one blob per document content hash under
+`sentences/<settings key>/`, so adding a document embeds only its sentences and a
+changed document gets new ones (the blob is the cache: the chunk embedding cache is
+a store write, which a query's read snapshot does not allow). They are computed when
+the index is built with this retriever as its default (`Index.add` prepares the
+default retriever), or at the first query after a change. A blob that cannot be
+written (a read-only index) is kept in memory.
+
+The fused top k is exact: a chunk in it is either among the k best by its own cosine
+(the store's search) or among the k best by its best sentence (a scan of the sentence
+matrix in memory: n_sentences x d float32, about 2.5 sentences per 600-character
+chunk).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from suture.chunking.contextual import embedding_text
+from suture.chunking.sentences import split_sentences
+from suture.embedders.base import Embedder, Vectors
+from suture.exceptions import ConfigurationError
+from suture.retrievers.base import Retriever
+from suture.stores.base import DocumentSummary, Store
+from suture.types import Chunk, Hit
+
+#: prefix of the saved sentence vectors in a store's derived data
+SENTENCES_PREFIX = "sentences/"
+#: bump when what is stored per sentence changes
+_FORMAT = 1
+
+Ints = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentSentences:
+    """The sentences of one document version: their chunk positions, offsets, vectors."""
+
+    positions: Ints
+    starts: Ints
+    ends: Ints
+    vectors: Vectors
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        np.savez(buffer, positions=self.positions, starts=self.starts, ends=self.ends,
+                 vectors=self.vectors)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, dimension: int) -> DocumentSentences | None:
+        """The stored sentences, or None when the blob is damaged or of another shape."""
+        try:
+            with np.load(io.BytesIO(data)) as arrays:
+                loaded = cls(*(np.asarray(arrays[name]) for name in
+                               ("positions", "starts", "ends", "vectors")))
+        except (OSError, ValueError, KeyError, EOFError):
+            return None
+        n = len(loaded.positions)
+        if loaded.vectors.shape != (n, dimension) or not (
+                len(loaded.starts) == len(loaded.ends) == n):
+            return None
+        return loaded
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceTable:
+    """Every sentence vector of one store generation, grouped by chunk.
+
+    Sentences are ordered by chunk (`chunk_ids[i]` holds rows `group_starts[i]` up to
+    the next start), so a chunk's best sentence is one `np.maximum.reduceat`.
+    """
+
+    generation: int
+    chunk_ids: tuple[str, ...]
+    group_starts: Ints
+    matrix: Vectors
+    #: chunk id -> its group, for the chunks that hold a sentence
+    group_of: Mapping[str, int]
+
+    def best_per_chunk(self, query: Vectors) -> npt.NDArray[np.float32]:
+        """The best sentence cosine of each chunk in `chunk_ids`."""
+        if not len(self.matrix):
+            return np.zeros(0, np.float32)
+        scores = self.matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
+        best: npt.NDArray[np.float32] = np.maximum.reduceat(scores, self.group_starts)
+        return best
+
+
+def sentence_texts(document_title: str, text: str, chunks: Sequence[Chunk],
+                   contextual: bool) -> tuple[list[tuple[int, int, int]], list[str]]:
+    """(chunk position, start, end) of each non-blank sentence, and its embedding text.
+
+    A sentence belongs to the first chunk holding its middle character; one that no
+    chunk holds (a stretch the chunker skipped) is left out.
+    """
+    ordered = sorted(chunks, key=lambda c: c.position)
+    placed: list[tuple[int, int, int]] = []
+    texts: list[str] = []
+    cursor = 0
+    for start, end in split_sentences(text):
+        sentence = text[start:end]
+        if not sentence.strip():
+            continue
+        middle = (start + end) // 2
+        while cursor < len(ordered) and ordered[cursor].end <= middle:
+            cursor += 1
+        if cursor == len(ordered) or ordered[cursor].start > middle:
+            continue
+        chunk = ordered[cursor]
+        placed.append((chunk.position, start, end))
+        texts.append(embedding_text(replace(chunk, text=sentence), document_title, contextual))
+    return placed, texts
+
+
+class SentenceRetriever(Retriever):
+    """Top k chunks by max(own cosine, best sentence cosine)."""
+
+    name = "dense-sentences"
+    needs_embedder = True
+
+    def __init__(self, store: Store, *, embedder: Callable[[], Embedder] | None = None,
+                 persist: bool = True) -> None:
+        super().__init__(store)
+        self._embedder = embedder
+        self.persist = persist
+        self._documents: dict[str, DocumentSentences] = {}
+        self._table: SentenceTable | None = None
+        self._lock = threading.Lock()
+        #: documents whose sentences were embedded (not loaded) by this retriever
+        self.built_documents = 0
+
+    # -- derived data ---------------------------------------------------------------
+    @property
+    def settings_key(self) -> str:
+        manifest = self.store.manifest
+        settings = {**manifest.settings(), "embedder_key": manifest.embedder_key,
+                    "format": _FORMAT}
+        blob = json.dumps(settings, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+    def _key(self, content_hash: str) -> str:
+        return f"{SENTENCES_PREFIX}{self.settings_key}/{content_hash}.npz"
+
+    def _embedder_now(self) -> Embedder:
+        if self._embedder is None:
+            raise ConfigurationError(
+                "the dense-sentences retriever needs the index's embedder to embed new "
+                "sentences; open it through `Index` (index.retriever('dense-sentences'))"
+            )
+        return self._embedder()
+
+    def _document(self, summary: DocumentSummary) -> DocumentSentences:
+        found = self._documents.get(summary.content_hash)
+        if found is not None:
+            return found
+        dimension = self.store.manifest.dimension
+        key = self._key(summary.content_hash)
+        data = self.store.derived.read(key) if self.persist else None
+        loaded = None if data is None else DocumentSentences.from_bytes(data, dimension)
+        if loaded is None:
+            loaded = self._embed_document(summary, dimension)
+            self.built_documents += 1
+            if self.persist:
+                # a read-only index still works: the vectors live in memory
+                with suppress(OSError):
+                    self.store.derived.write(key, loaded.to_bytes())
+        self._documents[summary.content_hash] = loaded
+        return loaded
+
+    def _embed_document(self, summary: DocumentSummary, dimension: int) -> DocumentSentences:
+        document = self.store.document(summary.doc_id)
+        chunks, _ = self.store.neighbours([(summary.doc_id, 0, max(summary.chunks - 1, 0))])
+        placed, texts = sentence_texts(document.title, str(document.text), chunks,
+                                       self.store.manifest.contextual)
+        vectors = (self._embedder_now().embed_documents(texts) if texts
+                   else np.zeros((0, dimension), np.float32))
+        columns = np.array(placed, dtype=np.int64).reshape(-1, 3)
+        return DocumentSentences(columns[:, 0], columns[:, 1], columns[:, 2],
+                                 np.asarray(vectors, dtype=np.float32))
+
+    def table(self, show_progress: bool = False) -> SentenceTable:
+        """The sentence table for the store's current generation (loaded or built)."""
+        current = self._table
+        if current is not None and current.generation == self.store.generation:
+            return current
+        with self._lock:
+            generation = self.store.generation  # read before the documents: see lexical
+            if self._table is not None and self._table.generation == generation:
+                return self._table
+            summaries = self.store.documents_summary()
+            iterator = summaries
+            if show_progress:
+                from tqdm import tqdm
+
+                iterator = tqdm(summaries, unit="doc", desc="sentence vectors",
+                                dynamic_ncols=True)
+            chunk_ids: list[str] = []
+            group_starts: list[int] = []
+            parts: list[DocumentSentences] = []
+            offset = 0
+            for summary in iterator:
+                sentences = self._document(summary)
+                parts.append(sentences)
+                positions = sentences.positions
+                if len(positions):
+                    change = np.flatnonzero(np.diff(positions)) + 1
+                    starts = np.concatenate([[0], change])
+                    chunk_ids += [f"{summary.doc_id}#{int(positions[s])}" for s in starts]
+                    group_starts += [offset + int(s) for s in starts]
+                offset += len(positions)
+            live = {s.content_hash for s in summaries}
+            self._documents = {h: d for h, d in self._documents.items() if h in live}
+            dimension = self.store.manifest.dimension
+            self._table = SentenceTable(
+                generation=generation,
+                chunk_ids=tuple(chunk_ids),
+                group_starts=np.array(group_starts, dtype=np.int64),
+                matrix=(np.concatenate([p.vectors for p in parts]) if offset
+                        else np.zeros((0, dimension), np.float32)),
+                group_of={chunk_id: i for i, chunk_id in enumerate(chunk_ids)},
+            )
+            return self._table
+
+    def prepare(self, show_progress: bool = False) -> None:
+        """Embed the sentences of every document that has none yet (e.g. after indexing),
+        and drop the blobs of document versions no longer stored."""
+        self.table(show_progress)
+        if not self.persist:
+            return
+        live = {self._key(h) for h in self.store.document_hashes().values()}
+        prefix = f"{SENTENCES_PREFIX}{self.settings_key}/"
+        with suppress(OSError):
+            for key in self.store.derived.keys(prefix):
+                if key not in live:
+                    self.store.derived.delete(key)
+
+    # -- retrieval ------------------------------------------------------------------
+    def retrieve(self, query: str, query_vector: Vectors, k: int) -> list[Hit]:
+        table = self.table()
+        found = {s.chunk.chunk_id: (s.chunk, s.score) for s in self.store.search(query_vector, k)}
+        best = table.best_per_chunk(query_vector)
+        top = np.argpartition(-best, k - 1)[:k] if len(best) > k else np.arange(len(best))
+        missing = [table.chunk_ids[i] for i in top if table.chunk_ids[i] not in found]
+        if missing:
+            cosines = self.store.vectors(missing) @ np.asarray(
+                query_vector, dtype=np.float32).reshape(-1)
+            for chunk, cosine in zip(self.store.chunks(missing), cosines, strict=True):
+                found[chunk.chunk_id] = (chunk, float(cosine))
+        hits = []
+        for chunk_id, (chunk, cosine) in found.items():
+            group = table.group_of.get(chunk_id)
+            sentence = float(best[group]) if group is not None else -1.0
+            fused = max(cosine, sentence)
+            hits.append(Hit(chunk=chunk, score=fused, retriever=self.name,
+                            scores={"dense": cosine, "sentence": sentence, self.name: fused}))
+        hits.sort(key=lambda h: (-h.score, h.chunk.doc_id, h.chunk.position))
+        return hits[:k]

@@ -1,0 +1,210 @@
+"""dense-sentences: the fused top k against a brute-force reference, the stored sentence
+spans against the source, and the per-document blobs (incremental, damaged, pruned)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suture import Index
+from suture.chunking.contextual import embedding_text
+from suture.chunking.sentences import split_sentences
+from suture.retrievers.sentences import SENTENCES_PREFIX, DocumentSentences, SentenceRetriever
+
+DOCS = {
+    "fox_glu_license.txt": (
+        "Wireless Content License Agreement between Fox Mobile Entertainment and Glu Mobile.\n\n"
+        "The licensee shall pay royalties on net revenue every quarter. Payments are due "
+        "within thirty days of the end of each quarter. Late payments bear interest at two "
+        "percent per month. The licensor may audit the books once a year.\n\n"
+        "This agreement expires on December 31, 2009 unless renewed by both parties. "
+        "Either party may terminate for a material breach not cured within sixty days. "
+        "Notices shall be sent by registered mail to the addresses above. "
+        "The agreement is governed by the laws of the State of California."
+    ),
+    "bicycle_service.txt": (
+        "Service Agreement between BicycleTX Ltd and Nigel Crockett.\n\n"
+        "The executive assigns all intellectual property to the company. The executive "
+        "shall keep the company's information confidential during and after employment. "
+        "The governing law is the law of England and Wales. The executive shall not "
+        "compete with the company for twelve months after leaving. Holidays are "
+        "twenty-five working days a year. The notice period is three months."
+    ),
+}
+QUESTIONS = [
+    "When does the Glu Mobile agreement expire?",
+    "How long may the executive not compete?",
+    "What interest do late payments bear?",
+    "Which law governs the service agreement?",
+]
+EXTRA = ("cubic_merger.txt",
+         "Merger Agreement of Cubic Corporation.\n\nThe merger consideration is seventy "
+         "dollars per share in cash. Either party may terminate if the merger is not "
+         "completed by the outside date. The company shall pay a termination fee.")
+
+
+def write_docs(folder: Path, docs: dict[str, str]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in docs.items():
+        path = folder / name
+        path.write_text(text, "utf-8")
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Index:
+    return Index.build(write_docs(tmp_path / "docs", DOCS), tmp_path / "idx",
+                       embedder="hashing", chunk_size=200, chunk_overlap=20)
+
+
+def sentences_retriever(index: Index) -> SentenceRetriever:
+    retriever = index.retriever("dense-sentences")
+    assert isinstance(retriever, SentenceRetriever)
+    return retriever
+
+
+def reference_ranking(index: Index, question: str, k: int) -> list[tuple[str, float]]:
+    """max(chunk cosine, best sentence cosine) over every chunk, each sentence embedded
+    on its own, sorted as the retriever sorts (score, then document and position)."""
+    store = index.store
+    query = index.embedder.embed_query(question)
+    chunks = list(store.iter_chunks())
+    chunk_vectors = store.vectors([c.chunk_id for c in chunks])
+    best: dict[str, float] = {}
+    for summary in store.documents_summary():
+        document = store.document(summary.doc_id)
+        own = sorted((c for c in chunks if c.doc_id == summary.doc_id), key=lambda c: c.position)
+        for start, end in split_sentences(document.text):
+            sentence = document.text[start:end]
+            middle = (start + end) // 2
+            holder = next((c for c in own if c.start <= middle < c.end), None)
+            if not sentence.strip() or holder is None:
+                continue
+            text = embedding_text(replace(holder, text=sentence), document.title)
+            cosine = float(index.embedder.embed_documents([text])[0] @ query)
+            best[holder.chunk_id] = max(best.get(holder.chunk_id, -math.inf), cosine)
+    fused = [(max(float(v @ query), best.get(c.chunk_id, -1.0)), c)
+             for c, v in zip(chunks, chunk_vectors, strict=True)]
+    fused.sort(key=lambda item: (-item[0], item[1].doc_id, item[1].position))
+    return [(c.chunk_id, score) for score, c in fused[:k]]
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_fused_top_k_matches_a_brute_force_reference(index: Index, k: int) -> None:
+    retriever = sentences_retriever(index)
+    for question in QUESTIONS:
+        hits = retriever.retrieve(question, index.embedder.embed_query(question), k)
+        expected = reference_ranking(index, question, k)
+        assert [h.chunk.chunk_id for h in hits] == [c for c, _ in expected], question
+        for hit, (_, score) in zip(hits, expected, strict=True):
+            assert math.isclose(hit.score, score, rel_tol=1e-5, abs_tol=1e-6)
+            assert hit.score == max(hit.scores["dense"], hit.scores["sentence"])
+
+
+def test_some_hit_is_reached_through_its_sentence(index: Index) -> None:
+    """The fused ranking differs from chunk cosines alone (else the test above proves
+    nothing beyond dense retrieval)."""
+    retriever = sentences_retriever(index)
+    through_sentence = [
+        h for q in QUESTIONS
+        for h in retriever.retrieve(q, index.embedder.embed_query(q), 3)
+        if h.scores["sentence"] > h.scores["dense"]
+    ]
+    assert through_sentence
+
+
+def stored_blobs(index: Index) -> dict[str, DocumentSentences]:
+    derived = index.store.derived
+    blobs = {}
+    for key in derived.keys(SENTENCES_PREFIX):
+        data = derived.read(key)
+        assert data is not None
+        loaded = DocumentSentences.from_bytes(data, index.manifest.dimension)
+        assert loaded is not None, key
+        blobs[key.rsplit("/", 1)[1].removesuffix(".npz")] = loaded
+    return blobs
+
+
+def test_stored_sentences_are_exact_spans_inside_their_chunks(index: Index) -> None:
+    sentences_retriever(index).prepare()
+    blobs = stored_blobs(index)
+    hashes = index.store.document_hashes()
+    assert set(blobs) == set(hashes.values())
+    for doc_id, content_hash in hashes.items():
+        text = index.store.document(doc_id).text
+        sentences = blobs[content_hash]
+        expected = [(s, e) for s, e in split_sentences(text) if text[s:e].strip()]
+        spans = zip(sentences.starts.tolist(), sentences.ends.tolist(), strict=True)
+        assert list(spans) == expected
+        chunks = {c.position: c for c in index.store.iter_chunks() if c.doc_id == doc_id}
+        for position, start, end in zip(sentences.positions, sentences.starts, sentences.ends,
+                                        strict=True):
+            chunk = chunks[int(position)]
+            assert chunk.start <= (start + end) // 2 < chunk.end
+        assert np.allclose(np.linalg.norm(sentences.vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_blobs_are_reused_added_and_pruned(index: Index, tmp_path: Path) -> None:
+    first = sentences_retriever(index)
+    first.prepare()
+    assert first.built_documents == len(DOCS)
+    reopened = Index.open(tmp_path / "idx")
+    again = sentences_retriever(reopened)
+    question = QUESTIONS[0]
+    hits = again.retrieve(question, reopened.embedder.embed_query(question), 3)
+    assert again.built_documents == 0  # every document's sentences loaded from its blob
+    assert [h.chunk.chunk_id for h in hits] == [c for c, _ in reference_ranking(index, question, 3)]
+
+    name, text = EXTRA
+    reopened.add(write_docs(tmp_path / "more", {name: text}))
+    hits = again.retrieve("termination fee", reopened.embedder.embed_query("termination fee"), 2)
+    assert again.built_documents == 1  # only the new document was embedded
+    assert hits[0].chunk.doc_id == name
+
+    reopened.delete([name])
+    again.prepare()
+    assert len(stored_blobs(reopened)) == len(DOCS)  # the deleted document's blob is gone
+    hits = again.retrieve("termination fee", reopened.embedder.embed_query("termination fee"), 6)
+    assert name not in {h.chunk.doc_id for h in hits}
+
+
+def test_a_damaged_blob_is_rebuilt(index: Index, tmp_path: Path) -> None:
+    sentences_retriever(index).prepare()
+    blob = next((tmp_path / "idx").glob("sentences/*/*.npz"))
+    blob.write_bytes(b"not a numpy archive")
+    retriever = sentences_retriever(Index.open(tmp_path / "idx"))
+    question = QUESTIONS[1]
+    reopened = Index.open(tmp_path / "idx")
+    hits = retriever.retrieve(question, reopened.embedder.embed_query(question), 3)
+    assert retriever.built_documents == 1
+    assert [h.chunk.chunk_id for h in hits] == [c for c, _ in reference_ranking(index, question, 3)]
+    assert DocumentSentences.from_bytes(blob.read_bytes(), index.manifest.dimension) is not None
+
+
+def test_an_index_built_with_it_embeds_sentences_at_build_and_queries_in_another_process(
+    tmp_path: Path,
+) -> None:
+    paths = write_docs(tmp_path / "docs", DOCS)
+    built = Index.build(paths, tmp_path / "idx", embedder="hashing", chunk_size=200,
+                        chunk_overlap=20, retriever="dense-sentences")
+    assert len(stored_blobs(built)) == len(DOCS)  # paid for at build time, not first query
+    blobs = sorted((tmp_path / "idx").glob("sentences/*/*.npz"))
+    written = [b.stat().st_mtime_ns for b in blobs]
+    result = subprocess.run(
+        [sys.executable, "-m", "suture", "query", QUESTIONS[0], "--index", str(tmp_path / "idx"),
+         "--policy", "topk", "--k", "2", "--json"],
+        capture_output=True, text=True, check=True)
+    hits = json.loads(result.stdout)["hits"]
+    assert {h["retriever"] for h in hits} == {"dense-sentences"}
+    expected = built.retrieve(QUESTIONS[0], "topk", 2).hits
+    assert [h["chunk_id"] for h in hits] == [h.chunk.chunk_id for h in expected]
+    assert [b.stat().st_mtime_ns for b in blobs] == written  # read, not rebuilt
