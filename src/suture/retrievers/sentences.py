@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -43,7 +44,7 @@ from suture.chunking.sentences import split_sentences
 from suture.embedders.base import Embedder, Vectors
 from suture.exceptions import ConfigurationError
 from suture.retrievers.base import Retriever
-from suture.stores.base import DocumentSummary, Store
+from suture.stores.base import DocumentSummary, Store, split_chunk_id
 from suture.types import Chunk, Hit
 
 #: prefix of the saved sentence vectors in a store's derived data
@@ -153,8 +154,9 @@ class SentenceRetriever(Retriever):
         self.built_documents = 0
 
     # -- derived data ---------------------------------------------------------------
-    @property
+    @cached_property
     def settings_key(self) -> str:
+        """Digest of what the blobs depend on (fixed for an index: computed once)."""
         manifest = self.store.manifest
         settings = {**manifest.settings(), "embedder_key": manifest.embedder_key,
                     "format": _FORMAT}
@@ -264,10 +266,11 @@ class SentenceRetriever(Retriever):
         best = table.best_per_chunk(query_vector)
         top = np.argpartition(-best, k - 1)[:k] if len(best) > k else np.arange(len(best))
         missing = [table.chunk_ids[i] for i in top if table.chunk_ids[i] not in found]
-        if missing:
-            cosines = self.store.vectors(missing) @ np.asarray(
-                query_vector, dtype=np.float32).reshape(-1)
-            for chunk, cosine in zip(self.store.chunks(missing), cosines, strict=True):
+        if missing:  # one fetch of the chunks and their vectors
+            chunks, vectors = self.store.neighbours(
+                [(doc_id, position, position) for doc_id, position in map(split_chunk_id, missing)])
+            cosines = vectors @ np.asarray(query_vector, dtype=np.float32).reshape(-1)
+            for chunk, cosine in zip(chunks, cosines, strict=True):
                 found[chunk.chunk_id] = (chunk, float(cosine))
         hits = []
         for chunk_id, (chunk, cosine) in found.items():
