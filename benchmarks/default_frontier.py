@@ -1,5 +1,6 @@
-"""Recall at equal context: suture's policies (a scar grid, window, window2) and the peers
-of a `suture eval --peers` run, each as a curve over k, read at fixed character budgets.
+"""Recall at equal context: suture's policies (a scar grid, window, window2, optionally a
+scar-sentences grid) and the peers of a `suture eval --peers` run, each as a curve over k,
+read at fixed character budgets.
 
 A policy's points (mean context characters, mean recall) for k = 1, 3, 5, 10, 20 are
 joined piecewise linearly (from (0, 0)); recall at a budget is read off that line, and
@@ -52,6 +53,19 @@ def grid_specs(lams: list[float], taus: list[float], radii: list[int],
     return specs
 
 
+def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
+                        retriever: str | None = None) -> list[PolicySpec]:
+    """`scar-sentences` at every (λ, τ, r): r counts sentences."""
+    at = f"@{retriever}" if retriever else ""
+    return [PolicySpec("scar-sentences", {"lam": lam, "tau": tau, "radius": r},
+                       label=f"scar-sentences({lam:g},{tau:g},{r}){at}", retriever=retriever)
+            for r in radii for lam in lams for tau in taus]
+
+
+def numbers(text: str, kind: type) -> list:
+    return [kind(x) for x in text.split(",") if x.strip()]
+
+
 def load(path: Path, corpus: Path, limit: int | None) -> Benchmark:
     if is_hotpotqa_file(path):
         return load_hotpotqa_paragraphs(path, corpus, limit)
@@ -73,6 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retrievers", default=None,
                         help="comma-separated first stages (labels get @NAME); default: the "
                              "index's own, unlabelled")
+    parser.add_argument("--sentence-lam", default="",
+                        help="scar-sentences grid (λ values); with --sentence-tau and "
+                             "--sentence-radius; empty: not run")
+    parser.add_argument("--sentence-tau", default="")
+    parser.add_argument("--sentence-radius", default="")
+    parser.add_argument("--no-scar-grid", action="store_true",
+                        help="run window, window2 and scar's default only (no scar grid)")
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -83,10 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     evaluator = Evaluator(Index.open(args.index), benchmark, show_progress=False)
     curves: dict[str, Curve] = {}
     retrievers = args.retrievers.split(",") if args.retrievers else [None]
+    scar_grid = ([], [], []) if args.no_scar_grid else (
+        numbers(args.lam, float), numbers(args.tau, float), numbers(args.radius, int))
+    sentence_grid = (numbers(args.sentence_lam, float), numbers(args.sentence_tau, float),
+                     numbers(args.sentence_radius, int))
     specs = [spec for retriever in retrievers
-             for spec in grid_specs([float(x) for x in args.lam.split(",")],
-                                    [float(x) for x in args.tau.split(",")],
-                                    [int(x) for x in args.radius.split(",")], retriever)]
+             for spec in [*grid_specs(*scar_grid, retriever),
+                          *sentence_grid_specs(*sentence_grid, retriever)]]
     for spec in specs:
         summaries = [evaluator.run(spec, k).summary()["all"] for k in ks]
         curves[spec.label] = [(s["characters"], s[metric]) for s in summaries]

@@ -1,5 +1,6 @@
-"""Write a smaller BEIR folder: the first N judged queries, their relevant documents and
-M distractor documents drawn at random (seeded) from the rest of the corpus.
+"""Write a smaller BEIR folder: N judged queries (the first, or those after `--skip`),
+their relevant documents and M distractor documents drawn at random (seeded) from the
+rest of the corpus.
 
     python scripts/subsample_beir.py ../shared/data/scifact --queries 50 --distractors 250 \\
         --out out/scifact-50q-250d
@@ -26,12 +27,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--distractors", type=int, default=250)
+    parser.add_argument("--skip", type=int, default=0,
+                        help="leave out the first SKIP judged queries (e.g. a diagnostic set "
+                             "beside a held-out one)")
     parser.add_argument("--split", default="test")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     # load_beir orders judged queries naturally and keeps only documents that exist
     full = load_beir(args.beir, args.out, split=args.split)  # the corpus folder is not read
-    chosen = full.queries[: args.queries]
+    chosen = full.queries[args.skip: args.skip + args.queries]
     gold_files = {g.doc_id for q in chosen for g in q.gold}
     records = [json.loads(line) for line in (args.beir / "corpus.jsonl").open(encoding="utf-8")
                if line.strip()]

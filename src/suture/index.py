@@ -38,6 +38,7 @@ from suture.types import Context, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
+    from suture.retrievers.sentences import SentenceTable
 
 #: embedder options never written to the manifest (secrets and live objects)
 _UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
@@ -348,6 +349,15 @@ class Index:
                 name, self.store, embedder=lambda: self.embedder, **chosen)
         return self._retrievers[key]
 
+    def sentence_table(self) -> SentenceTable:
+        """Every sentence vector of the index (built at the first call after a change), as
+        the `dense-sentences` retriever holds them; policies that walk sentences read it."""
+        from suture.retrievers.sentences import SentenceRetriever
+
+        retriever = self.retriever(RetrieverName.DENSE_SENTENCES)
+        assert isinstance(retriever, SentenceRetriever)
+        return retriever.table()
+
     def retrieve(
         self,
         query: str,
@@ -381,6 +391,8 @@ class Index:
         first_stage = self.retriever(retriever, retriever_options)
         if query_vector is None:
             query_vector = self.embedder.embed_query(query)
+        # built (and stored) before the read snapshot, which refuses writes
+        sentences = self.sentence_table() if chosen.needs_sentences else None
         with self.store.reading():  # one state of the store for search, policy and assembly
             hits = first_stage.retrieve(query, query_vector, chosen.candidate_count(k))
             if not hits and self.store.chunk_count() == 0:
@@ -396,6 +408,7 @@ class Index:
                     k=k,
                     store=self.store,
                     explain=explain,
+                    sentences=sentences,
                 )
             )
             return assemble_context(

@@ -35,7 +35,8 @@ PolicyOption = Annotated[
     str,
     typer.Option(
         "--policy", "-p",
-        help="topk, window, window2, parent, scar, rerank, sprout (`suture policies` lists "
+        help="topk, window, window2, parent, scar, scar-sentences, rerank, sprout (`suture "
+        "policies` lists "
         "each one's parameters).",
     ),
 ]

@@ -21,6 +21,7 @@ class PolicyName(StrEnum):
     WINDOW2 = "window2"
     PARENT = "parent"
     SCAR = "scar"
+    SCAR_SENTENCES = "scar-sentences"
     RERANK = "rerank"
     SPROUT = "sprout"
 
@@ -32,6 +33,7 @@ _REGISTRY: dict[PolicyName, tuple[str, str, dict[str, Any]]] = {
     PolicyName.WINDOW2: ("suture.policies.window", "WindowPolicy", {"width": 2}),
     PolicyName.PARENT: ("suture.policies.parent", "ParentPolicy", {}),
     PolicyName.SCAR: ("suture.policies.scar", "ScarPolicy", {}),
+    PolicyName.SCAR_SENTENCES: ("suture.policies.scar_sentences", "SentenceScarPolicy", {}),
     PolicyName.RERANK: ("suture.policies.rerank", "RerankPolicy", {}),
     PolicyName.SPROUT: ("suture.policies.sprout", "SproutPolicy", {}),
 }

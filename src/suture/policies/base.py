@@ -6,12 +6,15 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.stores.base import Store
 from suture.types import Hit, Selection
+
+if TYPE_CHECKING:
+    from suture.retrievers.sentences import SentenceTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,8 @@ class PolicyRequest:
     k: int
     store: Store
     explain: bool = False
+    #: the index's sentence vectors, for the policies that say `needs_sentences`
+    sentences: SentenceTable | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,8 @@ class Policy(ABC):
 
     #: registry name, e.g. "window"
     name: ClassVar[str] = ""
+    #: whether `select` reads the index's sentence vectors (`PolicyRequest.sentences`)
+    needs_sentences: ClassVar[bool] = False
 
     def candidate_count(self, k: int) -> int:
         """How many first-stage hits this policy wants for a final k (rerank wants more)."""

@@ -114,13 +114,7 @@ class ScarPolicy(Policy):
         (`DEFAULT_SETTING`, docs/results.md); the paper's own settings are kept as
         `MAIN_SETTING` (0.5, 0.1) and `TRANSFER_SETTING` (0.1, 0.8).
         """
-        self.lam = _real(lam, "lam")
-        if self.lam < 0:
-            raise ConfigurationError(
-                f"scar lam (λ, the boundary-penalty weight) must be >= 0, got {lam!r}"
-            )
-        self.tau = _real(tau, "tau")
-        self.radius = _whole(radius, "radius")
+        self.lam, self.tau, self.radius = rule_settings("scar", lam, tau, radius)
         if penalty_against not in PENALTY_CHOICES:
             raise ConfigurationError(
                 f"scar penalty_against must be one of {', '.join(PENALTY_CHOICES)}, "
@@ -362,6 +356,16 @@ def _trace_row(
         "margin": step.margin,
         "decision": decision,
     }
+
+
+def rule_settings(policy: str, lam: Any, tau: Any, radius: Any) -> tuple[float, float, int]:
+    """(λ, τ, r) checked: λ a finite number >= 0, τ a finite number, r a whole number >= 0."""
+    checked_lam = _real(lam, "lam")
+    if checked_lam < 0:
+        raise ConfigurationError(
+            f"{policy} lam (λ, the boundary-penalty weight) must be >= 0, got {lam!r}"
+        )
+    return checked_lam, _real(tau, "tau"), _whole(radius, "radius")
 
 
 def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:

@@ -100,6 +100,10 @@ class SentenceTable:
     matrix: Vectors
     #: chunk id -> its group, for the chunks that hold a sentence
     group_of: Mapping[str, int]
+    #: each row's sentence as document offsets (half-open), and its group
+    starts: Ints
+    ends: Ints
+    row_groups: Ints
 
     def best_per_chunk(self, query: Vectors) -> npt.NDArray[np.float32]:
         """The best sentence cosine of each chunk in `chunk_ids`."""
@@ -108,6 +112,20 @@ class SentenceTable:
         scores = self.matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
         best: npt.NDArray[np.float32] = np.maximum.reduceat(scores, self.group_starts)
         return best
+
+    def rows_of(self, group: int) -> range:
+        """The rows of one chunk's sentences, in document order."""
+        end = (int(self.group_starts[group + 1]) if group + 1 < len(self.group_starts)
+               else len(self.matrix))
+        return range(int(self.group_starts[group]), end)
+
+    def document_of(self, row: int) -> str:
+        """The document id of a row's sentence."""
+        return split_chunk_id(self.chunk_ids[int(self.row_groups[row])])[0]
+
+
+def _joined(arrays: Sequence[Ints]) -> Ints:
+    return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
 
 
 def sentence_texts(document_title: str, text: str, chunks: Sequence[Chunk],
@@ -236,13 +254,19 @@ class SentenceRetriever(Retriever):
             live = {s.content_hash for s in summaries}
             self._documents = {h: d for h, d in self._documents.items() if h in live}
             dimension = self.store.manifest.dimension
+            starts_array = np.array(group_starts, dtype=np.int64)
+            row_groups = np.zeros(offset, dtype=np.int64)
+            row_groups[starts_array[1:]] = 1  # a new group begins at each later start
             self._table = SentenceTable(
                 generation=generation,
                 chunk_ids=tuple(chunk_ids),
-                group_starts=np.array(group_starts, dtype=np.int64),
+                group_starts=starts_array,
                 matrix=(np.concatenate([p.vectors for p in parts]) if offset
                         else np.zeros((0, dimension), np.float32)),
                 group_of={chunk_id: i for i, chunk_id in enumerate(chunk_ids)},
+                starts=_joined([p.starts for p in parts]),
+                ends=_joined([p.ends for p in parts]),
+                row_groups=np.cumsum(row_groups),
             )
             return self._table
 

@@ -1,0 +1,175 @@
+"""scar-sentences: the walk against a reference that embeds every sentence on its own,
+the trace's decisions against the rule, parameters, and `suture query` as a process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suture import Index
+from suture.chunking.contextual import embedding_text
+from suture.chunking.sentences import split_sentences
+from suture.exceptions import ConfigurationError
+from suture.policies import get_policy
+from suture.policies.base import PolicyRequest
+from suture.retrievers.sentences import SENTENCES_PREFIX, SentenceRetriever
+from suture.types import Chunk
+from tests.retrievers.test_sentences import DOCS, QUESTIONS, write_docs
+
+Sentence = tuple[str, int, int]  # (document, start, end)
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Index:
+    return Index.build(write_docs(tmp_path / "docs", DOCS), tmp_path / "idx",
+                       embedder="hashing", chunk_size=200, chunk_overlap=20)
+
+
+def document_sentences(index: Index, doc_id: str) -> list[tuple[Sentence, Chunk, np.ndarray]]:
+    """Every sentence of a document with the chunk holding its middle and its own vector."""
+    store = index.store
+    document = store.document(doc_id)
+    summary = next(s for s in store.documents_summary() if s.doc_id == doc_id)
+    chunks, _ = store.neighbours([(doc_id, 0, summary.chunks - 1)])
+    out = []
+    for start, end in split_sentences(document.text):
+        middle = (start + end) // 2
+        holder = next((c for c in sorted(chunks, key=lambda c: c.position)
+                       if c.start <= middle < c.end), None)
+        if holder is None or not document.text[start:end].strip():
+            continue
+        text = embedding_text(replace(holder, text=document.text[start:end]), document.title)
+        out.append(((doc_id, start, end), holder, index.embedder.embed_documents([text])[0]))
+    return out
+
+
+def reference_sentences(index: Index, question: str, k: int, lam: float, tau: float,
+                        radius: int) -> set[Sentence]:
+    """The sentences the rule keeps, from the dense top k, computed from scratch."""
+    query = index.embedder.embed_query(question)
+    hits = index.retriever("dense").retrieve(question, query, k)
+    per_doc = {h.chunk.doc_id: document_sentences(index, h.chunk.doc_id) for h in hits}
+    seeds: list[tuple[str, int]] = []
+    for hit in hits:
+        rows = [i for i, (_, holder, _) in enumerate(per_doc[hit.chunk.doc_id])
+                if holder.chunk_id == hit.chunk.chunk_id]
+        best = max(rows, key=lambda i: float(per_doc[hit.chunk.doc_id][i][2] @ query))
+        seeds.append((hit.chunk.doc_id, best))
+    kept = {per_doc[doc][row][0] for doc, row in seeds}
+    for doc, seed in seeds:
+        rows = per_doc[doc]
+        seed_vector = rows[seed][2]
+        threshold = tau * float(seed_vector @ query)
+        for direction in (-1, 1):
+            for distance in range(1, radius + 1):
+                row = seed + direction * distance
+                if not 0 <= row < len(rows) or (doc, row) in seeds:
+                    break
+                vector = rows[row][2]
+                score = float(vector @ query) - lam * (1.0 - float(seed_vector @ vector))
+                if score <= threshold:
+                    break
+                kept.add(rows[row][0])
+    return kept
+
+
+@pytest.mark.parametrize(("lam", "tau", "radius"),
+                         [(0.0, 0.5, 6), (0.5, 0.3, 2), (0.0, 0.9, 12), (1.0, 0.1, 1)])
+def test_context_is_the_sentences_the_rule_keeps(index: Index, lam: float, tau: float,
+                                                 radius: int) -> None:
+    for question in QUESTIONS:
+        expected = reference_sentences(index, question, 2, lam, tau, radius)
+        context = index.retrieve(question, "scar-sentences", k=2, retriever="dense",
+                                 lam=lam, tau=tau, radius=radius)
+        for doc, start, end in expected:
+            assert any(s.doc_id == doc and s.start <= start and end <= s.end
+                       for s in context.spans), (question, doc, start, end)
+        # nothing else: every non-blank character of the context lies in a kept sentence
+        for span in context.spans:
+            inside = [(a, b) for d, a, b in expected if d == span.doc_id]
+            stray = [i for i in range(span.start, span.end)
+                     if not span.text[i - span.start].isspace()
+                     and not any(a <= i < b for a, b in inside)]
+            assert not stray, (question, span.doc_id, span.start, span.end)
+            text = index.store.document(span.doc_id).text
+            assert span.text == text[span.start:span.end]
+
+
+def test_settings_change_the_context(index: Index) -> None:
+    """The reference comparison above is not vacuous: τ and r decide how much is kept."""
+    question = QUESTIONS[0]
+    strict = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=2.0)
+    loose = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=-1.0,
+                           radius=3)
+    assert strict.characters < loose.characters
+    sentences = {(d, a, b) for d in DOCS for a, b in split_sentences(DOCS[d])}
+    # with τ = 2 no neighbour passes: each span is one hit's best sentence
+    assert all((s.doc_id, s.start, s.end) in sentences for s in strict.spans)
+
+
+def test_trace_decisions_follow_the_rule(index: Index) -> None:
+    decisions = set()
+    for question in QUESTIONS:
+        context = index.retrieve(question, "scar-sentences", k=3, retriever="dense",
+                                 lam=0.2, tau=0.3, radius=3, explain=True)
+        for row in context.trace:
+            decisions.add(row["decision"])
+            if row["decision"] == "added":
+                assert row["S"] > row["threshold"]
+                assert row["S"] == pytest.approx(row["cos_q_neighbour"] - 0.2 * row["b"])
+            elif row["decision"] == "rejected":
+                assert row["S"] <= row["threshold"]
+            assert row["threshold"] == pytest.approx(0.3 * row["cos_q_seed"])
+    assert {"added", "rejected"} <= decisions
+
+
+def test_sentence_vectors_are_built_once_and_kept(index: Index, tmp_path: Path) -> None:
+    assert not list(index.store.derived.keys(SENTENCES_PREFIX))
+    index.retrieve(QUESTIONS[0], "scar-sentences", k=2, retriever="dense")
+    assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == len(DOCS)
+    reopened = Index.open(tmp_path / "idx")
+    reopened.retrieve(QUESTIONS[1], "scar-sentences", k=2, retriever="dense")
+    retriever = reopened.retriever("dense-sentences")
+    assert isinstance(retriever, SentenceRetriever)
+    assert retriever.built_documents == 0  # read from the blobs
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"lam": -1}, "lam"), ({"tau": "high"}, "tau"), ({"radius": -2}, "radius"),
+    ({"radius": 1.5}, "radius"),
+])
+def test_bad_parameters_name_the_problem(params: dict, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        get_policy("scar-sentences", **params)
+
+
+def test_select_without_sentence_vectors_says_how_to_run_it(index: Index) -> None:
+    query = index.embedder.embed_query(QUESTIONS[0])
+    hits = index.retriever("dense").retrieve(QUESTIONS[0], query, 2)
+    request = PolicyRequest(query=QUESTIONS[0], query_vector=query, hits=hits, k=2,
+                            store=index.store)
+    with pytest.raises(ConfigurationError, match=r"Index\.retrieve"):
+        get_policy("scar-sentences").select(request)
+
+
+def test_cli_query_returns_whole_sentences(index: Index, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "suture", "query", QUESTIONS[1], "--index", str(tmp_path / "idx"),
+         "--policy", "scar-sentences", "--param", "tau=0.9", "--k", "2", "--json"],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    spans = payload["spans"]
+    assert spans
+    bounds = {d: split_sentences(t) for d, t in DOCS.items()}
+    for span in spans:
+        doc = span["doc_id"]
+        assert span["text"] == DOCS[doc][span["start"]:span["end"]]
+        assert any(a == span["start"] for a, _ in bounds[doc])
+        assert any(b == span["end"] for _, b in bounds[doc])
