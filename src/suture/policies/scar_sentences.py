@@ -100,7 +100,8 @@ class SentenceScarPolicy(Policy):
             selections.append(self._sentence(table, seed, seed.row, "hit", seed.hit.score,
                                               is_hit=True, priority=seed.hit.score))
             for direction in (-1, 1):
-                for row, step in self._walk(table, query, seed, direction, seed_rows):
+                for row, step in self._walk(table, query, seed, direction, seed_rows,
+                                            explain=request.explain):
                     if request.explain:
                         trace.append(step)
                     if step["decision"] != ADDED:
@@ -115,9 +116,10 @@ class SentenceScarPolicy(Policy):
         return PolicyResult(selections=selections, trace=trace)
 
     def _walk(self, table: SentenceTable, query: Vectors, seed: _Seed, direction: int,
-              seed_rows: set[int]) -> list[tuple[int, dict[str, Any]]]:
+              seed_rows: set[int], *, explain: bool) -> list[tuple[int, dict[str, Any]]]:
         """The sentences outward from the seed, each with its decision, up to the first
-        that fails (the ones after it within the radius are `not reached`)."""
+        that fails (with `explain`, the ones after it within the radius follow as `not
+        reached`, and each step names its sentences' offsets)."""
         seed_vector = table.matrix[seed.row]
         cos_seed = float(seed_vector @ query)
         threshold = self.tau * cos_seed  # SCAR rule, right-hand side
@@ -128,11 +130,13 @@ class SentenceScarPolicy(Policy):
             row = seed.row + direction * distance
             if not 0 <= row < len(table.matrix) or table.document_of(row) != seed.document:
                 break
-            step: dict[str, Any] = {
-                "seed": _offsets(table, seed.row), "neighbour": _offsets(table, row),
-                "offset": direction * distance, "cos_q_seed": cos_seed,
-                "threshold": threshold,
-            }
+            if stopped and not explain:
+                break
+            step: dict[str, Any] = (
+                {"seed": _offsets(table, seed.row), "neighbour": _offsets(table, row)}
+                if explain else {})
+            step.update({"offset": direction * distance, "cos_q_seed": cos_seed,
+                         "threshold": threshold})
             if stopped:
                 steps.append((row, {**step, "decision": NOT_REACHED}))
                 continue
