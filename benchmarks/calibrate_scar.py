@@ -17,6 +17,9 @@ calibration.md, .json and pareto.png) and summary.json (every judged setting; wi
 `report` prints the markdown tables of docs/results.md ("Calibrated SCAR") from them and
 draws the Pareto plot (span recall against characters on the judging part).
 Nothing is written into the index manifest (the calibrations are dry runs).
+`report --calibrations FOLDER...` does the same for folders that `suture calibrate --out`
+wrote itself (e.g. `--policy scar-sentences`, docs/results.md "Calibrated SCAR over
+sentences").
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from suture.evaluation.benchmarks import load_benchmark
 from suture.evaluation.calibrate import (
-    DEFAULT_GRID,
+    DEFAULT_GRIDS,
     CalibrationResult,
     calibrate,
     judge,
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> Path:
     labelled = Evaluator(index, benchmark)
     common: dict[str, Any] = {"k": args.k, "max_loss": args.max_loss / 100,
                               "size_key": "characters", "rule": args.rule,
-                              "grid": {**DEFAULT_GRID,
+                              "grid": {**DEFAULT_GRIDS["scar"],
                                        "extra_hits": parse_grid(
                                            {"extra_hits": args.extra_hits})["extra_hits"]},
                               "seed": args.seed,
@@ -119,6 +123,32 @@ def merged(folder: Path) -> dict[str, Any]:
     rows.sort(key=lambda r: (r["setting"].startswith("unsupervised"),
                              PARTS.index(r["neighbours"])))
     return {**pieces[0], "rows": rows}
+
+
+def from_calibration(folder: Path) -> dict[str, Any]:
+    """One benchmark's summary, as `run` writes it, from a `suture calibrate --out` folder
+    (any policy; scar-sentences rows are marked "sentences")."""
+    data = json.loads((folder / "calibration.json").read_text(encoding="utf-8"))
+    chosen = (data["chosen"] or {}).get("label")
+    rows = [_row("calibrated" if label == chosen else label,
+                 "sentences" if judged["policy"] == "scar-sentences" else "adjacent", judged)
+            for label, judged in data["judged"].items()]
+    rows.sort(key=lambda row: row["setting"] != "calibrated")  # the chosen setting first
+    first = next(iter(data["judged"].values()))
+    pipeline = data.get("policy", "scar") + (f"@{data['retriever']}" if data.get("retriever")
+                                             else "")
+    reference = data.get("reference_retriever")
+    return {
+        "name": f"{data['benchmark']['name']}: {pipeline} vs window"
+                + (f"@{reference}" if reference else ""),
+        "embedder": data["index"]["embedder"],
+        "k": data["k"],
+        "max_recall_loss": data["max_recall_loss"] * 100,
+        "rule": data["rule"],
+        "split": data["split"],
+        "window": _window(first["window"]),
+        "rows": rows,
+    }
 
 
 def _rows(result: CalibrationResult, neighbours: str) -> list[dict[str, Any]]:
@@ -193,7 +223,7 @@ def render(summaries: list[dict[str, Any]]) -> str:
             lines.append(
                 f"| {r['setting']} | {r['neighbours']} | "
                 f"({p['lam']:g}, {p['tau']:g}, {p['radius']})"
-                + (f" +{p['extra_hits']} hits" if p.get("extra_hits") else "")
+                + (f" {p['extra_hits']:+d} hits" if p.get("extra_hits") else "")
                 + f" | {_pct(r['span_recall'])} | "
                 f"{_pp(r['recall_diff'])} [{_pp(r['recall_ci'][0])}, {_pp(r['recall_ci'][1])}]"
                 f" | {_pp(r['size_change'])}% [{_pp(r['size_ci'][0])}, {_pp(r['size_ci'][1])}]"
@@ -213,7 +243,10 @@ def plot(summaries: list[dict[str, Any]], path: Path) -> None:
     rows = math.ceil(len(summaries) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.2 * rows + 0.8),
                              squeeze=False)
-    markers = {"adjacent": "o", "logical": "^"}
+    markers = {"adjacent": "o", "logical": "^", "sentences": "D"}
+    palette = iter(["tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"])
+    colours = {"calibrated": "tab:red", "default": "tab:blue", "paper main": "tab:green",
+               "paper transfer": "tab:orange"}
     for ax in axes.flat[len(summaries):]:
         ax.set_visible(False)
     for ax, s in zip(axes.flat, summaries, strict=False):
@@ -222,14 +255,15 @@ def plot(summaries: list[dict[str, Any]], path: Path) -> None:
         ax.axhline((w["span_recall"] - TARGET_LOSS) * 100, color="grey", ls="--", lw=0.8)
         ax.axvline(-TARGET_SAVING * 100, color="grey", ls="--", lw=0.8)
         for r in s["rows"]:
-            colour = {"calibrated": "tab:red", "default": "tab:blue",
-                      "paper main": "tab:green", "paper transfer": "tab:orange"}.get(
-                          r["setting"], "tab:purple")
+            if r["setting"] not in colours:
+                colours[r["setting"]] = next(palette, "tab:gray")
+            colour = colours[r["setting"]]
             ax.scatter([r["size_change"] * 100], [r["span_recall"] * 100], color=colour,
                        marker=markers[r["neighbours"]], s=40,
                        label=f"{r['setting']} ({r['neighbours']})")
-        ax.set_title(f"{s['name']} ({s['embedder']}; {s.get('rule', 'mean')} rule, "
-                     f"{s['max_recall_loss']:g} pt), judging part", fontsize=9)
+        ax.set_title(textwrap.fill(f"{s['name']} ({s['embedder']}; {s.get('rule', 'mean')} "
+                                   f"rule, {s['max_recall_loss']:g} pt), judging part", 60),
+                     fontsize=9)
         ax.set_xlabel("characters vs window (%)")
         ax.set_ylabel("span recall (%)")
         ax.grid(alpha=0.3)
@@ -267,13 +301,19 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--plot", default="docs/img/calibrated-scar-pareto.png")
     report.add_argument("--only", default="",
                         help="a substring the run folders' names must contain")
+    report.add_argument("--calibrations", nargs="*", type=Path, default=[],
+                        help="`suture calibrate --out` folders to report instead of the "
+                        "`run` folders under --out")
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args)
         return 0
-    folders = sorted({p.parent for p in Path(args.out).glob("*/summary*.json")
-                      if args.only in p.parent.name})
-    summaries = [merged(folder) for folder in folders]
+    if args.calibrations:
+        summaries = [from_calibration(folder) for folder in args.calibrations]
+    else:
+        folders = sorted({p.parent for p in Path(args.out).glob("*/summary*.json")
+                          if args.only in p.parent.name})
+        summaries = [merged(folder) for folder in folders]
     print(render(summaries))
     plot(summaries, Path(args.plot))
     return 0

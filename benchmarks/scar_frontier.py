@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from suture.evaluation.benchmarks import load_benchmark
-from suture.evaluation.calibrate import DEFAULT_GRID
+from suture.evaluation.calibrate import DEFAULT_GRIDS
 from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.policy_specs import PolicySpec
 from suture.evaluation.runner import open_or_build_index
@@ -159,7 +159,8 @@ def families() -> dict[str, list[tuple[str, Any, int]]]:
     """family -> [(label, policy name or instance, k)]."""
     out: dict[str, list[tuple[str, Any, int]]] = {"grid (k = 5)": [
         (f"scar({lam:g},{tau:g},{r})", ScarPolicy(lam=lam, tau=tau, radius=r), 5)
-        for lam, tau, r in itertools.product(*DEFAULT_GRID.values())]}
+        for lam, tau, r in itertools.product(
+            *(DEFAULT_GRIDS["scar"][name] for name in ("lam", "tau", "radius")))]}
     out["k = 6, 7"] = [(f"scar({lam:g},{tau:g})@{k}", ScarPolicy(lam=lam, tau=tau), k)
                        for k in (6, 7) for lam, tau in PAIRS]
     out["trimmed"] = [(f"trim{reach}({lam:g},{tau:g})", TrimmedScar(reach, lam=lam, tau=tau), 5)

@@ -337,11 +337,12 @@ class Index:
     def retriever(
         self, name: str | None = None, options: Mapping[str, Any] | None = None
     ) -> Retriever:
-        """The first-stage retriever by name and options (default: the index's own)."""
+        """The first-stage retriever by name and options (default: the index's own; the
+        index's own retriever named without options keeps the index's options)."""
         if name is None:
             name = self.manifest.retriever
-            if options is None:
-                options = self.manifest.retriever_options
+        if options is None and name == self.manifest.retriever:
+            options = self.manifest.retriever_options
         chosen = dict(options or {})
         key = (name, repr(sorted(chosen.items())))
         if key not in self._retrievers:
@@ -375,6 +376,8 @@ class Index:
 
         `params` are the policy's parameters; those not given come from the index's
         own defaults for that policy (`Manifest.policy_defaults`), then the policy's.
+        Without `retriever`, the first stage is the one stored with those defaults (as
+        `suture calibrate --retriever` writes it), else the index's own.
         """
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError(
@@ -386,7 +389,10 @@ class Index:
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1 or None, got {max_tokens}")
         if isinstance(policy, str):  # the index's own defaults (suture calibrate), then ours
-            params = {**self.manifest.policy_defaults.get(policy, {}), **params}
+            stored, stored_retriever = self.manifest.policy_settings(policy)
+            params = {**stored, **params}
+            if retriever is None and retriever_options is None:
+                retriever = stored_retriever
         chosen = get_policy(policy, **params)
         first_stage = self.retriever(retriever, retriever_options)
         if query_vector is None:

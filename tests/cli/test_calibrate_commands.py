@@ -1,5 +1,6 @@
 """`suture calibrate` as a process: on hand-written questions about three real contracts it
-chooses a scar setting, writes it into the index manifest, and later scar queries use it."""
+chooses a scar (or scar-sentences) setting, writes it into the index manifest, and later
+queries of that policy use it."""
 
 from __future__ import annotations
 
@@ -36,15 +37,18 @@ def calibrated(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> d
 def test_the_chosen_setting_is_written_and_printed(calibrated: dict[str, Path]) -> None:
     report = json.loads((calibrated["out"] / "calibration.json").read_text())
     chosen = report["chosen"]["params"]
-    assert Index.open(calibrated["index"]).manifest.policy_defaults["scar"] == chosen
-    assert report["written"]["policy_defaults"]["scar"] == chosen
+    # the first stage it was tuned on (the index's own, named) is written with it
+    assert report["policy"] == "scar" and report["retriever"] == "dense"
+    written = {**chosen, "retriever": "dense"}
+    assert Index.open(calibrated["index"]).manifest.policy_defaults["scar"] == written
+    assert report["written"]["policy_defaults"]["scar"] == written
     # the split: three contracts, so each part holds whole contracts only
     split = report["split"]
     assert not set(split["tune_documents"]) & set(split["judge_documents"])
     assert split["tune_queries"] + split["judge_queries"] == 17
     assert (calibrated["out"] / "pareto.png").stat().st_size > 10_000
     printed = calibrated["stdout"].read_text()
-    assert "chosen scar setting: " in printed and "pareto.png" in printed
+    assert "chosen scar@dense setting: " in printed and "pareto.png" in printed
     assert f"lam={chosen['lam']:g}" in printed.replace("lam=0.0", "lam=0")
 
 
@@ -139,3 +143,89 @@ def test_the_bound_rule_chooses_by_the_interval_and_says_so(
     assert "lower end" in (tmp_path / "bound" / "calibration.md").read_text()
     assert Index.open(calibrated["index"]).manifest.policy_defaults == before
 
+
+
+#: a scar-sentences grid without the policy's own default (λ 0, τ 0.5, r 6, no extra hits)
+SENTENCE_GRID = ("--lam", "0", "--tau", "0.5,0.9", "--radius", "2,12", "--extra-hits", "-2,0")
+
+
+@pytest.fixture(scope="module")
+def sentence_calibrated(calibrated: dict[str, Path]) -> dict[str, Any]:
+    """scar-sentences tuned on dense-sentences, judged against window on dense."""
+    out = calibrated["out"].parent / "sentences"
+    done = suture("calibrate", "--benchmark", calibrated["bench"], "--corpus",
+                  calibrated["corpus"], "--index", calibrated["index"], "--out", out,
+                  "--policy", "scar-sentences", "--retriever", "dense-sentences",
+                  "--reference-retriever", "dense", *SENTENCE_GRID,
+                  "--max-recall-loss", "50", "--target", "characters", "--resamples", "300",
+                  "--no-progress", timeout=600)
+    assert done.returncode == 0, done.stderr + done.stdout
+    report: dict[str, Any] = json.loads((out / "calibration.json").read_text())
+    return {**calibrated, "report": report, "stdout": done.stdout, "out": out}
+
+
+def test_scar_sentences_is_calibrated_on_its_first_stage_against_window_on_another(
+    sentence_calibrated: dict[str, Any],
+) -> None:
+    report = sentence_calibrated["report"]
+    assert (report["policy"], report["retriever"], report["reference_retriever"]) == (
+        "scar-sentences", "dense-sentences", "dense")
+    chosen = report["chosen"]["params"]
+    assert chosen["extra_hits"] in (-2, 0) and chosen["radius"] in (2, 12)
+    defaults = Index.open(sentence_calibrated["index"]).manifest.policy_defaults
+    assert defaults["scar-sentences"] == {**chosen, "retriever": "dense-sentences"}
+    assert "scar" in defaults  # the chunk policy's calibration is kept beside it
+    assert set(report["judged"]) >= {"default", "scar default", "contracts (0, 0.9, 12)"}
+    printed = sentence_calibrated["stdout"]
+    assert "scar-sentences@dense-sentences against window@dense" in printed
+    assert "--policy scar-sentences` now uses them" in " ".join(printed.split())
+    md = (sentence_calibrated["out"] / "calibration.md").read_text()
+    assert "## Judged against window@dense on the judging part" in md
+
+
+def test_later_scar_sentences_queries_use_the_written_setting_and_first_stage(
+    sentence_calibrated: dict[str, Any],
+) -> None:
+    """`suture query --policy scar-sentences` without --param or --retriever answers with
+    the chosen parameters on dense-sentences; naming a retriever overrides the stored one."""
+    params = sentence_calibrated["report"]["chosen"]["params"]
+    index = Index.open(sentence_calibrated["index"])
+    questions = [t["query"] for t in
+                 json.loads(sentence_calibrated["bench"].read_text())["tests"]]
+
+    def spans(context: Any) -> list[tuple[str, int, int]]:
+        return [(s.doc_id, s.start, s.end) for s in context.spans]
+
+    chosen = {q: index.retrieve(q, "scar-sentences", retriever="dense-sentences", **params)
+              for q in questions}
+    on_dense = {q: index.retrieve(q, "scar-sentences", retriever="dense", **params)
+                for q in questions}
+    stock = {q: index.retrieve(q, "scar-sentences", retriever="dense", lam=0.0, tau=0.5,
+                               radius=6, extra_hits=0) for q in questions}
+    # questions whose context tells the stored pipeline from both alternatives
+    telling = [q for q in questions
+               if spans(chosen[q]) != spans(on_dense[q]) and spans(chosen[q]) != spans(stock[q])]
+    assert telling
+    for question in telling[:2]:
+        done = suture("query", question, "--index", sentence_calibrated["index"], "--policy",
+                      "scar-sentences", "--json")
+        assert done.returncode == 0, done.stderr
+        printed = json.loads(done.stdout)
+        assert [(s["doc_id"], s["start"], s["end"]) for s in printed["spans"]] == spans(
+            chosen[question])
+        assert {hit["retriever"] for hit in printed["hits"]} == {"dense-sentences"}
+        assert len(printed["hits"]) == max(1, 5 + params["extra_hits"])
+        named = suture("query", question, "--index", sentence_calibrated["index"], "--policy",
+                       "scar-sentences", "--retriever", "dense", "--json")
+        assert named.returncode == 0, named.stderr
+        assert [(s["doc_id"], s["start"], s["end"]) for s in
+                json.loads(named.stdout)["spans"]] == spans(on_dense[question])
+
+
+def test_an_unknown_policy_is_refused_with_the_choices(
+    calibrated: dict[str, Path], tmp_path: Path
+) -> None:
+    done = suture("calibrate", "--index", calibrated["index"], "--out", tmp_path,
+                  "--policy", "window", "--no-progress")
+    assert done.returncode == 2
+    assert "'window'" in done.stderr and "scar or scar-sentences" in done.stderr

@@ -138,11 +138,33 @@ def test_write_choice_keeps_other_policy_defaults(
     result = calibrate(Evaluator(index, privacy.subset(20), show_progress=False), grid=GRID,
                        max_loss=0.5, resamples=100)
     written = write_choice(index, result)
-    assert written == result.chosen_params
+    # with the first stage it was tuned on: the index's own, named
+    assert result.retriever == "dense"
+    assert written == {**(result.chosen_params or {}), "retriever": "dense"}
     from suture.index import Index
 
     reopened = Index.open(tmp_path / "idx").manifest.policy_defaults
     assert reopened == {"window": {"width": 2}, "scar": written}
+
+
+def test_a_stored_first_stage_does_not_leak_into_the_next_calibration(
+    privacy: Benchmark, tmp_path: Path
+) -> None:
+    """An index whose scar defaults name the lexical retriever is calibrated again without
+    --retriever: every grid point runs on the index's own (dense) retriever, as labelled."""
+    from suture.evaluation.runner import open_or_build_index
+
+    index = open_or_build_index(tmp_path / "idx", privacy, embedder="hashing",
+                                show_progress=False)
+    index.with_manifest(policy_defaults={"scar": {"retriever": "lexical", "tau": 0.9}})
+    evaluator = Evaluator(index, privacy.subset(20), show_progress=False)
+    result = calibrate(evaluator, grid={"lam": [0.5], "tau": [0.1], "radius": [1]},
+                       max_loss=0.5, resamples=100)
+    point = result.sweep.points[0]
+    on = {name: evaluator.run(PolicySpec("scar", point["params"], retriever=name), 5).summary()
+          for name in ("dense", "lexical")}
+    assert on["dense"] != on["lexical"]  # otherwise the check below could not tell them apart
+    assert result.sweep.runs[point["label"]].summary() == on["dense"]
 
 
 def test_bound_rule_takes_the_cheapest_setting_whose_interval_clears_the_floor(

@@ -159,9 +159,11 @@ def test_postprocessor_needs_the_query(hashed_index: Index) -> None:
         ScarPostprocessor(llama).postprocess_nodes([node])
     with pytest.raises(ConfigurationError, match="tau"):
         ScarPostprocessor(llama, tau=float("nan"))
-    # the framework's retriever chose the hits; more of them cannot be asked for here
+    # the framework's retriever chose the hits; more or fewer cannot be asked for here
     with pytest.raises(ConfigurationError, match=r"extra_hits=2 .* raise its top-k"):
         ScarPostprocessor(llama, extra_hits=2)
+    with pytest.raises(ConfigurationError, match=r"extra_hits=-1 .* lower its top-k"):
+        ScarPostprocessor(llama, extra_hits=-1)
 
 
 def linked(doc: str, count: int) -> list[TextNode]:

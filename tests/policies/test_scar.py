@@ -356,6 +356,19 @@ def test_extra_hits_are_seeds_too_and_counted_as_hits(make_store: StoreFactory) 
     assert [h.chunk.chunk_id for h in result.hits] == ["d#1", "d#6"]
 
 
+def test_negative_extra_hits_seed_fewer_hits_and_never_none(make_store: StoreFactory) -> None:
+    store = make_store({"d": [e(0)] * 8})
+    hits = hits_for(store, ["d#1", "d#6", "d#4"], QUERY)
+    for extra in (-1, -9):
+        result = ScarPolicy(lam=0.5, tau=0.1, extra_hits=extra).select(
+            PolicyRequest("q", QUERY, hits, 2, store))
+        assert chosen(result) == {"d#0", "d#1", "d#2"}
+        assert result.hits is not None
+        assert [h.chunk.chunk_id for h in result.hits] == ["d#1"]
+    assert ScarPolicy(extra_hits="-2").candidate_count(5) == 3
+    assert ScarPolicy(extra_hits=-9).candidate_count(5) == 1
+
+
 @pytest.mark.parametrize(
     ("params", "bad"),
     [
@@ -366,7 +379,8 @@ def test_extra_hits_are_seeds_too_and_counted_as_hits(make_store: StoreFactory) 
         ({"radius": 1.5}, "1.5"),
         ({"radius": True}, "True"),
         ({"penalty_against": "neighbour"}, "'neighbour'"),
-        ({"extra_hits": -2}, "-2"),
+        ({"extra_hits": 1.5}, "1.5"),
+        ({"extra_hits": "many"}, "'many'"),
     ],
 )
 def test_bad_parameters_are_named(params: dict[str, Any], bad: str) -> None:

@@ -19,7 +19,7 @@ from suture.exceptions import ConfigurationError
 from suture.policies import get_policy
 from suture.policies.base import PolicyRequest
 from suture.retrievers.sentences import SENTENCES_PREFIX, SentenceRetriever
-from suture.types import Chunk
+from suture.types import Chunk, Context
 from tests.retrievers.test_sentences import DOCS, QUESTIONS, write_docs
 
 Sentence = tuple[str, int, int]  # (document, start, end)
@@ -87,18 +87,24 @@ def test_context_is_the_sentences_the_rule_keeps(index: Index, lam: float, tau: 
         expected = reference_sentences(index, question, 2, lam, tau, radius)
         context = index.retrieve(question, "scar-sentences", k=2, retriever="dense",
                                  lam=lam, tau=tau, radius=radius)
-        for doc, start, end in expected:
-            assert any(s.doc_id == doc and s.start <= start and end <= s.end
-                       for s in context.spans), (question, doc, start, end)
-        # nothing else: every non-blank character of the context lies in a kept sentence
-        for span in context.spans:
-            inside = [(a, b) for d, a, b in expected if d == span.doc_id]
-            stray = [i for i in range(span.start, span.end)
-                     if not span.text[i - span.start].isspace()
-                     and not any(a <= i < b for a, b in inside)]
-            assert not stray, (question, span.doc_id, span.start, span.end)
-            text = index.store.document(span.doc_id).text
-            assert span.text == text[span.start:span.end]
+        assert_context_is(index, context, expected, question)
+
+
+def assert_context_is(index: Index, context: Context, expected: set[Sentence],
+                      question: str) -> None:
+    """The context covers every expected sentence and nothing else."""
+    for doc, start, end in expected:
+        assert any(s.doc_id == doc and s.start <= start and end <= s.end
+                   for s in context.spans), (question, doc, start, end)
+    # nothing else: every non-blank character of the context lies in a kept sentence
+    for span in context.spans:
+        inside = [(a, b) for d, a, b in expected if d == span.doc_id]
+        stray = [i for i in range(span.start, span.end)
+                 if not span.text[i - span.start].isspace()
+                 and not any(a <= i < b for a, b in inside)]
+        assert not stray, (question, span.doc_id, span.start, span.end)
+        text = index.store.document(span.doc_id).text
+        assert span.text == text[span.start:span.end]
 
 
 def test_settings_change_the_context(index: Index) -> None:
@@ -140,9 +146,23 @@ def test_sentence_vectors_are_built_once_and_kept(index: Index, tmp_path: Path) 
     assert retriever.built_documents == 0  # read from the blobs
 
 
+@pytest.mark.parametrize(("k", "extra_hits", "seeds"), [(2, 1, 3), (3, -2, 1), (2, -5, 1)])
+def test_extra_hits_set_how_many_hits_are_seeded(index: Index, k: int, extra_hits: int,
+                                                 seeds: int) -> None:
+    """k + extra_hits first-stage hits (at least one) are seeded and counted as the hits:
+    the context is the reference's for that many seeds."""
+    for question in QUESTIONS:
+        context = index.retrieve(question, "scar-sentences", k=k, retriever="dense",
+                                 lam=0.0, tau=0.5, radius=2, extra_hits=extra_hits)
+        assert len(context.hits) == seeds
+        expected = reference_sentences(index, question, seeds, 0.0, 0.5, 2)
+        assert_context_is(index, context, expected, question)
+
+
 @pytest.mark.parametrize(("params", "message"), [
     ({"lam": -1}, "lam"), ({"tau": "high"}, "tau"), ({"radius": -2}, "radius"),
-    ({"radius": 1.5}, "radius"),
+    ({"radius": 1.5}, "radius"), ({"extra_hits": 0.5}, "extra_hits"),
+    ({"extra_hits": "two"}, "extra_hits"),
 ])
 def test_bad_parameters_name_the_problem(params: dict, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):

@@ -1,4 +1,5 @@
-"""`suture calibrate`: choose the index's own SCAR setting and store it in its manifest."""
+"""`suture calibrate`: choose the index's own SCAR (or SCAR-over-sentences) setting and
+store it in its manifest."""
 
 from __future__ import annotations
 
@@ -25,10 +26,16 @@ if TYPE_CHECKING:
     from suture.evaluation.calibrate import CalibrationResult
 
 
-def _grid_default(name: str) -> str:
-    from suture.evaluation.calibrate import DEFAULT_GRID
+def _grid_text(values: list[Any]) -> str:
+    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
 
-    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in DEFAULT_GRID[name])
+
+def _grid_help(name: str) -> str:
+    """The defaults of one grid parameter for each calibrated policy, for --help."""
+    from suture.evaluation.calibrate import DEFAULT_GRIDS
+
+    return "; ".join(f"{policy}: {_grid_text(grid[name])}"
+                     for policy, grid in DEFAULT_GRIDS.items())
 
 
 @app.command("calibrate")
@@ -59,14 +66,28 @@ def calibrate_command(
     recall: Annotated[str | None, typer.Option(
         help="Recall metric: span_recall (default for span benchmarks), chunk_recall, or "
         "doc_recall (BEIR, the default there).")] = None,
+    policy: Annotated[str, typer.Option(
+        "--policy", help="The policy to tune: scar (chunks) or scar-sentences (SCAR's rule "
+        "on sentences).")] = "scar",
+    retriever: Annotated[str | None, typer.Option(
+        "--retriever", help="The first stage the policy is tuned on, stored with the "
+        "setting (default: the index's own; scar-sentences does best on "
+        "dense-sentences).")] = None,
+    reference_retriever: Annotated[str | None, typer.Option(
+        "--reference-retriever", help="The first stage of window, the reference (default: "
+        "--retriever's).")] = None,
     k: Annotated[int, typer.Option("--k", help="First-stage hits per query.")] = 5,
-    lam: Annotated[str, typer.Option(help="λ values to try.")] = _grid_default("lam"),
-    tau: Annotated[str, typer.Option(help="τ values to try.")] = _grid_default("tau"),
-    radius: Annotated[str, typer.Option("--radius", help="r values to try.")] =
-        _grid_default("radius"),
-    extra_hits: Annotated[str, typer.Option(
-        "--extra-hits", help="Extra first-stage hits to try beyond --k (more seeds, fewer "
-        "neighbours each: e.g. 0,1,2).")] = _grid_default("extra_hits"),
+    lam: Annotated[str | None, typer.Option(
+        help=f"λ values to try (default: {_grid_help('lam')}).", show_default=False)] = None,
+    tau: Annotated[str | None, typer.Option(
+        help=f"τ values to try (default: {_grid_help('tau')}).", show_default=False)] = None,
+    radius: Annotated[str | None, typer.Option(
+        "--radius", help=f"r values to try: chunks for scar, sentences for scar-sentences "
+        f"(default: {_grid_help('radius')}).", show_default=False)] = None,
+    extra_hits: Annotated[str | None, typer.Option(
+        "--extra-hits", help="First-stage hits to seed beyond --k (more seeds, fewer "
+        "neighbours each; negative: fewer seeds, longer walks; e.g. -2,0,2; default: "
+        f"{_grid_help('extra_hits')}).", show_default=False)] = None,
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="Other scar parameters, fixed for every setting "
         "(e.g. links=section,term for logical neighbours).")] = None,
@@ -87,16 +108,19 @@ def calibrate_command(
 
     The queries are split by document: the setting with the smallest context whose recall
     stays within --max-recall-loss of window's on one part is judged on the other, with a
-    paired bootstrap interval, then written into the index manifest, where every later
-    `--policy scar` query without its own --param uses it.
+    paired bootstrap interval, then written into the index manifest (with its first
+    stage), where every later `--policy POLICY` query without its own --param uses it.
     """
-    from suture.evaluation.calibrate import calibrate, write_choice
+    from suture.evaluation.calibrate import calibrate, default_grid, write_choice
     from suture.evaluation.evaluator import Evaluator
     from suture.evaluation.runner import open_or_build_index
     from suture.evaluation.sweep import parse_grid
 
     try:
-        grid = parse_grid({"lam": lam, "tau": tau, "radius": radius, "extra_hits": extra_hits})
+        defaults = default_grid(policy)
+        given = {"lam": lam, "tau": tau, "radius": radius, "extra_hits": extra_hits}
+        grid = parse_grid({name: value if value is not None else defaults[name]
+                           for name, value in given.items()})
         fixed = parse_params(param)
         out.mkdir(parents=True, exist_ok=True)
         if benchmark is not None:
@@ -114,7 +138,8 @@ def calibrate_command(
         evaluator = Evaluator(idx, loaded, show_progress=progress)
         result = calibrate(evaluator, grid=grid, k=k, max_loss=max_recall_loss / 100,
                            recall_key=recall, size_key=target, rule=rule, fixed=fixed, seed=seed,
-                           resamples=resamples, source=source)
+                           resamples=resamples, source=source, policy=policy,
+                           retriever=retriever, reference_retriever=reference_retriever)
         if write and result.chosen is not None:
             write_choice(idx, result)
         figure = result.write(out, command=command_line(ctx))
@@ -135,7 +160,8 @@ def _print(result: CalibrationResult, figure: Path, index: str, store: str | Non
              f"tuned on {len(split.tune)} queries ({len(split.tune_documents)} documents), "
              f"judged on {len(split.judge)} ({len(split.judge_documents)} other documents)")
     console.print(f"{result.source} queries, {where}")
-    table = Table(title=f"against window on the judging part (k = {result.sweep.k})")
+    table = Table(title=f"{result.pipeline_text()} against {result.reference_text()} on "
+                  f"the judging part (k = {result.sweep.k})")
     for title in ("setting", result.recall_key, "vs window [95% CI]", result.size_key,
                   "vs window [95% CI]"):
         table.add_column(title, justify="left" if title == "setting" else "right")
@@ -148,11 +174,11 @@ def _print(result: CalibrationResult, figure: Path, index: str, store: str | Non
     console.print(result.summary_text(), highlight=False)
     console.print(f"Pareto plot: {figure}", highlight=False)
     if result.written:
-        params: dict[str, Any] = result.written["policy_defaults"]["scar"]
+        params: dict[str, Any] = result.written["policy_defaults"][result.policy]
         store_text = f" --store {store}" if store else ""
         console.print(
-            f"wrote the scar defaults {params} into the index manifest; "
-            f"`suture query QUESTION --index {index}{store_text} --policy scar` now uses "
-            "them (a --param overrides one)", highlight=False)
+            f"wrote the {result.policy} defaults {params} into the index manifest; "
+            f"`suture query QUESTION --index {index}{store_text} --policy {result.policy}` "
+            "now uses them (a --param or --retriever overrides one)", highlight=False)
     elif result.chosen is not None:
         console.print("--dry-run: the index manifest was not changed", highlight=False)

@@ -1,12 +1,16 @@
 """`suture calibrate`: choose an index's own SCAR setting from its user's queries.
 
+The policy calibrated is `scar` (chunks) or `scar-sentences` (SCAR's rule on sentences),
+on the first stage `retriever` (default: the index's own, named).
+
     >>> result = calibrate(Evaluator(index, benchmark))             # doctest: +SKIP
     >>> write_choice(index, result)                                  # doctest: +SKIP
 
 What it does, in order:
 
-1. one sweep over the (λ, τ, r) grid on every query (`sweep.run_sweep`, window and topk
-   as references), so every setting has a record per query;
+1. one sweep over the policy's (λ, τ, r, extra hits) grid on every query
+   (`sweep.run_sweep`, window and topk as references, on `reference_retriever`), so every
+   setting has a record per query;
 2. the queries are split by document (`split_by_document`): the rule sees only the
    tuning part, the chosen setting is judged only on the other;
 3. the rule (`sweep.select_setting`): among the settings whose mean recall on the tuning
@@ -15,10 +19,12 @@ What it does, in order:
    its difference from window (a bootstrap over the tuning part's documents) must be;
 4. the judgement: the chosen setting against window on the judging part, with the paired
    bootstrap (`stats.paired_bootstrap`) of the recall difference and the size change;
-   suture's default and the paper's two settings are judged the same way beside it;
-5. `write_choice` stores the chosen parameters in the index manifest
-   (`Manifest.policy_defaults["scar"]`), which `Index.retrieve` applies to every later
-   scar query that does not set them itself.
+   the named settings (`NAMED_SETTINGS`: suture's default, the paper's two; for
+   scar-sentences its default, the two corpus settings and chunk scar's default) are
+   judged the same way beside it;
+5. `write_choice` stores the chosen parameters and the first stage they were tuned on
+   in the index manifest (`Manifest.policy_defaults[policy]`), which `Index.retrieve`
+   applies to every later query of that policy that does not set them itself.
 
 Without labelled queries the same procedure runs on synthetic ones made from the index's
 own text (`suture.evaluation.synthetic`).
@@ -47,24 +53,46 @@ from suture.evaluation.stats import (
 )
 from suture.evaluation.sweep import SweepResult, pareto_front, run_sweep, select_setting
 from suture.exceptions import ConfigurationError
+from suture.stores.base import POLICY_RETRIEVER
 
 if TYPE_CHECKING:
     from suture.index import Index
 
 #: how context size can be measured (`--target`)
 TARGETS = ("tokens", "chunks", "characters")
-#: the grid searched unless the caller gives one: the CUAD-mini sweep's (docs/results.md)
-DEFAULT_GRID: dict[str, list[Any]] = {
-    "lam": [0.0, 0.1, 0.25, 0.5, 1.0],
-    "tau": [0.1, 0.3, 0.5, 0.7, 0.8, 0.9],
-    "radius": [1, 2],
-    "extra_hits": [0],
+#: the grid searched per policy unless the caller gives one. scar: the CUAD-mini sweep's
+#: (docs/results.md); scar-sentences: the τ range that spans clauses (0.9) to passages
+#: (0.5), walks of 3 to 12 sentences, and fewer or more seeds than k (the knob that sets
+#: its context size most: docs/results.md, "Calibrated SCAR over sentences")
+DEFAULT_GRIDS: dict[str, dict[str, list[Any]]] = {
+    "scar": {
+        "lam": [0.0, 0.1, 0.25, 0.5, 1.0],
+        "tau": [0.1, 0.3, 0.5, 0.7, 0.8, 0.9],
+        "radius": [1, 2],
+        "extra_hits": [0],
+    },
+    "scar-sentences": {
+        "lam": [0.0, 0.25],
+        "tau": [0.5, 0.6, 0.7, 0.8, 0.9],
+        "radius": [3, 6, 12],
+        "extra_hits": [-3, -2, 0, 2, 5],
+    },
 }
-#: settings judged beside the chosen one: suture's default and the paper's two
-NAMED_SETTINGS: dict[str, dict[str, Any]] = {
-    "default": {"lam": 1.0, "tau": 0.3, "radius": 1},
-    "paper main": {"lam": 0.5, "tau": 0.1, "radius": 1},
-    "paper transfer": {"lam": 0.1, "tau": 0.8, "radius": 1},
+#: the policies `calibrate` can tune
+CALIBRATED_POLICIES = tuple(DEFAULT_GRIDS)
+#: settings judged beside the chosen one, per calibrated policy: label -> (policy, params)
+NAMED_SETTINGS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
+    "scar": {
+        "default": ("scar", {"lam": 1.0, "tau": 0.3, "radius": 1}),
+        "paper main": ("scar", {"lam": 0.5, "tau": 0.1, "radius": 1}),
+        "paper transfer": ("scar", {"lam": 0.1, "tau": 0.8, "radius": 1}),
+    },
+    "scar-sentences": {
+        "default": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 6}),
+        "contracts (0, 0.9, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.9, "radius": 12}),
+        "prose (0, 0.5, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 12}),
+        "scar default": ("scar", {"lam": 1.0, "tau": 0.3, "radius": 1}),
+    },
 }
 #: how a setting clears the recall floor on the tuning part (`--rule`): "mean": its mean
 #: recall is at most the allowed loss below window's; "bound": the lower end of the paired
@@ -151,6 +179,10 @@ class CalibrationResult:
     judged: dict[str, dict[str, Any]]
     #: "labelled" (the user's queries) or "synthetic" (made from the index's own text)
     source: str = "labelled"
+    #: the policy calibrated, its first stage and window's (None: the index's own)
+    policy: str = "scar"
+    retriever: str | None = None
+    reference_retriever: str | None = None
     resamples: int = DEFAULT_RESAMPLES
     written: dict[str, Any] = field(default_factory=dict)
 
@@ -162,6 +194,9 @@ class CalibrationResult:
         data: dict[str, Any] = clean_json({
             **self.sweep.description,
             "source": self.source,
+            "policy": self.policy,
+            "retriever": self.retriever,
+            "reference_retriever": self.reference_retriever,
             "k": self.sweep.k,
             "grid": self.sweep.grid,
             "fixed": self.sweep.fixed,
@@ -187,6 +222,16 @@ class CalibrationResult:
         return (f"smallest mean {self.size_key} among the settings whose {which} on the "
                 f"tuning part is at most {self.max_loss * 100:g} points {below}")
 
+    def pipeline_text(self) -> str:
+        """"scar-sentences@dense-sentences", or the policy alone on the index's retriever."""
+        return self.policy + (f"@{self.retriever}" if self.retriever else "")
+
+    def reference_text(self) -> str:
+        """"window", with its first stage when that is not the calibrated one's."""
+        return "window" + (f"@{self.reference_retriever}"
+                           if self.reference_retriever != self.retriever
+                           and self.reference_retriever else "")
+
     def _tune_reference(self, label: str) -> dict[str, dict[str, float]]:
         return self.sweep.runs[label].subset(self.split.tune).summary()
 
@@ -196,7 +241,8 @@ class CalibrationResult:
             return (f"no setting keeps {self.recall_key} within {self.max_loss * 100:g} "
                     "points of window's on the tuning part; nothing was chosen")
         judged = self.judged.get(self.chosen["label"], {})
-        lines = [f"chosen scar setting: {_params_text(self.chosen['params'])}"]
+        lines = [f"chosen {self.pipeline_text()} setting: "
+                 f"{_params_text(self.chosen['params'])}"]
         if judged:
             lines.append(f"on the judging part ({judged['queries']} queries of "
                          f"{len(self.split.judge_documents)} documents): "
@@ -222,8 +268,8 @@ class CalibrationResult:
         window = self._tune_reference("window")["all"][self.recall_key]
         figure = plot_pareto(
             flat, refs, out, recall_key=self.recall_key, size_key=self.size_key,
-            title=(f"{self.sweep.description['benchmark']['name']}: scar settings on the "
-                   f"tuning part (k = {self.sweep.k})"),
+            title=(f"{self.sweep.description['benchmark']['name']}: "
+                   f"{self.pipeline_text()} settings on the tuning part (k = {self.sweep.k})"),
             chosen=self.chosen["label"] if self.chosen else None,
             floor=window - self.max_loss,
         )
@@ -233,7 +279,7 @@ class CalibrationResult:
     def render(self, figure: str, command: str) -> str:
         name = self.sweep.description["benchmark"]["name"]
         split = self.split
-        lines = [f"# scar calibration: {name} (k = {self.sweep.k})", ""]
+        lines = [f"# {self.pipeline_text()} calibration: {name} (k = {self.sweep.k})", ""]
         if command:
             lines += ["```sh", command, "```", ""]
         how = (
@@ -256,7 +302,7 @@ class CalibrationResult:
             "",
             f"![Pareto plot]({figure})",
             "",
-            "## Judged against window on the judging part",
+            f"## Judged against {self.reference_text()} on the judging part",
             "",
             f"| setting | params | {self.recall_key} | vs window (95% CI) | {self.size_key} "
             f"| vs window (95% CI) | p ({self.size_key}) |",
@@ -297,20 +343,26 @@ def calibrate(
     size_key: str = "tokens",
     rule: str = "mean",
     fixed: Mapping[str, Any] | None = None,
-    named: Mapping[str, Mapping[str, Any]] = NAMED_SETTINGS,
+    named: Mapping[str, tuple[str, Mapping[str, Any]]] | None = None,
     seed: int = DEFAULT_SEED,
     resamples: int = DEFAULT_RESAMPLES,
     source: str = "labelled",
+    policy: str = "scar",
+    retriever: str | None = None,
+    reference_retriever: str | None = None,
 ) -> CalibrationResult:
     """Sweep, split by document, choose on one part, judge on the other (module docstring).
 
     `max_loss` is a share (0.01 = 1 point of recall). `recall_key` defaults to span recall
     on span benchmarks and document recall on BEIR ones. Parameters not in `grid` are
     pinned to `fixed` or the policy's own defaults, so an index's stored defaults never
-    leak into a grid point.
+    leak into a grid point. `policy` is "scar" or "scar-sentences"; it runs on the first
+    stage `retriever`, window and topk on `reference_retriever` (default: the same), and
+    `named` (default `NAMED_SETTINGS[policy]`) are judged beside the chosen setting.
     """
     from suture.policies import get_policy
 
+    grid = {name: list(values) for name, values in (grid or default_grid(policy)).items()}
     if size_key not in TARGETS:
         raise ConfigurationError(f"--target must be one of {', '.join(TARGETS)}, got {size_key!r}")
     if rule not in RULES:
@@ -320,10 +372,14 @@ def calibrate(
             f"--max-recall-loss is in points of recall (0 to 100), got {max_loss * 100:g}")
     level = evaluator.benchmark.level
     recall_key = recall_key or ("doc_recall" if level == "document" else "span_recall")
-    grid = {name: list(values) for name, values in (grid or DEFAULT_GRID).items()}
-    settings = {**get_policy("scar").params(), **dict(fixed or {})}
+    settings = {**get_policy(policy).params(), **dict(fixed or {})}
     pinned = {name: value for name, value in settings.items() if name not in grid}
-    sweep = run_sweep(evaluator, grid, k=k, fixed=pinned, references=("topk", "window"))
+    # named, so that a first stage stored with an earlier calibration never leaks in
+    retriever = retriever or evaluator.index.manifest.retriever
+    reference_retriever = reference_retriever or retriever
+    sweep = run_sweep(evaluator, grid, k=k, fixed=pinned, policy=policy,
+                      references=("topk", "window"), retriever=retriever,
+                      reference_retriever=reference_retriever)
     split = split_by_document(evaluator.benchmark, seed=seed)
 
     window = sweep.runs["window"]
@@ -356,11 +412,15 @@ def calibrate(
     runs: dict[str, tuple[dict[str, Any], PolicyRun]] = {}
     if chosen is not None:
         runs[chosen["label"]] = (chosen["params"], sweep.runs[chosen["label"]])
-    for name, params in named.items():
-        full = {**settings, **params}
-        label = next((p["label"] for p in sweep.points if p["params"] == full), None)
+    for name, (named_policy, params) in (NAMED_SETTINGS[policy] if named is None
+                                         else named).items():
+        full = {**(settings if named_policy == policy else get_policy(named_policy).params()),
+                **params}
+        label = next((p["label"] for p in sweep.points
+                      if named_policy == policy and p["params"] == full), None)
         run = sweep.runs[label] if label else evaluator.run(
-            PolicySpec("scar", full, label=default_label("scar", params)), k)
+            PolicySpec(named_policy, full, label=default_label(named_policy, params),
+                       retriever=retriever), k)
         runs[name] = (full, run)
     metrics = JUDGED_DOCUMENT_METRICS if level == "document" else JUDGED_METRICS
     metrics = tuple(dict.fromkeys((recall_key, size_key, *metrics)))
@@ -372,7 +432,17 @@ def calibrate(
     return CalibrationResult(sweep=sweep, split=split, recall_key=recall_key,
                              size_key=size_key, max_loss=max_loss, rule=rule, chosen=chosen,
                              tune_points=tune_points, judged=judged, source=source,
-                             resamples=resamples)
+                             resamples=resamples, policy=policy, retriever=retriever,
+                             reference_retriever=reference_retriever)
+
+
+def default_grid(policy: str) -> dict[str, list[Any]]:
+    """The grid `calibrate` searches for `policy` unless told otherwise."""
+    if policy not in DEFAULT_GRIDS:
+        raise ConfigurationError(
+            f"suture calibrate tunes {' or '.join(CALIBRATED_POLICIES)}, got {policy!r} "
+            "(--policy)")
+    return {name: list(values) for name, values in DEFAULT_GRIDS[policy].items()}
 
 
 def document_groups(benchmark: Benchmark, run: PolicyRun) -> list[tuple[str, ...]] | None:
@@ -407,6 +477,7 @@ def judge(
         for metric in metrics
     }
     return {
+        "policy": run.spec.name,
         "params": dict(params),
         "queries": len(mine.records),
         "summary": summary,
@@ -416,7 +487,8 @@ def judge(
 
 
 def write_choice(index: Index, result: CalibrationResult) -> dict[str, Any]:
-    """Store the chosen parameters as the index's scar defaults; returns what was written.
+    """Store the chosen parameters as the index's defaults for the calibrated policy, with
+    the retriever it was calibrated on; returns what was written.
 
     Every parameter of the setting is written (not only the grid's), so a later change of
     suture's own default cannot silently change a calibrated index.
@@ -424,13 +496,16 @@ def write_choice(index: Index, result: CalibrationResult) -> dict[str, Any]:
     params = result.chosen_params
     if params is None:
         raise ConfigurationError(
-            f"no scar setting kept {result.recall_key} within "
+            f"no {result.policy} setting kept {result.recall_key} within "
             f"{result.max_loss * 100:g} points of window's; nothing was written (allow a "
             "larger --max-recall-loss, or widen the grid)")
+    if result.retriever is not None:
+        params[POLICY_RETRIEVER] = result.retriever
     defaults = {name: dict(values) for name, values in index.manifest.policy_defaults.items()}
-    defaults["scar"] = params
+    defaults[result.policy] = params
     index.with_manifest(policy_defaults=defaults)
-    result.written = {"index": index.store.index_argument, "policy_defaults": {"scar": params}}
+    result.written = {"index": index.store.index_argument,
+                      "policy_defaults": {result.policy: params}}
     return params
 
 
@@ -485,7 +560,8 @@ def change_text(comparison: Mapping[str, Any]) -> str:
 
 
 __all__ = [
-    "DEFAULT_GRID",
+    "CALIBRATED_POLICIES",
+    "DEFAULT_GRIDS",
     "NAMED_SETTINGS",
     "RULES",
     "TARGETS",
@@ -493,6 +569,7 @@ __all__ = [
     "DocumentSplit",
     "calibrate",
     "change_text",
+    "default_grid",
     "diff_text",
     "document_groups",
     "judge",

@@ -194,12 +194,15 @@ def run_sweep(
     fixed: Mapping[str, Any] | None = None,
     policy: str = "scar",
     references: Sequence[str] = REFERENCES,
+    retriever: str | None = None,
+    reference_retriever: str | None = None,
 ) -> SweepResult:
     """Evaluate every grid combination of `policy` plus the reference policies at one k.
 
     `fixed` parameters go with every grid point; pass the policy's other parameters there
     when an index may hold its own defaults for them (`Manifest.policy_defaults`), so
-    that every point is the setting its label names.
+    that every point is the setting its label names. The grid runs on the first stage
+    `retriever`, the references on `reference_retriever` (None: the index's own).
     """
     fixed = dict(fixed or {})
     names = list(grid)
@@ -212,10 +215,12 @@ def run_sweep(
     try:
         for label in references:
             bar.set_description(label)
-            runs[label] = evaluator.run(PolicySpec(label), k, progress=bar)
+            runs[label] = evaluator.run(
+                PolicySpec(label, retriever=reference_retriever, label=label), k, progress=bar)
             ref_summaries[label] = runs[label].summary()
         for combo in combos:
-            spec = PolicySpec(policy, {**combo, **fixed}, label=default_label(policy, combo))
+            spec = PolicySpec(policy, {**combo, **fixed}, label=default_label(policy, combo),
+                              retriever=retriever)
             bar.set_description(spec.label)
             runs[spec.label] = evaluator.run(spec, k, progress=bar)
             points.append({"label": spec.label, "params": {**combo, **fixed},

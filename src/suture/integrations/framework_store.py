@@ -139,12 +139,13 @@ class FrameworkStore(ReadOnlyStore):
 
 def framework_scar(params: dict[str, Any]) -> ScarPolicy:
     """SCAR for a framework's own retriever, which has already chosen how many hits there
-    are: `extra_hits` (more first-stage hits) cannot apply and is refused by name."""
+    are: `extra_hits` (more or fewer first-stage hits) cannot apply and is refused by name."""
     policy = ScarPolicy(**params)
     if policy.extra_hits:
+        change = "raise" if policy.extra_hits > 0 else "lower"
         raise ConfigurationError(
             f"scar extra_hits={policy.extra_hits} needs suture's own first stage; here the "
-            "framework's retriever chose the hits: raise its top-k instead")
+            f"framework's retriever chose the hits: {change} its top-k instead")
     return policy
 
 

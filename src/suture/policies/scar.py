@@ -107,8 +107,8 @@ class ScarPolicy(Policy):
         """λ = `lam`, τ = `tau`, r = `radius`; `links` adds logical neighbours of these
         kinds ("section,reference,term" or "all"; "" = adjacent neighbours only);
         `extra_hits` more first-stage hits than the k asked for are kept and expanded
-        (more seeds, each expanded as strictly as τ says: `suture calibrate` can trade
-        neighbours for hits this way).
+        (more seeds, each expanded as strictly as τ says; a negative value seeds fewer,
+        never under one: `suture calibrate` can trade neighbours for hits this way).
 
         The defaults (λ, τ) = (1.0, 0.3) come from the evaluation sweep on CUAD-mini
         (`DEFAULT_SETTING`, docs/results.md); the paper's own settings are kept as
@@ -124,10 +124,10 @@ class ScarPolicy(Policy):
             "seed" if penalty_against == "seed" else "previous"
         )
         self.links = parse_link_kinds(links)
-        self.extra_hits = _whole(extra_hits, "extra_hits")
+        self.extra_hits = hit_offset(extra_hits, "scar")
 
     def candidate_count(self, k: int) -> int:
-        return k + self.extra_hits
+        return seed_count(k, self.extra_hits)
 
     def params(self) -> dict[str, Any]:
         return {
@@ -140,7 +140,7 @@ class ScarPolicy(Policy):
         }
 
     def select(self, request: PolicyRequest) -> PolicyResult:
-        hits = _unique_hits(request.hits[: request.k + self.extra_hits])
+        hits = _unique_hits(request.hits[: seed_count(request.k, self.extra_hits)])
         selections = [hit_selection(h) for h in hits]
         if not hits or (self.radius == 0 and not self.links):
             return PolicyResult(selections=selections, trace=[], hits=self._seeds(hits))
@@ -387,6 +387,24 @@ def _real(value: Any, name: str) -> float:
     if not math.isfinite(number):
         raise ConfigurationError(f"scar {name} must be finite, got {value!r}")
     return number
+
+
+def hit_offset(value: Any, policy: str) -> int:
+    """`extra_hits` as an int (a CLI string such as "-2" too): first-stage hits seeded
+    beyond the k asked for; negative seeds fewer (`seed_count`)."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ConfigurationError(f"{policy} extra_hits must be a whole number, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(
+            f"{policy} extra_hits must be a whole number, got {value!r}") from None
+
+
+def seed_count(k: int, extra_hits: int) -> int:
+    """How many first-stage hits a policy with this `extra_hits` seeds for k: k + extra,
+    at least one."""
+    return max(1, k + extra_hits)
 
 
 def _whole(value: Any, name: str) -> int:

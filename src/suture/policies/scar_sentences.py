@@ -40,7 +40,9 @@ from suture.policies.scar import (
     NOT_REACHED,
     REJECTED,
     _unique_hits,
+    hit_offset,
     rule_settings,
+    seed_count,
 )
 from suture.types import Hit, Selection
 
@@ -61,16 +63,24 @@ class SentenceScarPolicy(Policy):
     name = "scar-sentences"
     needs_sentences = True
 
-    def __init__(self, lam: float = 0.0, tau: float = 0.5, radius: int = 6) -> None:
-        """λ = `lam`, τ = `tau`; `radius` is the most sentences a walk adds on each side.
+    def __init__(self, lam: float = 0.0, tau: float = 0.5, radius: int = 6,
+                 extra_hits: int = 0) -> None:
+        """λ = `lam`, τ = `tau`; `radius` is the most sentences a walk adds on each side;
+        `extra_hits` more first-stage hits than the k asked for are seeded too (as scar's:
+        more seeds, each walked as strictly as τ says; negative seeds fewer, at least one).
 
         The defaults are the best single setting over CUAD-mini and privacy-QA by recall at
         equal context (docs/results.md); neither corpus' own best (τ = 0.9 and 0.5).
         """
         self.lam, self.tau, self.radius = rule_settings("scar-sentences", lam, tau, radius)
+        self.extra_hits = hit_offset(extra_hits, "scar-sentences")
+
+    def candidate_count(self, k: int) -> int:
+        return seed_count(k, self.extra_hits)
 
     def params(self) -> dict[str, Any]:
-        return {"lam": self.lam, "tau": self.tau, "radius": self.radius}
+        return {"lam": self.lam, "tau": self.tau, "radius": self.radius,
+                "extra_hits": self.extra_hits}
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         table = request.sentences
@@ -80,7 +90,7 @@ class SentenceScarPolicy(Policy):
                 "`Index.retrieve` (or `suture query --policy scar-sentences`), which "
                 "builds them"
             )
-        hits = _unique_hits(request.hits[: request.k])
+        hits = _unique_hits(request.hits[: seed_count(request.k, self.extra_hits)])
         query = np.asarray(request.query_vector, dtype=np.float32).reshape(-1)
         seeds: list[_Seed] = []
         selections: list[Selection] = []
@@ -113,7 +123,9 @@ class SentenceScarPolicy(Policy):
                             float(step["cos_q_neighbour"]), is_hit=False,
                             priority=float(step["priority"])))
         selections += [selection for _, selection in kept.values()]
-        return PolicyResult(selections=selections, trace=trace)
+        # the hits the context counts as its own: the k asked for, or every one seeded
+        return PolicyResult(selections=selections, trace=trace,
+                            hits=hits if self.extra_hits else None)
 
     def _walk(self, table: SentenceTable, query: Vectors, seed: _Seed, direction: int,
               seed_rows: set[int], *, explain: bool) -> list[tuple[int, dict[str, Any]]]:

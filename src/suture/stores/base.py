@@ -59,6 +59,10 @@ PositionRange = tuple[str, int, int]
 ChunkPart = tuple[Sequence[Chunk], Vectors]
 
 
+#: the key of `Manifest.policy_defaults[policy]` that names the policy's own first stage
+POLICY_RETRIEVER = "retriever"
+
+
 @dataclass(frozen=True, slots=True)
 class Manifest:
     """What an index was built with; the store keeps it with the data.
@@ -82,8 +86,17 @@ class Manifest:
     #: how source files were read into text (`suture.documents.TextReading`)
     text_reading: str = ""
     #: the index's own defaults per policy, e.g. {"scar": {"lam": 0.7, "tau": 0.4}} as
-    #: `suture calibrate` chose them; a call's own parameters override them
+    #: `suture calibrate` chose them; a call's own parameters override them. The key
+    #: `POLICY_RETRIEVER` ("retriever") names the first stage that policy was calibrated
+    #: on, used when a call names none (`policy_settings`)
     policy_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def policy_settings(self, policy: str) -> tuple[dict[str, Any], str | None]:
+        """This index's own parameters for `policy` and the first stage stored with them
+        (None: the index's default retriever)."""
+        params = dict(self.policy_defaults.get(policy, {}))
+        retriever = params.pop(POLICY_RETRIEVER, None)
+        return params, None if retriever is None else str(retriever)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
