@@ -204,13 +204,18 @@ def render(summaries: list[dict[str, Any]]) -> str:
     for s in summaries:
         split, w = s["split"], s["window"]
         rule = s.get("rule", "mean")
+        parts = (f"judged on {split['judge_queries']} queries after tuning on "
+                 f"{split['tune_queries']} others about the same "
+                 f"{len(set(split['tune_documents']) | set(split['judge_documents']))} "
+                 "documents (split by query)"
+                 if split.get("holdout") == "queries" else
+                 f"judged on {split['judge_queries']} queries of "
+                 f"{len(split['judge_documents'])} documents after tuning on "
+                 f"{split['tune_queries']} of {len(split['tune_documents'])} others")
         lines += [
             f"**{s['name']}, {s['embedder']}** (k = {s['k']}; rule: {rule}, "
             f"{s['max_recall_loss']:g} point{'s' if s['max_recall_loss'] != 1 else ''}): "
-            f"judged on "
-            f"{split['judge_queries']} queries of {len(split['judge_documents'])} documents "
-            f"after tuning on {split['tune_queries']} of {len(split['tune_documents'])} "
-            f"others; window there: span recall {_pct(w['span_recall'])} "
+            f"{parts}; window there: span recall {_pct(w['span_recall'])} "
             f"(fragmented {_pct(w['fragmented'])}, atomic {_pct(w['atomic'])}), "
             f"{w['characters']:.0f} characters.",
             "",

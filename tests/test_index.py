@@ -13,6 +13,7 @@ from suture.embedders.hashing import HashingEmbedder
 from suture.exceptions import ConfigurationError, EmbedderMismatchError, IndexError_
 from suture.stores.sqlite import DATABASE_FILE
 from suture.tokens import count_tokens
+from suture.types import Context
 
 PARA = (
     "The receiver acknowledges every segment it accepts. Acknowledgments carry the next "
@@ -253,3 +254,26 @@ def test_compare_equals_one_retrieve_per_policy(tmp_path: Path) -> None:
     for context in contexts:
         alone = index.retrieve("timers and retransmission", context.policy, 2, explain=True)
         assert context == alone
+
+
+def test_a_policys_stored_first_stage_is_used_unless_the_call_names_one(tmp_path: Path) -> None:
+    """`policy_defaults[policy]["retriever"]` (what `suture calibrate` writes) picks the
+    first stage of that policy's queries; a named retriever wins; other policies keep the
+    index's own. Naming the index's own retriever keeps its stored options."""
+    index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing",
+                        retriever="hybrid", retriever_options={"alpha": 0.9})
+    index.with_manifest(policy_defaults={"window": {"retriever": "lexical", "width": 2}})
+    question = "acknowledgments sequence number timers"
+
+    def hit_ids(context: Context) -> list[tuple[str, str]]:
+        return [(h.chunk.chunk_id, h.retriever) for h in context.hits]
+
+    stored = index.retrieve(question, "window", k=3)
+    assert {h.retriever for h in stored.hits} == {"lexical"}
+    assert hit_ids(stored) == hit_ids(index.retrieve(question, "window", k=3,
+                                                     retriever="lexical", width=2))
+    named = index.retrieve(question, "window", k=3, retriever="dense")
+    assert {h.retriever for h in named.hits} == {"dense"}
+    assert {h.retriever for h in index.retrieve(question, "topk", k=3).hits} == {"hybrid"}
+    assert index.retriever("hybrid") is index.retriever()
+    assert index.retriever("hybrid", {"alpha": 0.1}) is not index.retriever()

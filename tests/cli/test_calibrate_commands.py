@@ -229,3 +229,23 @@ def test_an_unknown_policy_is_refused_with_the_choices(
                   "--policy", "window", "--no-progress")
     assert done.returncode == 2
     assert "'window'" in done.stderr and "scar or scar-sentences" in done.stderr
+
+
+def test_holdout_queries_judges_new_questions_about_the_same_documents(
+    calibrated: dict[str, Path], tmp_path: Path
+) -> None:
+    before = Index.open(calibrated["index"]).manifest.policy_defaults
+    done = suture("calibrate", "--benchmark", calibrated["bench"], "--corpus",
+                  calibrated["corpus"], "--index", calibrated["index"], "--out",
+                  tmp_path / "q", *GRID, "--holdout", "queries", "--max-recall-loss", "5",
+                  "--target", "characters", "--resamples", "300", "--dry-run",
+                  "--no-progress", timeout=600)
+    assert done.returncode in (0, 1), done.stderr + done.stdout
+    report = json.loads((tmp_path / "q" / "calibration.json").read_text())
+    split = report["split"]
+    assert split["holdout"] == "queries"
+    assert (split["tune_queries"], split["judge_queries"]) == (9, 8)
+    assert set(split["tune_documents"]) & set(split["judge_documents"])
+    assert "Split by query" in " ".join(done.stdout.split())
+    assert "Split by query" in (tmp_path / "q" / "calibration.md").read_text()
+    assert Index.open(calibrated["index"]).manifest.policy_defaults == before

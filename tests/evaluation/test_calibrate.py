@@ -10,10 +10,16 @@ from typing import Any
 import pytest
 
 from suture.evaluation.benchmarks import Benchmark, BenchmarkQuery, GoldSpan, load_benchmark
-from suture.evaluation.calibrate import calibrate, split_by_document, write_choice
+from suture.evaluation.calibrate import (
+    calibrate,
+    split_by_document,
+    split_queries,
+    write_choice,
+)
 from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.policy_specs import PolicySpec
 from suture.evaluation.sweep import select_setting
+from suture.exceptions import ConfigurationError
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +67,33 @@ def test_split_leaves_out_queries_on_both_sides_and_one_document_is_in_sample() 
         pytest.fail("no seed put documents x and y in different parts")
     single = split_by_document(Benchmark("one", (_query("a", "x"), _query("b", "x")), Path(".")))
     assert single.in_sample and single.tune == single.judge == {"a", "b"}
+
+
+def test_split_by_query_halves_the_queries_and_says_what_it_holds_out(
+    cuad_mini: Benchmark,
+) -> None:
+    split = split_queries(cuad_mini, "queries", seed=0)
+    ids = {q.query_id for q in cuad_mini.queries}
+    assert split.holdout == "queries" and not split.in_sample
+    assert not split.tune & split.judge and split.tune | split.judge == ids
+    assert len(split.tune) - len(split.judge) in (0, 1)
+    # the same documents are asked about on both sides: questions are what is held out
+    assert set(split.tune_documents) & set(split.judge_documents)
+    assert split_queries(cuad_mini, "queries", seed=0) == split
+    assert split_queries(cuad_mini, "queries", seed=1).tune != split.tune
+    assert "Split by query" in split.describe()
+    assert split_queries(cuad_mini, "documents", seed=0) == split_by_document(cuad_mini, seed=0)
+    with pytest.raises(ConfigurationError, match=r"--holdout .* documents, queries.*'pages'"):
+        split_queries(cuad_mini, "pages")
+
+
+def test_a_split_between_few_documents_is_called_a_transfer() -> None:
+    queries = tuple(_query(str(i), "xy"[i % 2]) for i in range(8))
+    split = split_by_document(Benchmark("two", queries, Path(".")))
+    assert len(split.tune_documents) == len(split.judge_documents) == 1
+    assert "fewer than 3 documents" in split.describe()
+    many = tuple(_query(str(i), "abcdefgh"[i]) for i in range(8))
+    assert "fewer than" not in split_by_document(Benchmark("eight", many, Path("."))).describe()
 
 
 def test_selection_rule_by_hand() -> None:

@@ -61,6 +61,10 @@ def calibrate_command(
         "recall is within --max-recall-loss of window's) or bound (so is the lower end of "
         "the 95% bootstrap interval of its difference from window: stricter, for small "
         "query sets).")] = "mean",
+    holdout: Annotated[str, typer.Option(
+        help="What the judging part holds out: documents (how the setting carries to "
+        "documents like these) or queries (new questions about the same documents; the "
+        "held-out choice for a corpus of one or two documents).")] = "documents",
     target: Annotated[str, typer.Option(
         help="What 'smallest context' measures: tokens, chunks or characters.")] = "tokens",
     recall: Annotated[str | None, typer.Option(
@@ -106,7 +110,8 @@ def calibrate_command(
 ) -> None:
     """Choose SCAR's (λ, τ, r) for this index from your queries; store it as its default.
 
-    The queries are split by document: the setting with the smallest context whose recall
+    The queries are split by document (or --holdout queries): the setting with the smallest
+    context whose recall
     stays within --max-recall-loss of window's on one part is judged on the other, with a
     paired bootstrap interval, then written into the index manifest (with its first
     stage), where every later `--policy POLICY` query without its own --param uses it.
@@ -139,7 +144,8 @@ def calibrate_command(
         result = calibrate(evaluator, grid=grid, k=k, max_loss=max_recall_loss / 100,
                            recall_key=recall, size_key=target, rule=rule, fixed=fixed, seed=seed,
                            resamples=resamples, source=source, policy=policy,
-                           retriever=retriever, reference_retriever=reference_retriever)
+                           retriever=retriever, reference_retriever=reference_retriever,
+                           holdout=holdout)
         if write and result.chosen is not None:
             write_choice(idx, result)
         figure = result.write(out, command=command_line(ctx))
@@ -155,11 +161,7 @@ def _print(result: CalibrationResult, figure: Path, index: str, store: str | Non
 
     from suture.evaluation.calibrate import change_text, diff_text
 
-    split = result.split
-    where = ("in-sample: one document, nothing to split" if split.in_sample else
-             f"tuned on {len(split.tune)} queries ({len(split.tune_documents)} documents), "
-             f"judged on {len(split.judge)} ({len(split.judge_documents)} other documents)")
-    console.print(f"{result.source} queries, {where}")
+    console.print(f"{result.source} queries. {result.split.describe()}", highlight=False)
     table = Table(title=f"{result.pipeline_text()} against {result.reference_text()} on "
                   f"the judging part (k = {result.sweep.k})")
     for title in ("setting", result.recall_key, "vs window [95% CI]", result.size_key,

@@ -11,8 +11,9 @@ What it does, in order:
 1. one sweep over the policy's (λ, τ, r, extra hits) grid on every query
    (`sweep.run_sweep`, window and topk as references, on `reference_retriever`), so every
    setting has a record per query;
-2. the queries are split by document (`split_by_document`): the rule sees only the
-   tuning part, the chosen setting is judged only on the other;
+2. the queries are split by document (`split_by_document`; or, with `holdout="queries"`,
+   into two random halves, `split_by_query`): the rule sees only the tuning part, the
+   chosen setting is judged only on the other;
 3. the rule (`sweep.select_setting`): among the settings whose mean recall on the tuning
    part is at most `max_loss` below window's, the smallest mean context (tokens, chunks
    or characters); with `rule="bound"`, the lower end of each setting's 95% interval of
@@ -98,6 +99,13 @@ NAMED_SETTINGS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
 #: recall is at most the allowed loss below window's; "bound": the lower end of the paired
 #: bootstrap's 95% interval of its recall difference from window is
 RULES = ("mean", "bound")
+#: what the judging part holds out (`--holdout`): other documents (how the setting carries
+#: to documents like these), or other questions about the same documents (how it does on
+#: new questions to this index; the only held-out estimate for a one-document corpus)
+HOLDOUTS = ("documents", "queries")
+#: fewer documents than this in a part make a by-document judgement a transfer between a
+#: few documents rather than an estimate, and the report says so
+FEW_DOCUMENTS = 3
 #: metrics compared with window for every judged setting (span benchmarks)
 JUDGED_METRICS = ("span_recall", "chunk_recall", "characters", "tokens", "chunks")
 #: the same for document-level (BEIR) benchmarks
@@ -106,8 +114,8 @@ JUDGED_DOCUMENT_METRICS = ("doc_recall", "characters", "tokens", "chunks")
 
 @dataclass(frozen=True, slots=True)
 class DocumentSplit:
-    """Which queries tune the setting and which judge it, split by the documents they ask
-    about (so no document is seen by both)."""
+    """Which queries tune the setting and which judge it: split by the documents they ask
+    about (so no document is seen by both), or by query (`holdout="queries"`)."""
 
     tune: frozenset[str]
     judge: frozenset[str]
@@ -117,9 +125,35 @@ class DocumentSplit:
     straddling: tuple[str, ...] = ()
     #: True when the benchmark has one document: both parts are every query
     in_sample: bool = False
+    #: what the judging part holds out: "documents" or "queries" (`HOLDOUTS`)
+    holdout: str = "documents"
+
+    def describe(self) -> str:
+        """How the queries were split, in a sentence or two (reports and the CLI)."""
+        if self.in_sample:
+            return ("The benchmark has one document, so it could not be split by document: "
+                    "the setting was chosen and judged on the same queries (an in-sample "
+                    "estimate; --holdout queries judges it on other questions).")
+        if self.holdout == "queries":
+            return (f"Split by query (seeded shuffle, two halves): tuned on {len(self.tune)} "
+                    f"queries, judged on {len(self.judge)} other queries about the same "
+                    f"{len(set(self.tune_documents) | set(self.judge_documents))} documents.")
+        text = (f"Split by document (seeded shuffle, each document to the part with fewer "
+                f"queries): tuned on {len(self.tune)} queries of {len(self.tune_documents)} "
+                f"documents, judged on {len(self.judge)} queries of "
+                f"{len(self.judge_documents)} others"
+                + (f"; {len(self.straddling)} queries with gold in both parts were left out."
+                   if self.straddling else "."))
+        if min(len(self.tune_documents), len(self.judge_documents)) < FEW_DOCUMENTS:
+            text += (f" A part holds fewer than {FEW_DOCUMENTS} documents: the judgement is "
+                     "a transfer from one handful of documents to another, not an estimate "
+                     "for documents like these (--holdout queries judges new questions "
+                     "about the same documents).")
+        return text
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "holdout": self.holdout,
             "tune_queries": len(self.tune),
             "judge_queries": len(self.judge),
             "tune_documents": list(self.tune_documents),
@@ -159,6 +193,30 @@ def split_by_document(benchmark: Benchmark, *, seed: int = DEFAULT_SEED) -> Docu
     straddling = tuple(sorted(set(docs_of) - tune - judge))
     return DocumentSplit(tune, judge, tuple(sorted(tune_docs)), tuple(sorted(judge_docs)),
                          straddling)
+
+
+def split_by_query(benchmark: Benchmark, *, seed: int = DEFAULT_SEED) -> DocumentSplit:
+    """Deal the benchmark's queries into two halves (seeded shuffle; the tuning part gets
+    the odd one): the judging part holds out questions, not documents."""
+    ids = sorted(q.query_id for q in benchmark.queries)
+    random.Random(seed).shuffle(ids)
+    half = (len(ids) + 1) // 2
+    tune, judge = frozenset(ids[:half]), frozenset(ids[half:])
+    docs_of = {q.query_id: {g.doc_id for g in q.gold} for q in benchmark.queries}
+    def documents(part: frozenset[str]) -> tuple[str, ...]:
+        return tuple(sorted({d for q in part for d in docs_of[q]}))
+    return DocumentSplit(tune, judge, documents(tune), documents(judge), holdout="queries")
+
+
+def split_queries(benchmark: Benchmark, holdout: str = "documents", *,
+                  seed: int = DEFAULT_SEED) -> DocumentSplit:
+    """The split `calibrate` uses: by document (default) or by query (`HOLDOUTS`)."""
+    if holdout not in HOLDOUTS:
+        raise ConfigurationError(
+            f"--holdout must be one of {', '.join(HOLDOUTS)}, got {holdout!r}")
+    if holdout == "queries":
+        return split_by_query(benchmark, seed=seed)
+    return split_by_document(benchmark, seed=seed)
 
 
 @dataclass
@@ -282,17 +340,7 @@ class CalibrationResult:
         lines = [f"# {self.pipeline_text()} calibration: {name} (k = {self.sweep.k})", ""]
         if command:
             lines += ["```sh", command, "```", ""]
-        how = (
-            "The benchmark has one document, so it could not be split by document: the "
-            "setting was chosen and judged on the same queries (an in-sample estimate)."
-            if split.in_sample else
-            f"Split by document (seeded shuffle, each document to the part with fewer "
-            f"queries): tuned on {len(split.tune)} queries of "
-            f"{len(split.tune_documents)} documents, judged on {len(split.judge)} queries "
-            f"of {len(split.judge_documents)} others"
-            + (f"; {len(split.straddling)} queries with gold in both parts were left out."
-               if split.straddling else ".")
-        )
+        how = split.describe()
         queries = ("the user’s labelled set" if self.source == "labelled"
                    else "synthetic, made from the index’s own text")
         lines += [
@@ -350,6 +398,7 @@ def calibrate(
     policy: str = "scar",
     retriever: str | None = None,
     reference_retriever: str | None = None,
+    holdout: str = "documents",
 ) -> CalibrationResult:
     """Sweep, split by document, choose on one part, judge on the other (module docstring).
 
@@ -359,6 +408,7 @@ def calibrate(
     leak into a grid point. `policy` is "scar" or "scar-sentences"; it runs on the first
     stage `retriever`, window and topk on `reference_retriever` (default: the same), and
     `named` (default `NAMED_SETTINGS[policy]`) are judged beside the chosen setting.
+    `holdout` ("documents" or "queries") says what the judging part holds out.
     """
     from suture.policies import get_policy
 
@@ -370,6 +420,7 @@ def calibrate(
     if not 0 <= max_loss <= 1:
         raise ConfigurationError(
             f"--max-recall-loss is in points of recall (0 to 100), got {max_loss * 100:g}")
+    split = split_queries(evaluator.benchmark, holdout, seed=seed)
     level = evaluator.benchmark.level
     recall_key = recall_key or ("doc_recall" if level == "document" else "span_recall")
     settings = {**get_policy(policy).params(), **dict(fixed or {})}
@@ -380,7 +431,6 @@ def calibrate(
     sweep = run_sweep(evaluator, grid, k=k, fixed=pinned, policy=policy,
                       references=("topk", "window"), retriever=retriever,
                       reference_retriever=reference_retriever)
-    split = split_by_document(evaluator.benchmark, seed=seed)
 
     window = sweep.runs["window"]
     window_tune = window.subset(split.tune)
@@ -562,6 +612,7 @@ def change_text(comparison: Mapping[str, Any]) -> str:
 __all__ = [
     "CALIBRATED_POLICIES",
     "DEFAULT_GRIDS",
+    "HOLDOUTS",
     "NAMED_SETTINGS",
     "RULES",
     "TARGETS",
@@ -575,5 +626,7 @@ __all__ = [
     "judge",
     "judgement_text",
     "split_by_document",
+    "split_by_query",
+    "split_queries",
     "write_choice",
 ]
