@@ -350,14 +350,14 @@ class Index:
                 name, self.store, embedder=lambda: self.embedder, **chosen)
         return self._retrievers[key]
 
-    def sentence_table(self) -> SentenceTable:
+    def sentence_table(self, show_progress: bool = False) -> SentenceTable:
         """Every sentence vector of the index (built at the first call after a change), as
         the `dense-sentences` retriever holds them; policies that walk sentences read it."""
         from suture.retrievers.sentences import SentenceRetriever
 
         retriever = self.retriever(RetrieverName.DENSE_SENTENCES)
         assert isinstance(retriever, SentenceRetriever)
-        return retriever.table()
+        return retriever.table(show_progress)
 
     def retrieve(
         self,

@@ -278,3 +278,22 @@ def test_unknown_rule_is_refused_with_the_choices(privacy_index: Any, privacy: B
     with pytest.raises(ConfigurationError, match="--rule must be one of mean, bound"):
         calibrate(Evaluator(privacy_index, privacy, show_progress=False), grid=GRID,
                   rule="median")
+
+
+def test_prepare_builds_sentence_vectors_behind_a_progress_bar(
+    privacy: Benchmark, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before a sweep or an evaluation runs scar-sentences on an index without sentence
+    vectors, `Evaluator.prepare` builds them behind a progress bar (not silently inside
+    the first query)."""
+    from suture.evaluation.runner import open_or_build_index
+    from suture.retrievers.sentences import SENTENCES_PREFIX
+
+    index = open_or_build_index(tmp_path / "idx", privacy, embedder="hashing",
+                                show_progress=False)
+    assert not list(index.store.derived.keys(SENTENCES_PREFIX))
+    evaluator = Evaluator(index, privacy.subset(5), show_progress=True)
+    capsys.readouterr()
+    evaluator.prepare([PolicySpec("scar-sentences"), PolicySpec("window")])
+    assert "sentence vectors" in capsys.readouterr().err
+    assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == len(privacy.doc_ids)

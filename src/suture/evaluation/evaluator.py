@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -282,6 +283,17 @@ class Evaluator:
         if isinstance(spec, str):
             spec = PolicySpec(spec, params)
         return self.run(spec, k).summary()["all"]
+
+    def prepare(self, specs: Iterable[PolicySpec | PeerSpec]) -> None:
+        """Build what the specs' first stages and policies read (sentence vectors, the
+        lexical index) now, with a progress bar, rather than inside a run's first query."""
+        from suture.policies import policy_needs_sentences
+
+        policies = [spec for spec in specs if isinstance(spec, PolicySpec)]
+        for name in dict.fromkeys(spec.retriever for spec in policies):
+            self.index.retriever(name).prepare(show_progress=self.show_progress)
+        if any(policy_needs_sentences(spec.name) for spec in policies):
+            self.index.sentence_table(show_progress=self.show_progress)
 
     def progress(self, total: int, desc: str) -> Any:
         from tqdm import tqdm

@@ -155,6 +155,7 @@ def evaluate(
     if chosen_k not in ks:
         raise ConfigurationError(f"primary k {chosen_k} is not among the ks run {ks}")
     runs: dict[tuple[str, int], PolicyRun] = {}
+    evaluator.prepare(specs)
     total = len(specs) * len(ks) * len(evaluator.benchmark.queries)
     bar = evaluator.progress(total, "evaluating")
     try:

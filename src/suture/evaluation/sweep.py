@@ -207,6 +207,9 @@ def run_sweep(
     fixed = dict(fixed or {})
     names = list(grid)
     combos = [dict(zip(names, values, strict=True)) for values in itertools.product(*grid.values())]
+    evaluator.prepare([PolicySpec(policy, {**combos[0], **fixed}, retriever=retriever),
+                       *(PolicySpec(label, retriever=reference_retriever)
+                         for label in references)])
     recall_key = evaluator.primary_metric
     bar = evaluator.progress((len(combos) + len(references)) * len(evaluator.benchmark), "sweep")
     ref_summaries: dict[str, dict[str, dict[str, float]]] = {}

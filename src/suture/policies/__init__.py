@@ -66,6 +66,12 @@ def policy_parameters(name: str) -> dict[str, Any]:
     }
 
 
+def policy_needs_sentences(name: str) -> bool:
+    """Whether a registered policy reads the index's sentence vectors (`Policy.needs_sentences`)."""
+    cls, _ = _policy_class(name)
+    return bool(cls.needs_sentences)
+
+
 def describe_parameters(name: str) -> str:
     """"lam=1.0, tau=0.3, ..." for a policy: its parameters and defaults, in order."""
     shown = [
@@ -111,6 +117,7 @@ __all__ = [
     "describe_parameters",
     "get_policy",
     "policy_names",
+    "policy_needs_sentences",
     "policy_parameters",
     "policy_summary",
 ]
