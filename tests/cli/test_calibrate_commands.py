@@ -24,10 +24,12 @@ def calibrated(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     contracts = shared_data / "cuad_v1" / "full_contract_txt"
     bench = write_contract_benchmark(folder / "queries.json", contracts)
     paths = {"bench": bench, "corpus": contracts, "index": folder / "idx", "out": folder / "out"}
+    # --force: on these 17 questions the chosen setting loses more than the allowance on
+    # the judging part, which alone would keep it out of the manifest (tested below)
     done = suture("calibrate", "--benchmark", bench, "--corpus", contracts, "--index",
                   paths["index"], "--embedder", "hashing", "--out", paths["out"], *GRID,
                   "--max-recall-loss", "5", "--target", "characters", "--resamples", "300",
-                  "--no-progress", timeout=600)
+                  "--force", "--no-progress", timeout=600)
     assert done.returncode == 0, done.stderr + done.stdout
     paths["stdout"] = folder / "stdout.txt"
     paths["stdout"].write_text(done.stdout)
@@ -249,3 +251,27 @@ def test_holdout_queries_judges_new_questions_about_the_same_documents(
     assert "Split by query" in " ".join(done.stdout.split())
     assert "Split by query" in (tmp_path / "q" / "calibration.md").read_text()
     assert Index.open(calibrated["index"]).manifest.policy_defaults == before
+
+
+def test_a_setting_that_fails_on_the_judging_part_is_not_written(
+    calibrated: dict[str, Path], tmp_path: Path
+) -> None:
+    """The same calibration without --force: the chosen setting lost more than the 5
+    points allowed on the held-out contracts, so the manifest is left as it was, the
+    report is still written, and the process says why and exits 1."""
+    report = json.loads((calibrated["out"] / "calibration.json").read_text())
+    judged = report["judged"][report["chosen"]["label"]]["comparisons"]["span_recall"]
+    assert judged["mean_diff"] < -0.05  # what makes this calibration a refusal
+    before = Index.open(calibrated["index"]).manifest.policy_defaults
+    done = suture("calibrate", "--benchmark", calibrated["bench"], "--corpus",
+                  calibrated["corpus"], "--index", calibrated["index"], "--out",
+                  tmp_path / "refused", *GRID, "--max-recall-loss", "5", "--target",
+                  "characters", "--resamples", "300", "--no-progress", timeout=600)
+    assert done.returncode == 1, done.stderr + done.stdout
+    message = " ".join(done.stderr.split())
+    assert f"lost {-judged['mean_diff'] * 100:.1f} points" in message
+    assert "nothing was written" in message and "--force" in message
+    assert "--dry-run" not in done.stdout
+    assert Index.open(calibrated["index"]).manifest.policy_defaults == before
+    refused = json.loads((tmp_path / "refused" / "calibration.json").read_text())
+    assert refused["chosen"] == report["chosen"] and refused["written"] == {}

@@ -297,3 +297,32 @@ def test_prepare_builds_sentence_vectors_behind_a_progress_bar(
     evaluator.prepare([PolicySpec("scar-sentences"), PolicySpec("window")])
     assert "sentence vectors" in capsys.readouterr().err
     assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == len(privacy.doc_ids)
+
+
+def test_write_choice_refuses_a_setting_that_failed_on_the_judging_part(
+    privacy_index: Any, privacy: Benchmark
+) -> None:
+    """privacy-QA's two policies are the two parts: a setting tuned on one loses more than
+    the allowed point on the other, and is written only with force=True."""
+    import dataclasses
+
+    before = dict(privacy_index.manifest.policy_defaults)
+    result = calibrate(Evaluator(privacy_index, privacy, show_progress=False),
+                       grid={"lam": [0.0, 1.0], "tau": [0.1, 0.9], "radius": [1]},
+                       max_loss=0.01, resamples=100)
+    loss = result.held_out_difference
+    assert loss is not None and loss < -0.01 and not result.holds_up
+    with pytest.raises(ConfigurationError, match=rf"lost {-loss * 100:.1f} points .* "
+                       r"nothing was written \(--force"):
+        write_choice(privacy_index, result)
+    assert dict(privacy_index.manifest.policy_defaults) == before
+    # the same judgement under a larger allowance holds up and is written
+    lenient = dataclasses.replace(result, max_loss=-loss)
+    assert lenient.holds_up
+    chosen = result.chosen_params
+    assert chosen is not None
+    try:
+        assert write_choice(privacy_index, result, force=True)["tau"] == chosen["tau"]
+        assert privacy_index.manifest.policy_defaults["scar"]["tau"] == chosen["tau"]
+    finally:
+        privacy_index.with_manifest(policy_defaults=before)

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from suture.cli import app
-from suture.cli.common import StoreOption, console, fail, parse_params
+from suture.cli.common import StoreOption, console, err_console, fail, parse_params
 from suture.cli.eval_commands import (
     CorpusOpt,
     EmbedderOpt,
@@ -98,7 +99,11 @@ def calibrate_command(
     synthetic_queries: Annotated[int, typer.Option(
         help="Without --benchmark: how many synthetic queries to make.")] = 200,
     write: Annotated[bool, typer.Option(
-        "--write/--dry-run", help="Store the chosen setting in the index manifest.")] = True,
+        "--write/--dry-run", help="Store the chosen setting in the index manifest (only when "
+        "it held up on the judging part; see --force).")] = True,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Store the chosen setting even when it lost more than "
+        "--max-recall-loss against window on the judging part.")] = False,
     embedder: EmbedderOpt = None,
     corpus_scope: ScopeOpt = "benchmark",
     split: SplitOpt = "test",
@@ -146,17 +151,19 @@ def calibrate_command(
                            resamples=resamples, source=source, policy=policy,
                            retriever=retriever, reference_retriever=reference_retriever,
                            holdout=holdout)
-        if write and result.chosen is not None:
-            write_choice(idx, result)
+        refused = write and result.chosen is not None and not (force or result.holds_up)
+        if write and result.chosen is not None and not refused:
+            write_choice(idx, result, force=force)
         figure = result.write(out, command=command_line(ctx))
     except SutureError as exc:
         raise fail(exc) from None
-    _print(result, figure, idx.store.index_argument, store)
-    if result.chosen is None:
+    _print(result, figure, idx.store.index_argument, store, refused=refused)
+    if result.chosen is None or refused:
         raise typer.Exit(code=1)
 
 
-def _print(result: CalibrationResult, figure: Path, index: str, store: str | None) -> None:
+def _print(result: CalibrationResult, figure: Path, index: str, store: str | None, *,
+           refused: bool) -> None:
     from rich.table import Table
 
     from suture.evaluation.calibrate import change_text, diff_text
@@ -182,5 +189,8 @@ def _print(result: CalibrationResult, figure: Path, index: str, store: str | Non
             f"wrote the {result.policy} defaults {params} into the index manifest; "
             f"`suture query QUESTION --index {index}{store_text} --policy {result.policy}` "
             "now uses them (a --param or --retriever overrides one)", highlight=False)
+    elif refused:
+        err_console.print(f"[yellow]not written:[/] {escape(result.refusal_text())}",
+                          highlight=False)
     elif result.chosen is not None:
         console.print("--dry-run: the index manifest was not changed", highlight=False)

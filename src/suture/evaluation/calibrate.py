@@ -248,6 +248,33 @@ class CalibrationResult:
     def chosen_params(self) -> dict[str, Any] | None:
         return dict(self.chosen["params"]) if self.chosen else None
 
+    @property
+    def held_out_difference(self) -> float | None:
+        """The chosen setting's mean recall minus window's on the judging part (None when
+        nothing was chosen)."""
+        if self.chosen is None:
+            return None
+        value: float = self.judged[self.chosen["label"]]["comparisons"][self.recall_key][
+            "mean_diff"]
+        return value
+
+    @property
+    def holds_up(self) -> bool:
+        """Whether the chosen setting kept its promise on the judging part: mean recall
+        there at most the allowed loss below window's (what `write_choice` requires)."""
+        difference = self.held_out_difference
+        return difference is not None and difference >= -self.max_loss - 1e-12
+
+    def refusal_text(self) -> str:
+        """Why `write_choice` will not store the chosen setting, with the way out."""
+        difference = self.held_out_difference or 0.0
+        return (f"the chosen {self.policy} setting lost {-difference * 100:.1f} points of "
+                f"{self.recall_key} against window on the judging part (allowed: "
+                f"{self.max_loss * 100:g}): the tuning part did not predict the other "
+                f"{'documents' if self.split.holdout == 'documents' else 'questions'}, so "
+                "nothing was written (--force writes it anyway; --rule bound chooses more "
+                "cautiously)")
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = clean_json({
             **self.sweep.description,
@@ -536,12 +563,15 @@ def judge(
     }
 
 
-def write_choice(index: Index, result: CalibrationResult) -> dict[str, Any]:
+def write_choice(index: Index, result: CalibrationResult, *, force: bool = False
+                 ) -> dict[str, Any]:
     """Store the chosen parameters as the index's defaults for the calibrated policy, with
     the retriever it was calibrated on; returns what was written.
 
-    Every parameter of the setting is written (not only the grid's), so a later change of
-    suture's own default cannot silently change a calibrated index.
+    Only a setting that held up on the judging part is written (`CalibrationResult.
+    holds_up`), unless `force`. Every parameter of the setting is written (not only the
+    grid's), so a later change of suture's own default cannot silently change a
+    calibrated index.
     """
     params = result.chosen_params
     if params is None:
@@ -549,6 +579,8 @@ def write_choice(index: Index, result: CalibrationResult) -> dict[str, Any]:
             f"no {result.policy} setting kept {result.recall_key} within "
             f"{result.max_loss * 100:g} points of window's; nothing was written (allow a "
             "larger --max-recall-loss, or widen the grid)")
+    if not (force or result.holds_up):
+        raise ConfigurationError(result.refusal_text())
     if result.retriever is not None:
         params[POLICY_RETRIEVER] = result.retriever
     defaults = {name: dict(values) for name, values in index.manifest.policy_defaults.items()}
