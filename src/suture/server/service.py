@@ -50,9 +50,15 @@ class IndexService:
                                            thread_name_prefix="suture-reader")
 
     def warm_up(self) -> None:
-        """Load the model, the default retriever and the search table before serving."""
+        """Load the model, the default retriever, the first stages stored with calibrated
+        policies (`suture calibrate --retriever`) and the search table before serving."""
         self.index.embed_queries(["warm up"])
         self.index.retriever().prepare()
+        manifest = self.index.manifest
+        for policy in manifest.policy_defaults:
+            _, retriever = manifest.policy_settings(policy)
+            if retriever is not None:
+                self.index.retriever(retriever).prepare()
         if self.index.info()["chunks"]:
             self.index.retrieve("warm up", "topk", 1)
 
