@@ -54,6 +54,7 @@ from suture.evaluation.stats import (
 )
 from suture.evaluation.sweep import SweepResult, pareto_front, run_sweep, select_setting
 from suture.exceptions import ConfigurationError
+from suture.policies.scar import DEFAULT_SETTING, MAIN_SETTING, TRANSFER_SETTING
 from suture.stores.base import POLICY_RETRIEVER
 
 if TYPE_CHECKING:
@@ -82,17 +83,18 @@ DEFAULT_GRIDS: dict[str, dict[str, list[Any]]] = {
 #: the policies `calibrate` can tune
 CALIBRATED_POLICIES = tuple(DEFAULT_GRIDS)
 #: settings judged beside the chosen one, per calibrated policy: label -> (policy, params)
+_SCAR_DEFAULT = ("scar", {**DEFAULT_SETTING, "radius": 1})
 NAMED_SETTINGS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
     "scar": {
-        "default": ("scar", {"lam": 1.0, "tau": 0.3, "radius": 1}),
-        "paper main": ("scar", {"lam": 0.5, "tau": 0.1, "radius": 1}),
-        "paper transfer": ("scar", {"lam": 0.1, "tau": 0.8, "radius": 1}),
+        "default": _SCAR_DEFAULT,
+        "paper main": ("scar", {**MAIN_SETTING, "radius": 1}),
+        "paper transfer": ("scar", {**TRANSFER_SETTING, "radius": 1}),
     },
     "scar-sentences": {
         "default": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 6}),
         "contracts (0, 0.9, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.9, "radius": 12}),
         "prose (0, 0.5, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 12}),
-        "scar default": ("scar", {"lam": 1.0, "tau": 0.3, "radius": 1}),
+        "scar default": _SCAR_DEFAULT,
     },
 }
 #: how a setting clears the recall floor on the tuning part (`--rule`): "mean": its mean
