@@ -34,6 +34,7 @@ from typing import Any
 from suture.evaluation.benchmarks import load_benchmark
 from suture.evaluation.calibrate import (
     DEFAULT_GRIDS,
+    RULES,
     CalibrationResult,
     calibrate,
     judge,
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--out", default="out/calibrate-scar")
     one.add_argument("--k", type=int, default=5)
     one.add_argument("--max-loss", type=float, default=1.0, help="points of span recall")
-    one.add_argument("--rule", default="mean", choices=("mean", "bound"),
+    one.add_argument("--rule", default="mean", choices=RULES,
                      help="suture calibrate's --rule")
     one.add_argument("--extra-hits", default="0",
                      help="suture calibrate's --extra-hits: values to try, e.g. 0,1,2")

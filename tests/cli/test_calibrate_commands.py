@@ -122,7 +122,7 @@ def _calibrate_again(calibrated: dict[str, Path], out: Path, *options: str
 
 @pytest.mark.parametrize(("option", "value", "choices"), [
     ("--target", "pages", "tokens, chunks, characters"),
-    ("--rule", "median", "mean, bound"),
+    ("--rule", "median", "mean, se, bound"),
     ("--policy", "window", "scar or scar-sentences"),
 ])
 def test_a_bad_choice_is_named_with_the_choices(

@@ -238,6 +238,35 @@ def test_bound_rule_takes_the_cheapest_setting_whose_interval_clears_the_floor(
     assert mean.chosen["vs_window"]["ci_low"] < -0.06 <= mean.chosen["vs_window"]["mean_diff"]
 
 
+def test_se_rule_holds_one_standard_error_below_the_mean_to_the_floor(
+    privacy_index: Any, privacy: Benchmark
+) -> None:
+    from suture.evaluation.stats import paired_bootstrap
+
+    evaluator = Evaluator(privacy_index, privacy, show_progress=False)
+    results = {rule: calibrate(evaluator, grid=GRID, max_loss=0.06, size_key="characters",
+                               rule=rule, resamples=500) for rule in ("mean", "se", "bound")}
+    chosen = {rule: result.chosen["all"]["characters"] for rule, result in results.items()
+              if result.chosen is not None}
+    assert len(chosen) == 3
+    se = results["se"]
+    assert "less one standard error" in se.rule_text()
+    window = evaluator.run(PolicySpec("window"), 5).subset(se.split.tune)
+    for point in se.tune_points:
+        mine = evaluator.run(PolicySpec("scar", point["params"]), 5).subset(se.split.tune)
+        pairs = (mine.values("span_recall"), window.values("span_recall"))
+        one_se = paired_bootstrap(*pairs, resamples=500, confidence=0.6827)
+        assert point["vs_window"]["rule_low"] == pytest.approx(one_se.ci_low)
+        low, mean = point["vs_window"]["ci_low"], point["vs_window"]["mean_diff"]
+        assert low <= point["vs_window"]["rule_low"] <= mean
+    clearing = [p for p in se.tune_points if p["vs_window"]["rule_low"] >= -0.06 - 1e-12]
+    assert se.chosen is not None
+    assert se.chosen["all"]["characters"] == min(p["all"]["characters"] for p in clearing)
+    # between the other two: never cheaper than the mean rule's, never dearer than bound's
+    assert chosen["mean"] <= chosen["se"] <= chosen["bound"]
+    assert chosen["mean"] < chosen["bound"]
+
+
 def test_bound_rule_resamples_the_tuning_part_by_document(
     cuad_mini: Benchmark, tmp_path: Path
 ) -> None:
@@ -275,7 +304,7 @@ def test_bound_rule_resamples_the_tuning_part_by_document(
 def test_unknown_rule_is_refused_with_the_choices(privacy_index: Any, privacy: Benchmark) -> None:
     from suture.exceptions import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="--rule must be one of mean, bound"):
+    with pytest.raises(ConfigurationError, match="--rule must be one of mean, se, bound"):
         calibrate(Evaluator(privacy_index, privacy, show_progress=False), grid=GRID,
                   rule="median")
 

@@ -59,9 +59,10 @@ def calibrate_command(
         "point).")] = 1.0,
     rule: Annotated[str, typer.Option(
         help="How a setting clears the recall floor on the tuning part: mean (its mean "
-        "recall is within --max-recall-loss of window's) or bound (so is the lower end of "
-        "the 95% bootstrap interval of its difference from window: stricter, for small "
-        "query sets).")] = "mean",
+        "recall is within --max-recall-loss of window's), se (so is its difference from "
+        "window less one bootstrap standard error: the one-standard-error rule) or bound "
+        "(so is the lower end of that difference's 95% bootstrap interval: strictest, for "
+        "small query sets).")] = "mean",
     holdout: Annotated[str, typer.Option(
         help="What the judging part holds out: documents (how the setting carries to "
         "documents like these) or queries (new questions about the same documents; the "

@@ -16,8 +16,9 @@ What it does, in order:
    chosen setting is judged only on the other;
 3. the rule (`sweep.select_setting`): among the settings whose mean recall on the tuning
    part is at most `max_loss` below window's, the smallest mean context (tokens, chunks
-   or characters); with `rule="bound"`, the lower end of each setting's 95% interval of
-   its difference from window (a bootstrap over the tuning part's documents) must be;
+   or characters); with `rule="se"`, its mean difference from window less one standard
+   error must be (the one-standard-error rule), with `rule="bound"` the lower end of its
+   95% interval (both from a bootstrap over the tuning part's documents);
 4. the judgement: the chosen setting against window on the judging part, with the paired
    bootstrap (`stats.paired_bootstrap`) of the recall difference and the size change;
    the named settings (`NAMED_SETTINGS`: suture's default, the paper's two; for
@@ -98,9 +99,12 @@ NAMED_SETTINGS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
     },
 }
 #: how a setting clears the recall floor on the tuning part (`--rule`): "mean": its mean
-#: recall is at most the allowed loss below window's; "bound": the lower end of the paired
-#: bootstrap's 95% interval of its recall difference from window is
-RULES = ("mean", "bound")
+#: recall is at most the allowed loss below window's; "se": its recall difference from
+#: window less one standard error is (the one-standard-error rule: the lower end of the
+#: paired bootstrap's central 68.3% interval); "bound": the lower end of its 95% interval is
+RULES = ("mean", "se", "bound")
+#: the bootstrap interval whose lower end each cautious rule holds to the floor
+RULE_CONFIDENCE = {"se": 0.6827, "bound": 0.95}
 #: what the judging part holds out (`--holdout`): other documents (how the setting carries
 #: to documents like these), or other questions about the same documents (how it does on
 #: new questions to this index; the only held-out estimate for a one-document corpus)
@@ -274,8 +278,8 @@ class CalibrationResult:
                 f"{self.recall_key} against window on the judging part (allowed: "
                 f"{self.max_loss * 100:g}): the tuning part did not predict the other "
                 f"{'documents' if self.split.holdout == 'documents' else 'questions'}, so "
-                "nothing was written (--force writes it anyway; --rule bound chooses more "
-                "cautiously)")
+                "nothing was written (--force writes it anyway; --rule se or --rule bound chooses "
+                "more cautiously)")
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = clean_json({
@@ -302,9 +306,12 @@ class CalibrationResult:
         return data
 
     def rule_text(self) -> str:
-        which = (f"mean {self.recall_key}" if self.rule == "mean" else
-                 f"{self.recall_key} difference from window, at the lower end of its 95% "
-                 "interval (paired bootstrap over the tuning part's documents),")
+        which = {"mean": f"mean {self.recall_key}",
+                 "se": f"mean {self.recall_key} difference from window less one standard "
+                       "error (paired bootstrap over the tuning part's documents)",
+                 "bound": f"{self.recall_key} difference from window, at the lower end of "
+                          "its 95% interval (paired bootstrap over the tuning part's "
+                          "documents),"}[self.rule]
         below = "below window's" if self.rule == "mean" else "below zero"
         return (f"smallest mean {self.size_key} among the settings whose {which} on the "
                 f"tuning part is at most {self.max_loss * 100:g} points {below}")
@@ -467,21 +474,24 @@ def calibrate(
     tune_points = []
     for point in sweep.points:
         run = sweep.runs[point["label"]].subset(split.tune)
-        difference = paired_bootstrap(run.values(recall_key), window_tune.values(recall_key),
-                                      metric=recall_key, resamples=resamples, seed=seed,
-                                      groups=groups)
+        mine, theirs = run.values(recall_key), window_tune.values(recall_key)
+        difference = paired_bootstrap(mine, theirs, metric=recall_key, resamples=resamples,
+                                      seed=seed, groups=groups)
+        vs_window = {"mean_diff": difference.mean_diff, "ci_low": difference.ci_low,
+                     "ci_high": difference.ci_high}
+        if rule in RULE_CONFIDENCE:  # the low end the rule holds to the floor
+            vs_window["rule_low"] = difference.ci_low if rule == "bound" else paired_bootstrap(
+                mine, theirs, metric=recall_key, resamples=resamples, seed=seed,
+                groups=groups, confidence=RULE_CONFIDENCE[rule]).ci_low
         tune_points.append({"label": point["label"], "params": point["params"],
-                            **run.summary(),
-                            "vs_window": {"mean_diff": difference.mean_diff,
-                                          "ci_low": difference.ci_low,
-                                          "ci_high": difference.ci_high}})
+                            **run.summary(), "vs_window": vs_window})
     flags = pareto_front([(p["all"][size_key], p["all"][recall_key]) for p in tune_points])
     for point, flag in zip(tune_points, flags, strict=True):
         point["pareto"] = flag
     window_recall = window_tune.summary()["all"]
-    # The bound rule is the mean rule applied to window's recall plus the interval's low end.
+    # A cautious rule is the mean rule applied to window's recall plus its interval's low end.
     seen = [p["all"] if rule == "mean" else
-            {**p["all"], recall_key: window_recall[recall_key] + p["vs_window"]["ci_low"]}
+            {**p["all"], recall_key: window_recall[recall_key] + p["vs_window"]["rule_low"]}
             for p in tune_points]
     index = select_setting(seen, window_recall, recall_key=recall_key, size_key=size_key,
                            max_loss=max_loss)
