@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import suture.documents.loaders as loaders
@@ -41,6 +41,8 @@ def spool_every_file(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @settings(max_examples=150, deadline=None)
+# a search that starts at the end of a text filling its blocks exactly (count's last step)
+@example(text="aaaaaaa", bounds=[None, None], sub="a")
 @given(text=st.text(alphabet=_ALPHABET, max_size=60),
        bounds=st.lists(st.integers(-70, 70) | st.none(), min_size=2, max_size=2),
        sub=st.text(alphabet=_ALPHABET, max_size=3))

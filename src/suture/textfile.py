@@ -126,7 +126,8 @@ class TextFile:
 
         Searched in the cached blocks themselves (no copy), block after block, and across
         each boundary between blocks for a `sub` that could straddle it."""
-        if sub and start is not None and end is not None and 0 <= start <= end <= self._length:
+        if (sub and start is not None and end is not None
+                and 0 <= start < self._length and start <= end <= self._length):
             # The chunker's case, once a word: a match in the block where the search starts
             # (one there is lower than any that straddles its end).
             index = start // self._size
