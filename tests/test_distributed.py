@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import suture.indexing as indexing
 from suture.distributed import RayOptions
 from suture.index import Index, IndexReport
 
@@ -89,8 +90,12 @@ def _worker_pids() -> list[int]:
 
 
 def test_a_killed_worker_is_replaced_and_nothing_is_lost(
-    cluster: None, corpus: Path, tmp_path: Path
+    cluster: None, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Steps of 4 texts instead of 256: the corpus is then ~40 steps, so when the first
+    # comes back most are still to embed (with 256, one or two steps made the whole run
+    # and the build could finish before a worker was found). Both builds below use it.
+    monkeypatch.setattr(indexing, "EMBED_STEP", 4)
     report = IndexReport()
     errors: list[BaseException] = []
 
@@ -108,6 +113,7 @@ def test_a_killed_worker_is_replaced_and_nothing_is_lost(
         time.sleep(0.05)  # wait until the workers are embedding
     victims = _worker_pids()
     assert victims, "no EmbedWorker process found"
+    assert thread.is_alive() and not errors, "the build ended before a worker was killed"
     os.kill(victims[0], signal.SIGKILL)
     thread.join(timeout=600)
     assert not thread.is_alive() and not errors, errors
