@@ -155,6 +155,26 @@ def test_the_bound_rule_chooses_by_the_interval_and_says_so(
 
 
 
+def test_several_first_stages_choose_the_first_stage_with_the_setting(
+    calibrated: dict[str, Path], tmp_path: Path
+) -> None:
+    done = _calibrate_again(calibrated, tmp_path / "stages", "--retriever", "lexical,dense",
+                            "--max-recall-loss", "50", "--dry-run")
+    assert done.returncode == 0, done.stderr + done.stdout
+    report = json.loads((tmp_path / "stages" / "calibration.json").read_text())
+    assert report["retrievers"] == ["lexical", "dense"]
+    assert report["reference_retriever"] == "dense"  # the index's own
+    points = report["tune"]["points"]
+    assert {p["retriever"] for p in points} == {"lexical", "dense"}
+    chosen = next(p for p in points if p["label"] == report["chosen"]["label"])
+    # the smallest context among all points of both first stages, and it names its own
+    floor = report["tune"]["window"]["all"]["span_recall"] - 0.5
+    clearing = [p for p in points if p["all"]["span_recall"] >= floor - 1e-12]
+    assert chosen["all"]["characters"] == min(p["all"]["characters"] for p in clearing)
+    assert report["retriever"] == chosen["retriever"]
+    assert f"chosen scar@{chosen['retriever']} setting" in " ".join(done.stdout.split())
+
+
 #: a scar-sentences grid without the policy's own default (λ 0, τ 0.5, r 6, no extra hits)
 SENTENCE_GRID = ("--lam", "0", "--tau", "0.5,0.9", "--radius", "2,12", "--extra-hits", "-2,0")
 

@@ -238,6 +238,43 @@ def test_bound_rule_takes_the_cheapest_setting_whose_interval_clears_the_floor(
     assert mean.chosen["vs_window"]["ci_low"] < -0.06 <= mean.chosen["vs_window"]["mean_diff"]
 
 
+def test_several_first_stages_are_one_grid_and_the_choice_names_its_own(
+    privacy_index: Any, privacy: Benchmark
+) -> None:
+    evaluator = Evaluator(privacy_index, privacy, show_progress=False)
+    result = calibrate(evaluator, grid=GRID, max_loss=0.06, size_key="characters",
+                       retriever=["lexical", "dense"], resamples=200)
+    assert result.retrievers == ("lexical", "dense")
+    # window runs on the index's own first stage when several are tuned
+    assert result.reference_retriever == "dense"
+    tune = result.split.tune
+    window = evaluator.run(PolicySpec("window", retriever="dense"), 5).subset(tune)
+    floor = window.summary()["all"]["span_recall"] - 0.06
+    expected = []
+    for point in result.tune_points:
+        run = evaluator.run(PolicySpec("scar", point["params"], retriever=point["retriever"]),
+                            5).subset(tune)
+        summary = run.summary()["all"]
+        assert point["all"] == summary
+        assert point["label"].endswith("@" + point["retriever"])
+        if summary["span_recall"] >= floor - 1e-12:
+            expected.append((summary["characters"], point["retriever"], point["params"]))
+    stages = [p["retriever"] for p in result.tune_points]
+    assert stages.count("lexical") == stages.count("dense") == 4
+    # both first stages reach the floor somewhere and differ, so the choice is between them
+    assert {stage for _, stage, _ in expected} == {"lexical", "dense"}
+    cheapest = min(expected, key=lambda item: item[0])
+    assert result.chosen is not None
+    assert (result.chosen["all"]["characters"], result.retriever,
+            result.chosen["params"]) == cheapest
+    # the named settings are judged on the chosen first stage
+    default_run = evaluator.run(PolicySpec("scar", {"lam": 1.0, "tau": 0.3, "radius": 1},
+                                           retriever=result.retriever), 5)
+    assert result.judged["default"]["summary"] == default_run.subset(
+        result.split.judge).summary()
+    assert result.to_json()["retrievers"] == ["lexical", "dense"]
+
+
 def test_se_rule_holds_one_standard_error_below_the_mean_to_the_floor(
     privacy_index: Any, privacy: Benchmark
 ) -> None:

@@ -78,10 +78,11 @@ def calibrate_command(
     retriever: Annotated[str | None, typer.Option(
         "--retriever", help="The first stage the policy is tuned on, stored with the "
         "setting (default: the index's own; scar-sentences does best on "
-        "dense-sentences).")] = None,
+        "dense-sentences); several, comma-separated (dense,document-hybrid), to choose the "
+        "first stage too.")] = None,
     reference_retriever: Annotated[str | None, typer.Option(
         "--reference-retriever", help="The first stage of window, the reference (default: "
-        "--retriever's).")] = None,
+        "--retriever's, or the index's own when --retriever names several).")] = None,
     k: Annotated[int, typer.Option("--k", help="First-stage hits per query.")] = 5,
     lam: Annotated[str | None, typer.Option(
         help=f"λ values to try (default: {_grid_help('lam')}).", show_default=False)] = None,
@@ -150,7 +151,8 @@ def calibrate_command(
         result = calibrate(evaluator, grid=grid, k=k, max_loss=max_recall_loss / 100,
                            recall_key=recall, size_key=target, rule=rule, fixed=fixed, seed=seed,
                            resamples=resamples, source=source, policy=policy,
-                           retriever=retriever, reference_retriever=reference_retriever,
+                           retriever=_first_stages(retriever),
+                           reference_retriever=reference_retriever,
                            holdout=holdout)
         refused = write and result.chosen is not None and not (force or result.holds_up)
         if write and result.chosen is not None and not refused:
@@ -161,6 +163,13 @@ def calibrate_command(
     _print(result, figure, idx.store.index_argument, store, refused=refused)
     if result.chosen is None or refused:
         raise typer.Exit(code=1)
+
+
+def _first_stages(option: str | None) -> str | list[str] | None:
+    """--retriever: one name, or the list a comma-separated value names."""
+    if option is None or "," not in option:
+        return option
+    return [name.strip() for name in option.split(",") if name.strip()]
 
 
 def _print(result: CalibrationResult, figure: Path, index: str, store: str | None, *,

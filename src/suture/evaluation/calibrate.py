@@ -1,7 +1,8 @@
 """`suture calibrate`: choose an index's own SCAR setting from its user's queries.
 
 The policy calibrated is `scar` (chunks) or `scar-sentences` (SCAR's rule on sentences),
-on the first stage `retriever` (default: the index's own, named).
+on the first stage `retriever` (default: the index's own, named), or on each of several
+first stages, the rule then choosing the first stage with the setting.
 
     >>> result = calibrate(Evaluator(index, benchmark))             # doctest: +SKIP
     >>> write_choice(index, result)                                  # doctest: +SKIP
@@ -53,7 +54,13 @@ from suture.evaluation.stats import (
     format_p,
     paired_bootstrap,
 )
-from suture.evaluation.sweep import SweepResult, pareto_front, run_sweep, select_setting
+from suture.evaluation.sweep import (
+    SweepResult,
+    first_stage_list,
+    pareto_front,
+    run_sweep,
+    select_setting,
+)
 from suture.exceptions import ConfigurationError
 from suture.policies.scar import DEFAULT_SETTING, MAIN_SETTING, TRANSFER_SETTING
 from suture.stores.base import POLICY_RETRIEVER
@@ -247,6 +254,8 @@ class CalibrationResult:
     policy: str = "scar"
     retriever: str | None = None
     reference_retriever: str | None = None
+    #: every first stage the grid ran on (`retriever` is the chosen point's)
+    retrievers: tuple[str, ...] = ()
     resamples: int = DEFAULT_RESAMPLES
     written: dict[str, Any] = field(default_factory=dict)
 
@@ -287,6 +296,7 @@ class CalibrationResult:
             "source": self.source,
             "policy": self.policy,
             "retriever": self.retriever,
+            "retrievers": list(self.retrievers or (self.retriever,)),
             "reference_retriever": self.reference_retriever,
             "k": self.sweep.k,
             "grid": self.sweep.grid,
@@ -432,7 +442,7 @@ def calibrate(
     resamples: int = DEFAULT_RESAMPLES,
     source: str = "labelled",
     policy: str = "scar",
-    retriever: str | None = None,
+    retriever: str | Sequence[str] | None = None,
     reference_retriever: str | None = None,
     holdout: str = "documents",
 ) -> CalibrationResult:
@@ -443,7 +453,10 @@ def calibrate(
     pinned to `fixed` or the policy's own defaults, so an index's stored defaults never
     leak into a grid point. `policy` is "scar" or "scar-sentences"; it runs on the first
     stage `retriever`, window and topk on `reference_retriever` (default: the same), and
-    `named` (default `NAMED_SETTINGS[policy]`) are judged beside the chosen setting.
+    `named` (default `NAMED_SETTINGS[policy]`) are judged beside the chosen setting. With
+    several first stages the grid runs on each, the rule chooses among all their points
+    (so it chooses the first stage too), window runs on the index's own unless
+    `reference_retriever` says otherwise, and the named settings on the chosen stage.
     `holdout` ("documents" or "queries") says what the judging part holds out.
     """
     from suture.policies import get_policy
@@ -462,10 +475,14 @@ def calibrate(
     settings = {**get_policy(policy).params(), **dict(fixed or {})}
     pinned = {name: value for name, value in settings.items() if name not in grid}
     # named, so that a first stage stored with an earlier calibration never leaks in
-    retriever = retriever or evaluator.index.manifest.retriever
-    reference_retriever = reference_retriever or retriever
+    own = evaluator.index.manifest.retriever
+    first_stages = [named or own for named in first_stage_list(retriever)]
+    # one first stage: window on it too; several: window on the index's own
+    reference_retriever = reference_retriever or (
+        first_stages[0] if len(first_stages) == 1 else own)
     sweep = run_sweep(evaluator, grid, k=k, fixed=pinned, policy=policy,
-                      references=("topk", "window"), retriever=retriever,
+                      references=("topk", "window"),
+                      retriever=first_stages if len(first_stages) > 1 else first_stages[0],
                       reference_retriever=reference_retriever)
 
     window = sweep.runs["window"]
@@ -484,7 +501,8 @@ def calibrate(
                 mine, theirs, metric=recall_key, resamples=resamples, seed=seed,
                 groups=groups, confidence=RULE_CONFIDENCE[rule]).ci_low
         tune_points.append({"label": point["label"], "params": point["params"],
-                            **run.summary(), "vs_window": vs_window})
+                            "retriever": point["retriever"], **run.summary(),
+                            "vs_window": vs_window})
     flags = pareto_front([(p["all"][size_key], p["all"][recall_key]) for p in tune_points])
     for point, flag in zip(tune_points, flags, strict=True):
         point["pareto"] = flag
@@ -496,6 +514,8 @@ def calibrate(
     index = select_setting(seen, window_recall, recall_key=recall_key, size_key=size_key,
                            max_loss=max_loss)
     chosen = None if index is None else tune_points[index]
+    # the first stage stored with the choice, and the one the named settings run on
+    stage: str = chosen["retriever"] if chosen is not None else first_stages[0]
 
     # The chosen setting, then the named ones (run here when the grid lacks them).
     runs: dict[str, tuple[dict[str, Any], PolicyRun]] = {}
@@ -505,11 +525,11 @@ def calibrate(
                                          else named).items():
         full = {**(settings if named_policy == policy else get_policy(named_policy).params()),
                 **params}
-        label = next((p["label"] for p in sweep.points
-                      if named_policy == policy and p["params"] == full), None)
+        label = next((p["label"] for p in sweep.points if named_policy == policy
+                      and p["params"] == full and p["retriever"] == stage), None)
         run = sweep.runs[label] if label else evaluator.run(
             PolicySpec(named_policy, full, label=default_label(named_policy, params),
-                       retriever=retriever), k)
+                       retriever=stage), k)
         runs[name] = (full, run)
     metrics = JUDGED_DOCUMENT_METRICS if level == "document" else JUDGED_METRICS
     metrics = tuple(dict.fromkeys((recall_key, size_key, *metrics)))
@@ -521,8 +541,9 @@ def calibrate(
     return CalibrationResult(sweep=sweep, split=split, recall_key=recall_key,
                              size_key=size_key, max_loss=max_loss, rule=rule, chosen=chosen,
                              tune_points=tune_points, judged=judged, source=source,
-                             resamples=resamples, policy=policy, retriever=retriever,
-                             reference_retriever=reference_retriever)
+                             resamples=resamples, policy=policy, retriever=stage,
+                             reference_retriever=reference_retriever,
+                             retrievers=tuple(first_stages))
 
 
 def default_grid(policy: str) -> dict[str, list[Any]]:

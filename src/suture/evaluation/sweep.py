@@ -194,7 +194,7 @@ def run_sweep(
     fixed: Mapping[str, Any] | None = None,
     policy: str = "scar",
     references: Sequence[str] = REFERENCES,
-    retriever: str | None = None,
+    retriever: str | Sequence[str] | None = None,
     reference_retriever: str | None = None,
 ) -> SweepResult:
     """Evaluate every grid combination of `policy` plus the reference policies at one k.
@@ -202,16 +202,21 @@ def run_sweep(
     `fixed` parameters go with every grid point; pass the policy's other parameters there
     when an index may hold its own defaults for them (`Manifest.policy_defaults`), so
     that every point is the setting its label names. The grid runs on the first stage
-    `retriever`, the references on `reference_retriever` (None: the index's own).
+    `retriever` (or on each of several, a point's label then ending in "@retriever"), the
+    references on `reference_retriever` (None: the index's own). Each point names its
+    first stage (`point["retriever"]`).
     """
     fixed = dict(fixed or {})
     names = list(grid)
     combos = [dict(zip(names, values, strict=True)) for values in itertools.product(*grid.values())]
-    evaluator.prepare([PolicySpec(policy, {**combos[0], **fixed}, retriever=retriever),
+    first_stages = first_stage_list(retriever)
+    evaluator.prepare([*(PolicySpec(policy, {**combos[0], **fixed}, retriever=stage)
+                         for stage in first_stages),
                        *(PolicySpec(label, retriever=reference_retriever)
                          for label in references)])
     recall_key = evaluator.primary_metric
-    bar = evaluator.progress((len(combos) + len(references)) * len(evaluator.benchmark), "sweep")
+    bar = evaluator.progress((len(combos) * len(first_stages) + len(references))
+                             * len(evaluator.benchmark), "sweep")
     ref_summaries: dict[str, dict[str, dict[str, float]]] = {}
     points: list[dict[str, Any]] = []
     runs: dict[str, PolicyRun] = {}
@@ -221,13 +226,14 @@ def run_sweep(
             runs[label] = evaluator.run(
                 PolicySpec(label, retriever=reference_retriever, label=label), k, progress=bar)
             ref_summaries[label] = runs[label].summary()
-        for combo in combos:
-            spec = PolicySpec(policy, {**combo, **fixed}, label=default_label(policy, combo),
-                              retriever=retriever)
+        for stage, combo in itertools.product(first_stages, combos):
+            at = f"@{stage}" if len(first_stages) > 1 else ""
+            spec = PolicySpec(policy, {**combo, **fixed},
+                              label=default_label(policy, combo) + at, retriever=stage)
             bar.set_description(spec.label)
             runs[spec.label] = evaluator.run(spec, k, progress=bar)
             points.append({"label": spec.label, "params": {**combo, **fixed},
-                           **runs[spec.label].summary()})
+                           "retriever": stage, **runs[spec.label].summary()})
     finally:
         bar.close()
     flags = pareto_front([(p["all"]["tokens"], p["all"][recall_key]) for p in points])
@@ -243,6 +249,15 @@ def run_sweep(
         references=ref_summaries, description=evaluator.describe(),
         recommended=recommended, recall_key=recall_key, runs=runs,
     )
+
+
+def first_stage_list(retriever: str | Sequence[str] | None) -> list[str | None]:
+    """One first stage or several, as a list without repeats (None: the index's own)."""
+    if retriever is None or isinstance(retriever, str):
+        return [retriever]
+    if not retriever:
+        raise ConfigurationError("no first stage to tune on (--retriever is empty)")
+    return list(dict.fromkeys(retriever))
 
 
 @dataclass
