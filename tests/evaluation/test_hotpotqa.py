@@ -95,3 +95,27 @@ def test_paragraph_layout_refuses_a_title_with_two_texts(tmp_path: Path) -> None
     assert is_hotpotqa_file(path)
     with pytest.raises(ConfigurationError, match="two different texts"):
         load_hotpotqa_paragraphs(path, tmp_path / "corpus")
+
+
+def test_paragraph_layout_gives_titles_that_share_a_file_name_their_own_files(
+        tmp_path: Path) -> None:
+    # the sample's questions 51-100 hold both of these titles (one file name once sanitised)
+    path = tmp_path / "romeo.jsonl"
+    records = [
+        {"question_id": "a", "question_text": "q1", "contexts": [
+            {"title": "Romeo + Juliet", "paragraph_text": "the 1996 film",
+             "is_supporting": True}]},
+        {"question_id": "b", "question_text": "q2", "contexts": [
+            {"title": "Romeo × Juliet", "paragraph_text": "the 2007 anime",
+             "is_supporting": True},
+            {"title": "Verona", "paragraph_text": "a city", "is_supporting": False}]},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    corpus = tmp_path / "corpus"
+    benchmark = load_hotpotqa_paragraphs(path, corpus)
+    assert len({p.name for p in corpus.iterdir()}) == 3
+    for query, words in zip(benchmark.queries, ("1996 film", "2007 anime"), strict=True):
+        (gold,) = query.gold
+        assert words in (corpus / gold.doc_id).read_text(encoding="utf-8")
+        assert gold.doc_id in benchmark.file_paths
+    assert "Verona.txt" in benchmark.file_paths  # a title alone keeps its plain name

@@ -19,8 +19,9 @@ the peer comparison in docs/results.md measures it).
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,8 @@ def load_hotpotqa_paragraphs(path: str | Path, corpus: str | Path,
     `corpus` as its own file; gold: the supporting paragraphs' files.
 
     Paragraphs are keyed by title; a title that appears with two different texts is
-    refused rather than silently merged. Unchanged files are not rewritten.
+    refused rather than silently merged, and titles that would share a file name get
+    distinct ones (`paragraph_files`). Unchanged files are not rewritten.
     """
     path, corpus = Path(path), Path(corpus)
     records: list[dict[str, Any]] = []
@@ -149,9 +151,9 @@ def load_hotpotqa_paragraphs(path: str | Path, corpus: str | Path,
             if limit is not None and len(records) >= limit:
                 break
     texts: dict[str, str] = {}
-    queries: list[BenchmarkQuery] = []
+    asked: list[tuple[dict[str, Any], list[str]]] = []  # (record, its supporting titles)
     for record in records:
-        gold: list[GoldSpan] = []
+        supporting: list[str] = []
         for paragraph in record["contexts"]:
             title = str(paragraph["title"])
             text = beir_doc_text({"title": title, "text": paragraph["paragraph_text"]})
@@ -161,24 +163,19 @@ def load_hotpotqa_paragraphs(path: str | Path, corpus: str | Path,
                     "the corpus keys paragraphs by title"
                 )
             if paragraph.get("is_supporting"):
-                name = beir_doc_file(title)
-                gold.append(GoldSpan(name, name, 0, len(text)))
-        if gold:
-            queries.append(BenchmarkQuery(str(record["question_id"]),
-                                          str(record["question_text"]), tuple(gold)))
+                supporting.append(title)
+        asked.append((record, supporting))
+    files = paragraph_files(texts)
+    queries = [
+        BenchmarkQuery(str(record["question_id"]), str(record["question_text"]),
+                       tuple(GoldSpan(files[t], files[t], 0, len(texts[t])) for t in titles))
+        for record, titles in asked if titles
+    ]
     if not queries:
         raise ConfigurationError(f"{path}: no question with a supporting paragraph")
-    names: dict[str, str] = {}
-    for title in texts:
-        other = names.setdefault(beir_doc_file(title), title)
-        if other != title:
-            raise ConfigurationError(
-                f"{path}: titles {other!r} and {title!r} map to one file name "
-                f"{beir_doc_file(title)!r}; use fewer questions (limit) or rename one"
-            )
     corpus.mkdir(parents=True, exist_ok=True)
     for title, text in texts.items():
-        target = corpus / beir_doc_file(title)
+        target = corpus / files[title]
         if not target.is_file() or target.read_text(encoding="utf-8") != text:
             target.write_text(text, encoding="utf-8")
     return Benchmark(
@@ -186,8 +183,23 @@ def load_hotpotqa_paragraphs(path: str | Path, corpus: str | Path,
         queries=tuple(queries),
         corpus=corpus,
         level="document",
-        file_paths={beir_doc_file(t): beir_doc_file(t) for t in texts},
+        file_paths={name: name for name in files.values()},
     )
+
+
+def paragraph_files(titles: Iterable[str]) -> dict[str, str]:
+    """Each title's file name: `beir_doc_file(title)`, or, for titles that share that
+    name ("Romeo + Juliet" and "Romeo × Juliet"), the name with the first 8 hex digits
+    of the title's SHA-1 before ".txt", so every paragraph keeps a file of its own."""
+    by_name: dict[str, list[str]] = {}
+    for title in titles:
+        by_name.setdefault(beir_doc_file(title), []).append(title)
+    files: dict[str, str] = {}
+    for name, shared in by_name.items():
+        for title in shared:
+            digest = hashlib.sha1(title.encode("utf-8")).hexdigest()[:8]
+            files[title] = name if len(shared) == 1 else f"{name[:-4]}-{digest}.txt"
+    return files
 
 
 __all__ = [
@@ -197,6 +209,7 @@ __all__ = [
     "is_hotpotqa_file",
     "load_hotpotqa",
     "load_hotpotqa_paragraphs",
+    "paragraph_files",
     "question_document",
     "write_hotpotqa_corpus",
 ]
