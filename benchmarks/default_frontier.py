@@ -41,6 +41,30 @@ def at_budget(curve: Curve, budget: float) -> float:
     return math.nan
 
 
+def reach(curve: Curve, budget: float) -> float:
+    """Recall at `budget`, or, where the curve ends below it, its best recall (reached at
+    fewer characters): what a pipeline can hand over within that budget."""
+    value = at_budget(curve, budget)
+    if math.isnan(value) and curve and budget > max(x for x, _ in curve):
+        return max(y for _, y in curve)
+    return value
+
+
+def judge(curves: dict[str, Curve], peers: list[str], labels: list[str],
+          budgets: list[float]) -> dict[str, Any]:
+    """Per budget, whether each labelled pipeline reaches at least the best peer's recall
+    there (both read with `reach`): the cells of the pre-registered default check."""
+    cells: dict[str, Any] = {}
+    for budget in budgets:
+        best_peer = max(peers, key=lambda peer: _sortable(reach(curves[peer], budget)))
+        best = reach(curves[best_peer], budget)
+        cells[f"{budget:g}"] = {
+            "best_peer": best_peer, "best_peer_recall": best,
+            **{label: {"recall": reach(curves[label], budget),
+                       "wins": reach(curves[label], budget) >= best} for label in labels}}
+    return cells
+
+
 def grid_specs(lams: list[float], taus: list[float], radii: list[int],
                retriever: str | None = None) -> list[PolicySpec]:
     at = f"@{retriever}" if retriever else ""
@@ -62,7 +86,7 @@ def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
             for r in radii for lam in lams for tau in taus]
 
 
-def numbers(text: str, kind: type) -> list:
+def numbers(text: str, kind: type) -> list[Any]:
     return [kind(x) for x in text.split(",") if x.strip()]
 
 
@@ -95,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-scar-grid", action="store_true",
                         help="run window, window2 and scar's default only (no scar grid)")
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
+    parser.add_argument("--judge", action="append", default=[], metavar="LABEL",
+                        help="a pipeline's label, judged per budget against the best peer "
+                             "(docs/results.md, 'A pre-registered check'); repeatable")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.k.split(",")]
@@ -115,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         summaries = [evaluator.run(spec, k).summary()["all"] for k in ks]
         curves[spec.label] = [(s["characters"], s[metric]) for s in summaries]
         print(spec.label, flush=True)
+    peers: list[str] = []
     if args.peers_results:
         results = json.loads(args.peers_results.read_text())
         for label, entry in results["policies"].items():
@@ -123,21 +151,33 @@ def main(argv: list[str] | None = None) -> int:
                 curves[label] = [(per_k[f"k={k}"]["all"]["characters"],
                                   per_k[f"k={k}"]["all"][metric]) for k in ks
                                  if f"k={k}" in per_k]
+                peers.append(label)
     table: dict[str, Any] = {
         label: {f"{b:g}": at_budget(curve, b) for b in budgets} for label, curve in curves.items()
     }
     for row in table.values():
         values = [v for v in row.values() if not math.isnan(v)]
         row["mean"] = sum(values) / len(values) if len(values) == len(budgets) else math.nan
+    judged = list(args.judge)
+    unknown = [label for label in judged if label not in curves]
+    if unknown:
+        parser.error(f"--judge {unknown}: not a label of this run (labels: {sorted(curves)})")
+    verdicts = judge(curves, peers, judged, budgets) if judged else {}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"metric": metric, "ks": ks, "budgets": budgets,
-                                    "curves": curves, "at_budget": table},
+                                    "curves": curves, "at_budget": table, "cells": verdicts},
                                    indent=1, allow_nan=True) + "\n", encoding="utf-8")
     print("| policy | " + " | ".join(f"{b:,.0f} chars" for b in budgets) + " | mean |")
     print("|---|" + "---:|" * (len(budgets) + 1))
     for label, row in sorted(table.items(), key=lambda item: -_sortable(item[1]["mean"])):
         cells = [_pct(row[f"{b:g}"]) for b in budgets] + [_pct(row["mean"])]
         print(f"| {label} | " + " | ".join(cells) + " |")
+    for label in judged:
+        marks = [f"{'win' if cell[label]['wins'] else 'lose'} {_pct(cell[label]['recall'])} "
+                 f"vs {_pct(cell['best_peer_recall'])} ({cell['best_peer']})"
+                 for cell in verdicts.values()]
+        wins = sum(cell[label]["wins"] for cell in verdicts.values())
+        print(f"{label}: {wins}/{len(verdicts)} cells | " + " | ".join(marks))
     return 0
 
 

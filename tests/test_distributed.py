@@ -22,6 +22,7 @@ import pytest
 import suture.indexing as indexing
 from suture.distributed import RayOptions
 from suture.index import Index, IndexReport
+from suture.retrievers.sentences import SENTENCES_PREFIX
 
 pytestmark = pytest.mark.slow
 ray = pytest.importorskip("ray")
@@ -74,6 +75,12 @@ def test_ray_index_equals_the_single_process_one(
     assert sorted(report.added) == ["gdpr.md", "rfc.txt"]
     assert [s.source for s in report.skipped] == [str(corpus / "notes.docx")]
     assert report.embedded == report.chunks_written == single.store.chunk_count()
+    # the sentence vectors the default pipeline reads come with a single-process build; a
+    # Ray build leaves them to the first query that needs them (not embedded by one process)
+    assert len(single.store.derived.keys(SENTENCES_PREFIX)) == 2
+    assert not spread.store.derived.keys(SENTENCES_PREFIX)
+    spread.retrieve("What counts as personal data?", k=1)
+    assert len(spread.store.derived.keys(SENTENCES_PREFIX)) == 2
     # unchanged documents are skipped; a changed one is replaced
     (corpus / "rfc.txt").write_text((corpus / "rfc.txt").read_text() + "\n\nA new line.\n")
     again = Index.build([corpus], tmp_path / "ray", embedder="minilm",

@@ -24,6 +24,7 @@ import httpx
 from suture.documents import Skipped, document_files
 from suture.exceptions import ServiceError
 from suture.index import IndexReport
+from suture.policies import DEFAULT_POLICY
 from suture.types import Context, Document
 
 #: job states after which a write job changes no more
@@ -60,7 +61,7 @@ class Client:
     def retrieve(
         self,
         query: str,
-        policy: str = "topk",
+        policy: str = DEFAULT_POLICY.value,
         k: int = 5,
         *,
         retriever: str | None = None,

@@ -27,7 +27,7 @@ from suture.exceptions import (
     NothingToIndexError,
 )
 from suture.indexing import IndexReport, ProgressFactory, ingest
-from suture.policies import Policy, get_policy
+from suture.policies import DEFAULT_POLICY, Policy, get_policy, policy_needs_sentences
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
 from suture.retrievers import Retriever, RetrieverName, get_retriever
@@ -307,6 +307,10 @@ class Index:
         # changed.
         self.store.prepare(show_progress=show_progress is True)
         self.retriever().prepare(show_progress=show_progress is True)
+        if ray is None and policy_needs_sentences(DEFAULT_POLICY):
+            # the default pipeline reads them; with Ray they are left to the first query
+            # that needs them (or `suture serve`'s warm-up) rather than embedded here alone
+            self.sentence_table(show_progress=show_progress is True)
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress is True)
         return report
@@ -362,7 +366,7 @@ class Index:
     def retrieve(
         self,
         query: str,
-        policy: str | Policy = "topk",
+        policy: str | Policy = DEFAULT_POLICY,
         k: int = 5,
         *,
         query_vector: Vectors | None = None,
@@ -374,10 +378,12 @@ class Index:
     ) -> Context:
         """Assemble the context for one query with a policy (see `suture.policies`).
 
-        `params` are the policy's parameters; those not given come from the index's
-        own defaults for that policy (`Manifest.policy_defaults`), then the policy's.
-        Without `retriever`, the first stage is the one stored with those defaults (as
-        `suture calibrate --retriever` writes it), else the index's own.
+        `policy` defaults to suture's default pipeline (`DEFAULT_POLICY`). `params` are
+        the policy's parameters; those not given come from the index's own defaults for
+        that policy (`Manifest.policy_defaults`), then the policy's. Without `retriever`,
+        the first stage is the one stored with those defaults (as `suture calibrate
+        --retriever` writes it), else the policy's choice given the index's own
+        (`Policy.first_stage`: scar-sentences searches sentence vectors beside `dense`).
         """
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError(
@@ -394,6 +400,10 @@ class Index:
             if retriever is None and retriever_options is None:
                 retriever = stored_retriever
         chosen = get_policy(policy, **params)
+        if retriever is None and retriever_options is None:
+            preferred = chosen.first_stage(self.manifest.retriever)
+            if preferred != self.manifest.retriever:  # else the index's own, with its options
+                retriever = preferred
         first_stage = self.retriever(retriever, retriever_options)
         if query_vector is None:
             query_vector = self.embedder.embed_query(query)

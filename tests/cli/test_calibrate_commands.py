@@ -205,7 +205,8 @@ def test_scar_sentences_is_calibrated_on_its_first_stage_against_window_on_anoth
     defaults = Index.open(sentence_calibrated["index"]).manifest.policy_defaults
     assert defaults["scar-sentences"] == {**chosen, "retriever": "dense-sentences"}
     assert "scar" in defaults  # the chunk policy's calibration is kept beside it
-    assert set(report["judged"]) >= {"default", "scar default", "contracts (0, 0.9, 12)"}
+    assert set(report["judged"]) >= {"default (0, 0.9, 12)", "scar default",
+                                     "prose (0, 0.5, 12)"}
     printed = sentence_calibrated["stdout"]
     assert "scar-sentences@dense-sentences against window@dense" in printed
     assert "--policy scar-sentences` now uses them" in " ".join(printed.split())

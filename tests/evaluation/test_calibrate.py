@@ -348,13 +348,19 @@ def test_prepare_builds_sentence_vectors_behind_a_progress_bar(
     privacy: Benchmark, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before a sweep or an evaluation runs scar-sentences on an index without sentence
-    vectors, `Evaluator.prepare` builds them behind a progress bar (not silently inside
-    the first query)."""
+    vectors (built before they were built with every index, or with Ray),
+    `Evaluator.prepare` builds them behind a progress bar (not silently inside the first
+    query)."""
     from suture.evaluation.runner import open_or_build_index
+    from suture.index import Index
     from suture.retrievers.sentences import SENTENCES_PREFIX
 
-    index = open_or_build_index(tmp_path / "idx", privacy, embedder="hashing",
+    built = open_or_build_index(tmp_path / "idx", privacy, embedder="hashing",
                                 show_progress=False)
+    assert len(list(built.store.derived.keys(SENTENCES_PREFIX))) == len(privacy.doc_ids)
+    for key in built.store.derived.keys(SENTENCES_PREFIX):  # as an older index has none
+        built.store.derived.delete(key)
+    index = Index.open(tmp_path / "idx")
     assert not list(index.store.derived.keys(SENTENCES_PREFIX))
     evaluator = Evaluator(index, privacy.subset(5), show_progress=True)
     capsys.readouterr()

@@ -109,7 +109,8 @@ def test_eval_command_compares_retrievers(privacy_paths: tuple[Path, Path], tmp_
 
 
 def test_eval_command_runs_peers(privacy_paths: tuple[Path, Path], tmp_path: Path) -> None:
-    """Peers run beside the policies, are scored alike and matched against scar."""
+    """Peers run beside the policies, are scored alike and matched against suture's
+    default pipeline, which runs even when --policies leaves it out."""
     pytest.importorskip("llama_index.core")
     pytest.importorskip("langchain_classic")
     _register()
@@ -123,7 +124,9 @@ def test_eval_command_runs_peers(privacy_paths: tuple[Path, Path], tmp_path: Pat
         "--limit", "8", "--resamples", "200", "--no-progress",
     ])
     assert result.exit_code == 0, result.output
+    assert "running scar-sentences too" in result.output
     results = json.loads((out / "results.json").read_text())
+    assert results["policies"]["scar-sentences"]["params"]["tau"] == 0.9
     peer = results["policies"]["llamaindex-topk"]
     assert peer["peer"] is True and peer["params"]["chunk_size"] == 256
     assert results["policies"]["scar"]["params"]["lam"] == 0.5

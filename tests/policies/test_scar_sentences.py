@@ -135,8 +135,11 @@ def test_trace_decisions_follow_the_rule(index: Index) -> None:
     assert {"added", "rejected"} <= decisions
 
 
-def test_sentence_vectors_are_built_once_and_kept(index: Index, tmp_path: Path) -> None:
-    assert not list(index.store.derived.keys(SENTENCES_PREFIX))
+def test_sentence_vectors_are_built_with_the_index_and_kept(index: Index,
+                                                            tmp_path: Path) -> None:
+    """The default pipeline reads them, so building the index builds them (one blob per
+    document); a reopened index reads them back instead of embedding again."""
+    assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == len(DOCS)
     index.retrieve(QUESTIONS[0], "scar-sentences", k=2, retriever="dense")
     assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == len(DOCS)
     reopened = Index.open(tmp_path / "idx")
@@ -193,3 +196,27 @@ def test_cli_query_returns_whole_sentences(index: Index, tmp_path: Path) -> None
         assert span["text"] == DOCS[doc][span["start"]:span["end"]]
         assert any(a == span["start"] for a, _ in bounds[doc])
         assert any(b == span["end"] for _, b in bounds[doc])
+
+
+def test_the_default_policy_is_scar_sentences_on_chunk_and_sentence_vectors(
+        index: Index, tmp_path: Path) -> None:
+    """Without a policy, `Index.retrieve` runs scar-sentences; on a `dense` index it
+    searches `dense-sentences` (hits found by a sentence count); a retriever named in
+    the call, stored by calibration, or chosen as the index's own is kept instead."""
+    assert index.manifest.retriever == "dense"
+    for question in QUESTIONS:
+        default = index.retrieve(question, k=2)
+        assert default.policy == "scar-sentences"
+        assert {h.retriever for h in default.hits} == {"dense-sentences"}
+        assert default.spans == index.retrieve(question, "scar-sentences", k=2,
+                                               retriever="dense-sentences").spans
+        named = index.retrieve(question, k=2, retriever="dense")
+        assert {h.retriever for h in named.hits} == {"dense"}
+    index.with_manifest(policy_defaults={"scar-sentences": {"retriever": "lexical"}})
+    assert {h.retriever for h in index.retrieve(QUESTIONS[0], k=2).hits} == {"lexical"}
+    lexical = Index.build(write_docs(tmp_path / "docs2", DOCS), tmp_path / "idx2",
+                          embedder="hashing", chunk_size=200, chunk_overlap=20,
+                          retriever="lexical")
+    assert {h.retriever for h in lexical.retrieve(QUESTIONS[0], k=2).hits} == {"lexical"}
+    # chunk policies keep the index's own first stage
+    assert {h.retriever for h in index.retrieve(QUESTIONS[0], "scar", k=2).hits} == {"dense"}

@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
+from suture.policies import COMPARED_POLICIES
 from tests.server.fixtures import READ_KEY, Server, needs_chromium, wait_for
 
 pytestmark = [pytest.mark.slow, needs_chromium]
 QUESTION = "What happens when a retransmission timeout expires?"
-POLICIES = ["topk", "window", "parent", "scar"]
+POLICIES = list(COMPARED_POLICIES)  # the page's defaults are the service's
 
 #: every mark on the page: (policy, kind, doc_id, start, end, text)
 MARKS = """[...document.querySelectorAll('#columns mark')].map(m => [

@@ -9,21 +9,21 @@ from suture.retrievers.sentences import SENTENCES_PREFIX
 from suture.server.service import IndexService
 
 
-def test_warm_up_builds_the_first_stage_stored_with_a_calibrated_policy(tmp_path: Path) -> None:
-    """An index whose scar-sentences defaults name dense-sentences (as `suture calibrate
-    --retriever dense-sentences` writes them) has its sentence vectors built at warm-up,
-    not inside the first request for that policy."""
+def test_warm_up_builds_what_the_default_pipeline_reads(tmp_path: Path) -> None:
+    """An index without sentence vectors (built before they came with every index, or
+    with Ray) has them built at warm-up, not inside the first request: the default
+    policy seeds from them and searches them (`dense-sentences`)."""
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("# A\n\n" + "The receiver acknowledges each segment. " * 40)
     (docs / "b.md").write_text("# B\n\n" + "A timer expires and the segment is sent again. " * 40)
-    index = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    built = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    for key in built.store.derived.keys(SENTENCES_PREFIX):
+        built.store.derived.delete(key)
+    index = Index.open(tmp_path / "idx")
+    assert not list(index.store.derived.keys(SENTENCES_PREFIX))
     service = IndexService(index)
     try:
-        service.warm_up()
-        assert not list(index.store.derived.keys(SENTENCES_PREFIX))  # dense needs none
-        index.with_manifest(policy_defaults={
-            "scar-sentences": {"tau": 0.9, "retriever": "dense-sentences"}})
         service.warm_up()
         assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == 2
     finally:

@@ -17,7 +17,7 @@ from suture.exceptions import SutureError
 if TYPE_CHECKING:
     from suture.evaluation.benchmarks import Benchmark
 
-DEFAULT_POLICIES = "topk,window,window2,parent,scar"
+DEFAULT_POLICIES = "topk,window,window2,parent,scar,scar-sentences"
 
 
 #: options always written into the recorded command, even at their defaults
@@ -154,7 +154,7 @@ def eval_command(
         parse_peer_specs,
         parse_policy_specs,
     )
-    from suture.evaluation.runner import evaluate, open_or_build_index
+    from suture.evaluation.runner import DEFAULT_PIPELINE, evaluate, open_or_build_index
     from suture.policies import policy_names
 
     started = time.perf_counter()
@@ -167,10 +167,12 @@ def eval_command(
                 typer.echo(f"skipping unavailable policies: {', '.join(skipped)}", err=True)
             names = ",".join(usable)
         peer_specs, policy_params = parse_peer_specs(peers or "", param or ())
-        specs: list[PolicySpec | PeerSpec] = [
-            *parse_policy_specs(names, policy_params, params_json, retriever or ()),
-            *peer_specs,
-        ]
+        suture_specs = parse_policy_specs(names, policy_params, params_json, retriever or ())
+        if peer_specs and DEFAULT_PIPELINE not in {spec.label for spec in suture_specs}:
+            typer.echo(f"peers are matched against suture's default pipeline: running "
+                       f"{DEFAULT_PIPELINE} too", err=True)
+            suture_specs.append(PolicySpec(DEFAULT_PIPELINE))
+        specs: list[PolicySpec | PeerSpec] = [*suture_specs, *peer_specs]
         ks = parse_ks(k)
         out.mkdir(parents=True, exist_ok=True)
         loaded = load_for_command(benchmark, corpus, out, split, limit, newlines)

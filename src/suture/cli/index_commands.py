@@ -30,6 +30,7 @@ from suture.documents import Newlines
 from suture.documents.limits import MEMORY_PER_FILE_BYTE
 from suture.exceptions import SutureError
 from suture.indexing import IndexReport
+from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
 
 PolicyOption = Annotated[
     str,
@@ -211,7 +212,7 @@ def query_command(
     text: Annotated[str, typer.Argument(help="The question.")],
     index: IndexOption,
     store: StoreOption = None,
-    policy: PolicyOption = "topk",
+    policy: PolicyOption = DEFAULT_POLICY.value,
     k: Annotated[int, typer.Option("--k", "-k", help="First-stage hits.")] = 5,
     param: ParamOption = None,
     max_tokens: Annotated[int | None, typer.Option(help="Token budget for the context.")] = None,
@@ -275,7 +276,7 @@ def compare_command(
     store: StoreOption = None,
     policies: Annotated[
         str, typer.Option(help="Comma-separated policies.")
-    ] = "topk,window,parent,scar",
+    ] = ",".join(COMPARED_POLICIES),
     k: Annotated[int, typer.Option("--k", "-k")] = 5,
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
     embedder_option: EmbedderOption = None,

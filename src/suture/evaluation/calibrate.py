@@ -23,8 +23,8 @@ What it does, in order:
 4. the judgement: the chosen setting against window on the judging part, with the paired
    bootstrap (`stats.paired_bootstrap`) of the recall difference and the size change;
    the named settings (`NAMED_SETTINGS`: suture's default, the paper's two; for
-   scar-sentences its default, the two corpus settings and chunk scar's default) are
-   judged the same way beside it;
+   scar-sentences its default (the contracts setting), the prose setting, its default
+   before s12 and chunk scar's default) are judged the same way beside it;
 5. `write_choice` stores the chosen parameters and the first stage they were tuned on
    in the index manifest (`Manifest.policy_defaults[policy]`), which `Index.retrieve`
    applies to every later query of that policy that does not set them itself.
@@ -99,9 +99,9 @@ NAMED_SETTINGS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
         "paper transfer": ("scar", {**TRANSFER_SETTING, "radius": 1}),
     },
     "scar-sentences": {
-        "default": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 6}),
-        "contracts (0, 0.9, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.9, "radius": 12}),
+        "default (0, 0.9, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.9, "radius": 12}),
         "prose (0, 0.5, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 12}),
+        "before s12 (0, 0.5, 6)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 6}),
         "scar default": _SCAR_DEFAULT,
     },
 }

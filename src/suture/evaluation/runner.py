@@ -23,6 +23,7 @@ from suture.evaluation.stats import (
     paired_bootstrap,
 )
 from suture.exceptions import ConfigurationError
+from suture.policies import DEFAULT_POLICY
 
 if TYPE_CHECKING:
     from suture.index import Index
@@ -65,8 +66,8 @@ def compare_runs(
     return rows
 
 
-#: the label of suture's default pipeline (index default retriever, default scar)
-DEFAULT_PIPELINE = "scar"
+#: the label of suture's default pipeline (the default policy on its default first stage)
+DEFAULT_PIPELINE = DEFAULT_POLICY.value
 
 
 def match_peers(

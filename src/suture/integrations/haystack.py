@@ -34,6 +34,7 @@ from suture.integrations.source import (
     context_source,
     span_metadata,
 )
+from suture.policies import DEFAULT_POLICY
 from suture.stores.base import PositionRange
 
 try:
@@ -57,8 +58,9 @@ class SutureRetriever:
     and the policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
     """
 
-    def __init__(self, index: str | Path | ContextSource, policy: str = "scar", k: int = 5,
-                 *, store: str | None = None, api_key: Secret | None = None,
+    def __init__(self, index: str | Path | ContextSource,
+                 policy: str = DEFAULT_POLICY.value, k: int = 5, *, store: str | None = None,
+                 api_key: Secret | None = None,
                  **options: Any) -> None:
         self.index = str(index) if isinstance(index, (str, Path)) else index
         self.store = store

@@ -25,6 +25,7 @@ from suture.integrations.source import (
     open_source,
     span_metadata,
 )
+from suture.policies import DEFAULT_POLICY
 
 try:
     from langchain_core.callbacks import (
@@ -55,8 +56,8 @@ class SutureRetriever(BaseRetriever):
     source: Any
     settings: RetrieveSettings
 
-    def __init__(self, index: str | Path | ContextSource, *, policy: str = "scar", k: int = 5,
-                 **options: Any) -> None:
+    def __init__(self, index: str | Path | ContextSource, *,
+                 policy: str = DEFAULT_POLICY.value, k: int = 5, **options: Any) -> None:
         source, settings = open_source(index, policy, k, **options)
         fields: dict[str, Any] = {"source": source, "settings": settings}
         super().__init__(**fields)

@@ -39,6 +39,7 @@ from suture.integrations.source import (
     open_source,
     span_metadata,
 )
+from suture.policies import DEFAULT_POLICY
 from suture.policies.scar import ScarPolicy
 from suture.stores.base import PositionRange
 
@@ -73,7 +74,8 @@ class SutureRetriever(BaseRetriever):
     parameters (e.g. `lam=0.5, tau=0.1` for SCAR); see `source.open_source`.
     """
 
-    def __init__(self, index: str | Path | ContextSource, *, policy: str = "scar", k: int = 5,
+    def __init__(self, index: str | Path | ContextSource, *,
+                 policy: str = DEFAULT_POLICY.value, k: int = 5,
                  callback_manager: CallbackManager | None = None, **options: Any) -> None:
         self.source, self.settings = open_source(index, policy, k, **options)
         super().__init__(callback_manager=callback_manager)

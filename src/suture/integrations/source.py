@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from suture.exceptions import ConfigurationError
+from suture.policies import DEFAULT_POLICY
 from suture.types import Context, Span
 
 #: metadata keys every piece an adapter returns carries (LangChain `metadata`, Haystack
@@ -103,7 +104,7 @@ def open_source(
 class RetrieveSettings:
     """What an adapter asks of its source for every query."""
 
-    policy: str = "scar"
+    policy: str = DEFAULT_POLICY.value
     k: int = 5
     params: Mapping[str, Any] = field(default_factory=dict)
     max_tokens: int | None = None

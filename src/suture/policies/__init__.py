@@ -26,6 +26,14 @@ class PolicyName(StrEnum):
     SPROUT = "sprout"
 
 
+#: the policy used when none is named (`Index.retrieve`, `suture query`, the service, the
+#: framework adapters): chosen against the peers by a rule fixed before three fresh sets
+#: were built (docs/results.md, "A pre-registered check of a new default")
+DEFAULT_POLICY = PolicyName.SCAR_SENTENCES
+#: what `suture compare` and the service's compare show when not told: the baselines, the
+#: paper's SCAR and the default
+COMPARED_POLICIES = ("topk", "window", "parent", "scar", DEFAULT_POLICY.value)
+
 # name -> (module, class, preset parameters)
 _REGISTRY: dict[PolicyName, tuple[str, str, dict[str, Any]]] = {
     PolicyName.TOPK: ("suture.policies.topk", "TopKPolicy", {}),
@@ -110,6 +118,8 @@ def get_policy(name: str | Policy, **params: Any) -> Policy:
 
 
 __all__ = [
+    "COMPARED_POLICIES",
+    "DEFAULT_POLICY",
     "Policy",
     "PolicyName",
     "PolicyRequest",

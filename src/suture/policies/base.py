@@ -48,6 +48,11 @@ class Policy(ABC):
     #: whether `select` reads the index's sentence vectors (`PolicyRequest.sentences`)
     needs_sentences: ClassVar[bool] = False
 
+    def first_stage(self, index_retriever: str) -> str:
+        """The first stage this policy runs on when neither the call nor the index's own
+        settings for it name one: by default the index's own retriever."""
+        return index_retriever
+
     def candidate_count(self, k: int) -> int:
         """How many first-stage hits this policy wants for a final k (rerank wants more)."""
         return k

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
+
 #: largest k a request may ask for
 MAX_K = 200
 #: most policies one compare request may run
@@ -24,7 +26,8 @@ class _Strict(BaseModel):
 
 class RetrieveRequest(_Strict):
     query: str = Field(min_length=1, description="The question.")
-    policy: str = Field("topk", description="topk, window, window2, parent, scar, rerank, sprout.")
+    policy: str = Field(DEFAULT_POLICY.value, description="topk, window, window2, parent, scar, "
+                        "scar-sentences (the default), rerank, sprout.")
     k: int = Field(5, ge=1, le=MAX_K, description="First-stage hits.")
     params: dict[str, ParamValue] = Field(
         default_factory=dict, description="Policy parameters, e.g. {\"lam\": 0.5, \"tau\": 0.1}."
@@ -38,7 +41,7 @@ class RetrieveRequest(_Strict):
 class CompareRequest(_Strict):
     query: str = Field(min_length=1)
     policies: list[str] = Field(
-        default_factory=lambda: ["topk", "window", "parent", "scar"],
+        default_factory=lambda: list(COMPARED_POLICIES),
         min_length=1, max_length=MAX_POLICIES,
     )
     k: int = Field(5, ge=1, le=MAX_K)

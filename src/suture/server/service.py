@@ -51,7 +51,8 @@ class IndexService:
 
     def warm_up(self) -> None:
         """Load the model, the default retriever, the first stages stored with calibrated
-        policies (`suture calibrate --retriever`) and the search table before serving."""
+        policies (`suture calibrate --retriever`), the search table and what the default
+        pipeline reads (its first stage, the sentence vectors) before serving."""
         self.index.embed_queries(["warm up"])
         self.index.retriever().prepare()
         manifest = self.index.manifest
@@ -60,7 +61,7 @@ class IndexService:
             if retriever is not None:
                 self.index.retriever(retriever).prepare()
         if self.index.info()["chunks"]:
-            self.index.retrieve("warm up", "topk", 1)
+            self.index.retrieve("warm up", k=1)  # the default pipeline: its first stage too
 
     def close(self) -> None:
         self.jobs.close()

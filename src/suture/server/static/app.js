@@ -5,7 +5,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const DEFAULT_POLICIES = ["topk", "window", "parent", "scar"];
+const DEFAULT_POLICIES = ["topk", "window", "parent", "scar", "scar-sentences"];
 const HIDDEN_POLICIES = ["rerank"]; // needs a model folder: /v1/retrieve only
 const documents = new Map(); // doc_id -> Promise of the document's JSON
 let traceHeaders = {};

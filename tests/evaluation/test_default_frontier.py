@@ -1,0 +1,37 @@
+"""benchmarks/default_frontier.py's reading of recall at a budget, which decided the s12
+default (docs/results.md, "A pre-registered check of a new default")."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from default_frontier import judge, reach
+
+CURVES = {
+    "suture": [(1000.0, 0.2), (3000.0, 0.5)],
+    "long peer": [(2000.0, 0.3), (9000.0, 0.9)],
+    "short peer": [(500.0, 0.35)],
+}
+
+
+def test_reach_interpolates_inside_a_curve_and_keeps_the_last_recall_past_it() -> None:
+    assert reach(CURVES["suture"], 2000) == pytest.approx(0.35)
+    assert reach(CURVES["long peer"], 1000) == pytest.approx(0.15)  # from (0, 0)
+    assert reach(CURVES["suture"], 4000) == pytest.approx(0.5)  # ended at 3,000
+    assert reach(CURVES["short peer"], 8000) == pytest.approx(0.35)
+
+
+def test_judge_compares_each_budget_with_the_best_peer_there() -> None:
+    cells = judge(CURVES, ["long peer", "short peer"], ["suture"], [2000, 4000, 9000])
+    # 2,000: the short peer's 0.35 (reached at 500) beats the long one's 0.30; a tie wins
+    assert cells["2000"]["best_peer"] == "short peer"
+    assert cells["2000"]["suture"] == {"recall": pytest.approx(0.35), "wins": True}
+    # 4,000: suture's 0.5 (ended at 3,000) beats the long peer's 0.3 + 0.6 * 2/7
+    assert cells["4000"]["best_peer_recall"] == pytest.approx(0.3 + 0.6 * 2 / 7)
+    assert cells["4000"]["suture"]["wins"] is True
+    assert cells["9000"]["best_peer"] == "long peer"
+    assert cells["9000"]["suture"] == {"recall": pytest.approx(0.5), "wins": False}
