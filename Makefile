@@ -36,10 +36,10 @@ demo: check-data setup
 	  "When must a personal data breach be notified to the supervisory authority?" \
 	  "How much revenue did Microsoft Cloud generate in fiscal year 2023?" \
 	  "Under what conditions can the merger agreement be terminated?"; do \
-	  $(SUTURE) compare "$$q" --index $(DEMO_INDEX) --policies topk,window,window2,parent,scar || exit 1; \
+	  $(SUTURE) compare "$$q" --index $(DEMO_INDEX) --policies topk,window,window2,parent,scar,scar-sentences || exit 1; \
 	done
 	$(SUTURE) query "How is a TCP connection established (three-way handshake)?" \
-	  --index $(DEMO_INDEX) --policy scar --k 3
+	  --index $(DEMO_INDEX) --k 3
 
 test: setup
 	$(PY) -m pytest
