@@ -86,6 +86,7 @@ class Index:
         ray: RayOptions | None = None,
         newlines: Newlines | str = Newlines.UNIVERSAL,
         max_file_size: int | str | None = "auto",
+        sentence_vectors: bool | None = None,
     ) -> Index:
         """Create the index `index` (or add to it) from files and folders in `paths`.
 
@@ -98,6 +99,9 @@ class Index:
         `suture train-sprout`) also builds SproutRAG trees; once an index has trees,
         later runs keep them up to date. `report` is filled in as the run goes. `ray`
         embeds (and, on a server store, writes) on a Ray cluster (`suture.distributed`).
+        `sentence_vectors` (kept in the manifest; None: as the index has it, on for a new
+        one) says whether documents' sentences are embedded as they are added: the
+        default pipeline reads them, and without them its first query builds them.
         `newlines` is how text files are read (Python's text mode by default; see
         `Newlines`): the convention of every offset the index returns. A file larger
         than `max_file_size` (bytes, "500MB"; "auto", the default: larger than the memory
@@ -143,6 +147,7 @@ class Index:
                 embedder_key=model.key,
                 retriever=retriever or RetrieverName.DENSE.value,
                 retriever_options=dict(retriever_options or {}),
+                sentence_vectors=True if sentence_vectors is None else sentence_vectors,
             )
             built = cls(create_store(str(index), manifest, store), model,
                         embedder_options=options)
@@ -153,6 +158,8 @@ class Index:
         ):
             built.with_manifest(retriever=retriever,
                                 retriever_options=dict(retriever_options or {}))
+        if sentence_vectors is not None and sentence_vectors != built.manifest.sentence_vectors:
+            built.with_manifest(sentence_vectors=sentence_vectors)
         built.last_report = built.ingest(documents, show_progress=show_progress, prune=prune,
                                          report=report, ray=ray)
         if sprout or sprout_weights is not None:
@@ -307,7 +314,8 @@ class Index:
         # changed.
         self.store.prepare(show_progress=show_progress is True)
         self.retriever().prepare(show_progress=show_progress is True)
-        if ray is None and policy_needs_sentences(DEFAULT_POLICY):
+        if ray is None and self.manifest.sentence_vectors and policy_needs_sentences(
+                DEFAULT_POLICY):
             # the default pipeline reads them; with Ray they are left to the first query
             # that needs them (or `suture serve`'s warm-up) rather than embedded here alone
             self.sentence_table(show_progress=show_progress is True)

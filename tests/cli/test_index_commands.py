@@ -45,6 +45,42 @@ def test_index_query_info_delete(docs: Path, tmp_path: Path) -> None:
     assert json.loads(suture("info", "--index", idx, "--json").stdout)["documents"] == 1
 
 
+def _sentence_blobs(idx: Path) -> int:
+    return len(list((idx / "sentences").rglob("*.npz")))
+
+
+def test_no_sentence_vectors_is_kept_by_the_index_until_turned_back_on(
+        docs: Path, tmp_path: Path) -> None:
+    """`--no-sentence-vectors` skips embedding sentences and is remembered by later runs;
+    `--sentence-vectors` turns it back on for every stored document; without them the
+    default pipeline's first query builds what it needs."""
+    idx = tmp_path / "idx"
+    assert suture("index", docs / "tcp.md", "--index", idx, "--embedder", "hashing",
+                  "--quiet", "--no-sentence-vectors").returncode == 0
+    assert _sentence_blobs(idx) == 0
+    assert json.loads(suture("info", "--index", idx, "--json").stdout)[
+        "sentence_vectors"] is False
+    assert suture("index", docs / "bad.jsonl", "--index", idx, "--embedder", "hashing",
+                  "--quiet").returncode == 0
+    assert _sentence_blobs(idx) == 0  # remembered without the flag
+    assert suture("index", docs, "--index", idx, "--embedder", "hashing", "--quiet",
+                  "--sentence-vectors").returncode == 0
+    assert _sentence_blobs(idx) == 2  # both stored documents, the unchanged one too
+    assert json.loads(suture("info", "--index", idx, "--json").stdout)["sentence_vectors"]
+
+    fresh = tmp_path / "fresh"
+    assert suture("index", docs, "--index", fresh, "--embedder", "hashing",
+                  "--quiet").returncode == 0
+    assert _sentence_blobs(fresh) == 2  # on by default
+    lazy = tmp_path / "lazy"
+    assert suture("index", docs, "--index", lazy, "--embedder", "hashing", "--quiet",
+                  "--no-sentence-vectors").returncode == 0
+    answer = suture("query", "three-way handshake", "--index", lazy, "--k", "2", "--json")
+    assert answer.returncode == 0, answer.stderr
+    assert json.loads(answer.stdout)["policy"] == "scar-sentences"
+    assert _sentence_blobs(lazy) == 2  # built by the query that needed them
+
+
 def test_index_shows_progress_while_it_builds_the_search_graph(docs: Path,
                                                                tmp_path: Path) -> None:
     """A large index's HNSW graph takes minutes at the end of `suture index`: a bar says

@@ -89,6 +89,12 @@ def index_command(
             "dense-sentences.")
     ] = None,
     retriever_param: RetrieverParamOption = None,
+    sentence_vectors: Annotated[bool | None, typer.Option(
+        "--sentence-vectors/--no-sentence-vectors",
+        help="Embed every sentence as documents are added (the default pipeline reads them; "
+             "about half the indexing time). Kept by the index; default: on for a new index, "
+             "as it was for an existing one. Without them the first query that needs them "
+             "builds them.")] = None,
     sprout: Annotated[bool, typer.Option(help="Also build SproutRAG sentence trees.")] = False,
     sprout_weights: Annotated[
         Path | None,
@@ -140,6 +146,7 @@ def index_command(
             report=report,
             newlines=newlines,
             max_file_size=max_file_size,
+            sentence_vectors=sentence_vectors,
         )
     except NothingToIndexError as exc:
         if exc.report is not None:

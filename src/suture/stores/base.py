@@ -90,6 +90,10 @@ class Manifest:
     #: `POLICY_RETRIEVER` ("retriever") names the first stage that policy was calibrated
     #: on, used when a call names none (`policy_settings`)
     policy_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: whether adding documents also embeds their sentences, which the default pipeline
+    #: reads (`suture index --no-sentence-vectors` turns it off: about half the indexing
+    #: time; the first query that needs them then builds them)
+    sentence_vectors: bool = True
 
     def policy_settings(self, policy: str) -> tuple[dict[str, Any], str | None]:
         """This index's own parameters for `policy` and the first stage stored with them
