@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -38,7 +39,7 @@ from suture.types import Context, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
-    from suture.retrievers.sentences import SentenceTable
+    from suture.retrievers.sentences import SentenceRetriever, SentenceTable
 
 #: embedder options never written to the manifest (secrets and live objects)
 _UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
@@ -318,7 +319,7 @@ class Index:
                 DEFAULT_POLICY):
             # the default pipeline reads them; with Ray they are left to the first query
             # that needs them (or `suture serve`'s warm-up) rather than embedded here alone
-            self.sentence_table(show_progress=show_progress is True)
+            self._embed_sentences(report, show_progress=show_progress is True)
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress is True)
         return report
@@ -362,14 +363,25 @@ class Index:
                 name, self.store, embedder=lambda: self.embedder, **chosen)
         return self._retrievers[key]
 
+    def _embed_sentences(self, report: IndexReport, *, show_progress: bool) -> None:
+        """Build the sentence vectors of documents that have none yet, into `report`."""
+        retriever = self._sentence_retriever()
+        before, started = retriever.built_documents, time.perf_counter()
+        retriever.table(show_progress)
+        report.sentence_documents += retriever.built_documents - before
+        report.sentence_seconds += time.perf_counter() - started
+
     def sentence_table(self, show_progress: bool = False) -> SentenceTable:
         """Every sentence vector of the index (built at the first call after a change), as
         the `dense-sentences` retriever holds them; policies that walk sentences read it."""
+        return self._sentence_retriever().table(show_progress)
+
+    def _sentence_retriever(self) -> SentenceRetriever:
         from suture.retrievers.sentences import SentenceRetriever
 
         retriever = self.retriever(RetrieverName.DENSE_SENTENCES)
         assert isinstance(retriever, SentenceRetriever)
-        return retriever.table(show_progress)
+        return retriever
 
     def retrieve(
         self,

@@ -64,6 +64,10 @@ class IndexReport:
     cached: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    #: documents whose sentences were embedded after the chunks (the default pipeline
+    #: reads them; `Index.add`), and the seconds that took
+    sentence_documents: int = 0
+    sentence_seconds: float = 0.0
 
     @property
     def indexed(self) -> int:
@@ -81,9 +85,12 @@ class IndexReport:
             f"{len(self.deleted)} deleted",
             f"{len(self.skipped)} skipped",
         ]
+        sentences = (f"; sentence vectors: {self.sentence_documents} documents in "
+                     f"{self.sentence_seconds:.1f}s" if self.sentence_documents else "")
         return (
             f"documents: {', '.join(parts)}; chunks written: {self.chunks_written} "
             f"({self.embedded} embedded, {self.cached} from cache) in {self.seconds:.1f}s"
+            f"{sentences}"
         )
 
 

@@ -55,17 +55,20 @@ def test_no_sentence_vectors_is_kept_by_the_index_until_turned_back_on(
     `--sentence-vectors` turns it back on for every stored document; without them the
     default pipeline's first query builds what it needs."""
     idx = tmp_path / "idx"
-    assert suture("index", docs / "tcp.md", "--index", idx, "--embedder", "hashing",
-                  "--quiet", "--no-sentence-vectors").returncode == 0
-    assert _sentence_blobs(idx) == 0
+    off = suture("index", docs / "tcp.md", "--index", idx, "--embedder", "hashing",
+                 "--quiet", "--no-sentence-vectors")
+    assert off.returncode == 0, off.stderr
+    assert _sentence_blobs(idx) == 0 and "sentence vectors" not in off.stdout
     assert json.loads(suture("info", "--index", idx, "--json").stdout)[
         "sentence_vectors"] is False
     assert suture("index", docs / "bad.jsonl", "--index", idx, "--embedder", "hashing",
                   "--quiet").returncode == 0
     assert _sentence_blobs(idx) == 0  # remembered without the flag
-    assert suture("index", docs, "--index", idx, "--embedder", "hashing", "--quiet",
-                  "--sentence-vectors").returncode == 0
+    on = suture("index", docs, "--index", idx, "--embedder", "hashing", "--quiet",
+                "--sentence-vectors")
+    assert on.returncode == 0, on.stderr
     assert _sentence_blobs(idx) == 2  # both stored documents, the unchanged one too
+    assert "2 unchanged" in on.stdout and "sentence vectors: 2 documents in" in on.stdout
     assert json.loads(suture("info", "--index", idx, "--json").stdout)["sentence_vectors"]
 
     fresh = tmp_path / "fresh"
