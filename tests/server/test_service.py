@@ -28,3 +28,21 @@ def test_warm_up_builds_what_the_default_pipeline_reads(tmp_path: Path) -> None:
         assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == 2
     finally:
         service.close()
+
+
+def test_warm_up_leaves_an_index_built_without_sentence_vectors_without_them(
+        tmp_path: Path) -> None:
+    """`--no-sentence-vectors` is a choice: warm-up does not undo it (topk warms the model
+    and the search); the first request for the default pipeline still builds them."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\n" + "The receiver acknowledges each segment. " * 40)
+    index = Index.build([docs], tmp_path / "idx", embedder="hashing", sentence_vectors=False)
+    service = IndexService(index)
+    try:
+        service.warm_up()
+        assert not list(index.store.derived.keys(SENTENCES_PREFIX))
+        index.retrieve("When is a segment acknowledged?", k=1)
+        assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == 1
+    finally:
+        service.close()

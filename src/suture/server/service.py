@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from suture.documents import Skipped, iter_documents, title_from_filename
 from suture.index import Index, IndexReport
+from suture.policies import DEFAULT_POLICY, PolicyName
 from suture.server.jobs import Job, JobFailed, JobQueue, Progress
 from suture.textfile import SpooledDocument
 from suture.types import Context, Document, SourceDocument
@@ -52,7 +53,8 @@ class IndexService:
     def warm_up(self) -> None:
         """Load the model, the default retriever, the first stages stored with calibrated
         policies (`suture calibrate --retriever`), the search table and what the default
-        pipeline reads (its first stage, the sentence vectors) before serving."""
+        pipeline reads (its first stage, the sentence vectors) before serving; an index
+        built with `--no-sentence-vectors` is left without them (topk warms it)."""
         self.index.embed_queries(["warm up"])
         self.index.retriever().prepare()
         manifest = self.index.manifest
@@ -61,7 +63,8 @@ class IndexService:
             if retriever is not None:
                 self.index.retriever(retriever).prepare()
         if self.index.info()["chunks"]:
-            self.index.retrieve("warm up", k=1)  # the default pipeline: its first stage too
+            warmed = DEFAULT_POLICY if manifest.sentence_vectors else PolicyName.TOPK
+            self.index.retrieve("warm up", warmed, k=1)  # with its first stage
 
     def close(self) -> None:
         self.jobs.close()
