@@ -56,12 +56,13 @@ def judge(curves: dict[str, Curve], peers: list[str], labels: list[str],
     there (both read with `reach`): the cells of the pre-registered default check."""
     cells: dict[str, Any] = {}
     for budget in budgets:
-        best_peer = max(peers, key=lambda peer: _sortable(reach(curves[peer], budget)))
-        best = reach(curves[best_peer], budget)
+        recall = {label: reach(curves[label], budget) for label in [*peers, *labels]}
+        best_peer = max(peers, key=lambda peer: _sortable(recall[peer]))
+        best = recall[best_peer]
         cells[f"{budget:g}"] = {
             "best_peer": best_peer, "best_peer_recall": best,
-            **{label: {"recall": reach(curves[label], budget),
-                       "wins": reach(curves[label], budget) >= best} for label in labels}}
+            **{label: {"recall": recall[label], "wins": recall[label] >= best}
+               for label in labels}}
     return cells
 
 
