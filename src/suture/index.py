@@ -27,6 +27,7 @@ from suture.exceptions import (
     IndexError_,
     NothingToIndexError,
 )
+from suture.identical import IdenticalDocuments, distinct_hits
 from suture.indexing import IndexReport, ProgressFactory, ingest
 from suture.policies import DEFAULT_POLICY, Policy, get_policy, policy_needs_sentences
 from suture.policies.assembly import assemble_context
@@ -62,6 +63,7 @@ class Index:
         #: options the user gave on this call; the only source of model paths and URLs
         self._embedder_options = dict(embedder_options or {})
         self._retrievers: dict[tuple[str, str], Retriever] = {}
+        self._identical: IdenticalDocuments | None = None
         self.last_report: IndexReport | None = None
 
     # -- construction ---------------------------------------------------------------------
@@ -376,6 +378,15 @@ class Index:
         the `dense-sentences` retriever holds them; policies that walk sentences read it."""
         return self._sentence_retriever().table(show_progress)
 
+    def identical_documents(self) -> IdenticalDocuments:
+        """The documents whose texts are equal (copies under other names), found once per
+        generation of the store; `retrieve` reads copies as one (`suture.identical`)."""
+        generation = self.store.generation
+        found = self._identical
+        if found is None or found.generation != generation:
+            found = self._identical = IdenticalDocuments.of(self.store, generation)
+        return found
+
     def _sentence_retriever(self) -> SentenceRetriever:
         from suture.retrievers.sentences import SentenceRetriever
 
@@ -404,6 +415,8 @@ class Index:
         the first stage is the one stored with those defaults (as `suture calibrate
         --retriever` writes it), else the policy's choice given the index's own
         (`Policy.first_stage`: scar-sentences searches sentence vectors beside `dense`).
+        Documents with identical text are read as one (the copy whose hit ranks first),
+        the others named in each span's `identical_in` (`suture.identical`).
         """
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError(
@@ -430,7 +443,9 @@ class Index:
         # built (and stored) before the read snapshot, which refuses writes
         sentences = self.sentence_table() if chosen.needs_sentences else None
         with self.store.reading():  # one state of the store for search, policy and assembly
-            hits = first_stage.retrieve(query, query_vector, chosen.candidate_count(k))
+            identical = self.identical_documents()
+            hits = distinct_hits(lambda n: first_stage.retrieve(query, query_vector, n),
+                                 chosen.candidate_count(k), identical)
             if not hits and self.store.chunk_count() == 0:
                 raise IndexError_(
                     f"the index at {self.store.location} holds no documents; add some with "
@@ -455,6 +470,7 @@ class Index:
                 store=self.store,
                 max_tokens=max_tokens,
                 trace=[dict(row) for row in result.trace] if explain else None,
+                identical=identical,
             )
 
     def compare(

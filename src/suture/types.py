@@ -170,6 +170,9 @@ class Span:
     #: row-aligned with `chunk_ids`: the score of the piece that brought each chunk in (a
     #: hit's retrieval score; a SCAR expansion's cos(e_q, e_n)), so expansions keep theirs
     scores: tuple[float, ...] = ()
+    #: other documents whose text is identical to this one's (copies under other names),
+    #: so `text` is also theirs at the same offsets (`suture.identical`)
+    identical_in: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -181,6 +184,7 @@ class Span:
             "score": self.score,
             "reasons": list(self.reasons),
             "scores": list(self.scores),
+            "identical_in": list(self.identical_in),
         }
 
     @classmethod
@@ -194,6 +198,7 @@ class Span:
             score=data["score"],
             reasons=tuple(data["reasons"]),
             scores=tuple(data.get("scores", ())),
+            identical_in=tuple(data.get("identical_in", ())),
         )
 
 

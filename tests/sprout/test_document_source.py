@@ -46,8 +46,9 @@ def store(tmp_path: Path) -> SQLiteStore:
     manifest = Manifest("0", "hashing", 3, 600, 60, True)
     store = SQLiteStore.create(tmp_path / "idx", manifest)
     for doc_id in [*LEAVES, "bare"]:
-        store.write_document(Document(doc_id, TEXT), f"hash-{doc_id}", [_chunk(doc_id)],
-                             np.ones((1, 3), np.float32))
+        # texts differ after the tree's spans: copies would be read as one document
+        store.write_document(Document(doc_id, f"{TEXT}\n{doc_id}"), f"hash-{doc_id}",
+                             [_chunk(doc_id)], np.ones((1, 3), np.float32))
     trees = TreeStore.of(store)
     trees.write_config({"settings": {}, "alpha": [1.0], "layers": 1, "heads": 1,
                         "dimension": 3, "embedder": "hashing", "embedder_options": {}})

@@ -264,9 +264,10 @@ def query_command(
     )
     for span in context.spans:
         reasons = ", ".join(sorted(set(span.reasons)))
+        copies = f"; identical in {', '.join(span.identical_in)}" if span.identical_in else ""
         console.print(
-            f"[bold cyan]{span.doc_id}[/] [{span.start}:{span.end}] "
-            f"score {span.score:.3f} ({reasons})"
+            f"[bold cyan]{escape(span.doc_id)}[/] \\[{span.start}:{span.end}] "
+            f"score {span.score:.3f} ({escape(reasons + copies)})"
         )
         console.print(span.text, markup=False, highlight=False)
         console.print()

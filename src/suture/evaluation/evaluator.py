@@ -23,7 +23,8 @@ from suture.evaluation.metrics import (
 from suture.evaluation.policy_specs import PeerSpec, PolicySpec
 from suture.evaluation.records import PolicyRun, QueryRecord
 from suture.exceptions import ConfigurationError
-from suture.types import Selection
+from suture.stores.base import split_chunk_id
+from suture.types import Chunk, Selection
 
 if TYPE_CHECKING:
     import numpy as np
@@ -251,6 +252,9 @@ class Evaluator:
             # Tree nodes (sprout) are not chunks: a chunk counts as retrieved when the
             # context contains it whole, which is what chunk_ids mean for every policy.
             chunk_ids = tuple(self.layout.covered(doc_spans))
+        # copies of a document the context read as one (`suture.identical`): copy → kept
+        kept_for = {copy: span.doc_id for span in context.spans
+                    for copy in getattr(span, "identical_in", ())}
         outcome = QueryOutcome(
             spans=doc_spans,
             chunk_ids=chunk_ids,
@@ -268,10 +272,25 @@ class Evaluator:
             characters=context.characters,
             tokens=context.tokens,
             fragmented=self.fragmented[query.query_id],
-            metrics=query_metrics(
-                self.gold[query.query_id], self.gold_chunks[query.query_id], outcome
-            ),
+            metrics=query_metrics(*self._gold_read_in_copies(query.query_id, kept_for), outcome),
+            read_in_copies={self._file_path(copy): self._file_path(kept)
+                            for copy, kept in kept_for.items()},
         )
+
+    def _gold_read_in_copies(self, query_id: str, kept_for: dict[str, str]
+                             ) -> tuple[tuple[DocRange, ...], set[str]]:
+        """The query's gold spans and chunks, those in a document the context names as a
+        copy of one of its own (`kept_for`, from `Span.identical_in`) read in that one:
+        same offsets, same text, so the context holds that evidence once."""
+        gold, gold_chunks = self.gold[query_id], self.gold_chunks[query_id]
+        if not kept_for:
+            return gold, gold_chunks
+        read_in = tuple((kept_for.get(doc, doc), start, end) for doc, start, end in gold)
+        chunks = set()
+        for chunk_id in gold_chunks:
+            doc, position = split_chunk_id(chunk_id)
+            chunks.add(Chunk.make_id(kept_for.get(doc, doc), position))
+        return read_in, chunks
 
     def _file_path(self, doc_id: str) -> str:
         return self._file_paths.get(doc_id) or self.benchmark.file_path_of(doc_id)

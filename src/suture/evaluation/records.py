@@ -32,10 +32,13 @@ class QueryRecord:
     tokens: int
     fragmented: bool
     metrics: Mapping[str, float]
+    #: file path of a copy left out → the file path read in its place (`suture.identical`)
+    read_in_copies: Mapping[str, str] = field(default_factory=dict)
 
     def run_line(self) -> dict[str, Any]:
-        """The line written to runs/<policy>.jsonl (file paths as the benchmark writes them)."""
-        return {
+        """The line written to runs/<policy>.jsonl (file paths as the benchmark writes them;
+        `read_in_copies` when the context read copies of a document as one)."""
+        line: dict[str, Any] = {
             "query_id": self.query_id,
             "policy": self.policy,
             "k": self.k,
@@ -45,6 +48,9 @@ class QueryRecord:
             "characters": self.characters,
             "tokens": self.tokens,
         }
+        if self.read_in_copies:
+            line["read_in_copies"] = dict(self.read_in_copies)
+        return line
 
 
 @dataclass

@@ -19,7 +19,8 @@ from suture.types import Context, Span
 
 #: metadata keys every piece an adapter returns carries (LangChain `metadata`, Haystack
 #: `meta`, LlamaIndex node `metadata`); a framework should not embed or prompt with them
-SPAN_KEYS = ("doc_id", "start", "end", "chunk_ids", "reasons", "scores", "policy")
+SPAN_KEYS = ("doc_id", "start", "end", "chunk_ids", "reasons", "scores", "identical_in",
+             "policy")
 
 
 class ContextSource(Protocol):
@@ -142,5 +143,6 @@ def span_metadata(span: Span, context: Context) -> dict[str, Any]:
         "chunk_ids": list(span.chunk_ids),
         "reasons": list(span.reasons),
         "scores": list(span.scores),
+        "identical_in": list(span.identical_in),
         "policy": context.policy,
     }

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 
+from suture.identical import IdenticalDocuments
 from suture.stores.base import Store
 from suture.tokens import count_tokens
 from suture.types import Context, Hit, Selection, Span
@@ -122,14 +124,19 @@ def assemble_context(
     token_counter: TokenCounter | None = None,
     max_tokens: int | None = None,
     trace: Sequence[dict[str, object]] | None = None,
+    identical: IdenticalDocuments | None = None,
 ) -> Context:
     """Budget, merge and measure the selections of one query.
 
     Tokens are counted with `stored_token_counter(store)` unless `token_counter` is given.
+    With `identical` (the copies `Index.retrieve` collapsed), each span names the other
+    documents holding its text at the same offsets.
     """
     token_counter = token_counter or stored_token_counter(store)
     kept, dropped = apply_budget(selections, max_tokens, token_counter)
     spans = merge_selections(kept, store, {h.chunk.chunk_id for h in hits})
+    if identical:
+        spans = [replace(span, identical_in=identical.copies_of(span.doc_id)) for span in spans]
     chunk_ids = {c for span in spans for c in span.chunk_ids}
     return Context(
         query=query,

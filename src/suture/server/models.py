@@ -61,6 +61,10 @@ class Span(BaseModel):
     scores: list[float] = Field(
         description="Per chunk id: the score of the piece that brought it in (a hit's "
                     "retrieval score; a SCAR expansion's cos(query, chunk)).")
+    identical_in: list[str] = Field(
+        default_factory=list,
+        description="Other documents with identical text (copies under other names): the "
+                    "same offsets hold the same text there.")
 
 
 class Hit(BaseModel):

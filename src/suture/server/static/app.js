@@ -76,6 +76,8 @@ function renderSpan(context, span, doc, margin) {
   const before = Math.max(0, span.start - margin);
   const after = Math.min(text.length, span.end + margin);
   const reasons = [...new Set(span.reasons)].join(", ");
+  const copies = (span.identical_in || []).length
+    ? ` · identical in ${span.identical_in.join(", ")}` : "";
   const pre = el("pre", { class: "doc" });
   if (before > 0) pre.append(el("span", { class: "surrounding" }, "…"));
   pre.append(el("span", { class: "surrounding" }, text.slice(before, span.start)));
@@ -92,7 +94,7 @@ function renderSpan(context, span, doc, margin) {
     "data-end": span.end,
   },
   el("div", { class: "where" },
-    `${span.doc_id} [${span.start}:${span.end}] · score ${span.score.toFixed(3)} · ${reasons}`),
+    `${span.doc_id} [${span.start}:${span.end}] · score ${span.score.toFixed(3)} · ${reasons}${copies}`),
   pre);
 }
 

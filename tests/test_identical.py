@@ -1,0 +1,151 @@
+"""Copies of one document under two names: the context holds each passage once and names
+the other copy; a document that only shares a passage stays apart (`suture.identical`).
+
+Hashing embedder: every clause has made-up words of its own, so a query made of one
+clause finds it in each copy (the copies' vectors differ only by their titles).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from suture import Index
+from suture.evaluation.benchmarks import load_benchmark
+from suture.evaluation.evaluator import Evaluator
+from suture.types import Context
+
+ORIGINAL, COPY, SHARES_OPENING = "terms.txt", "terms (1).txt", "other.txt"
+#: a clause of the two copies that the third file does not have
+ONLY_IN_COPIES = 38
+
+
+def _clause(number: int, salt: str = "") -> str:
+    """A sentence of twelve made-up words no other clause has."""
+    digest = hashlib.sha256(f"{salt}{number}".encode()).digest()
+    words = ["".join("bcdfghjklmnprstv"[b % 16] + "aeiou"[b % 5] for b in digest[i:i + 3])
+             for i in range(0, 30, 3)]
+    return f"Clause {salt}{number}: " + " ".join(words) + "."
+
+
+def _text(numbers: range, salt: str = "") -> str:
+    return "\n\n".join(_clause(n, salt) for n in numbers)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("copies") / "contracts"
+    folder.mkdir()
+    text = _text(range(40))
+    (folder / ORIGINAL).write_text(text, encoding="utf-8")
+    (folder / COPY).write_text(text, encoding="utf-8")
+    # as long as the copies, the same first 37 clauses, three others after them
+    ending = _text(range(37, 40))
+    other = text[: -len(ending)] + "".join("z" if c.isalpha() else c for c in ending)
+    assert len(other) == len(text)
+    (folder / SHARES_OPENING).write_text(other, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def index(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
+    return Index.build([corpus], tmp_path_factory.mktemp("idx") / "idx", embedder="hashing",
+                       chunk_size=300, chunk_overlap=0)
+
+
+def _docs(context: Context) -> set[str]:
+    return {span.doc_id for span in context.spans}
+
+
+@pytest.mark.parametrize("policy", ["topk", "window", "scar-sentences"])
+def test_a_copy_is_read_once_and_named(index: Index, policy: str) -> None:
+    context = index.retrieve(_clause(ONLY_IN_COPIES), policy, 3)
+    kept = _docs(context)
+    assert len(kept & {ORIGINAL, COPY}) == 1, kept  # one copy of the passage, not both
+    for span in context.spans:
+        if span.doc_id not in {ORIGINAL, COPY}:
+            assert span.identical_in == ()
+            continue
+        other = ({ORIGINAL, COPY} - {span.doc_id}).pop()
+        assert span.identical_in == (other,)
+        assert index.store.document(other).text[span.start:span.end] == span.text
+    # k distinct hits: the first stage was asked again for the ones the copy took
+    hit_ids = [hit.chunk.chunk_id for hit in context.hits]
+    assert len(hit_ids) == 3 == len(set(hit_ids))
+    assert {hit.chunk.doc_id for hit in context.hits} <= kept
+    assert Context.from_dict(json.loads(json.dumps(context.to_dict()))) == context
+
+
+def test_a_shared_opening_does_not_make_a_copy(index: Index) -> None:
+    """The first clause is in all three files at the same offsets and the third file is as
+    long as the copies: it differs further on, so it is no copy and keeps its own span."""
+    context = index.retrieve(_clause(1), "topk", 4)
+    assert SHARES_OPENING in _docs(context)
+    by_doc = {span.doc_id: span for span in context.spans}
+    assert by_doc[SHARES_OPENING].identical_in == ()
+    assert len(_docs(context) & {ORIGINAL, COPY}) == 1
+
+
+def test_evidence_labelled_in_the_copy_left_out_counts(index: Index, corpus: Path,
+                                                        tmp_path: Path) -> None:
+    """A benchmark may label either copy: the context names both, so evidence in the one
+    left out is read at the same offsets of the one kept."""
+    text = (corpus / ORIGINAL).read_text(encoding="utf-8")
+    start = text.index(_clause(ONLY_IN_COPIES))
+    span = [start, start + len(_clause(ONLY_IN_COPIES))]
+    benchmark = tmp_path / "bench.json"
+    benchmark.write_text(json.dumps({"tests": [
+        {"query_id": f"in {name}", "query": _clause(ONLY_IN_COPIES),
+         "snippets": [{"file_path": f"contracts/{name}", "span": span}]}
+        for name in (ORIGINAL, COPY)]}), encoding="utf-8")
+    evaluator = Evaluator(index, load_benchmark(benchmark, corpus), show_progress=False)
+    records = evaluator.run("topk", 1).records
+    assert [r.metrics["span_recall"] for r in records] == [1.0, 1.0]
+    assert [r.metrics["chunk_recall"] for r in records] == [1.0, 1.0]
+    assert [r.metrics["doc_recall"] for r in records] == [1.0, 1.0]
+    line = records[0].run_line()  # what runs/<policy>.jsonl says: which copy was read
+    (left_out, read), = line["read_in_copies"].items()
+    assert {left_out, read} == {f"contracts/{ORIGINAL}", f"contracts/{COPY}"}
+    assert {span["file_path"] for span in line["spans"]} == {read}
+    # scored alike whichever copy is labelled: precision is the context's, counted once
+    first, second = (r.metrics["span_precision"] for r in records)
+    assert first == second > 0
+
+
+def test_suture_query_names_the_copy(index: Index) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "suture", "query", _clause(ONLY_IN_COPIES), "--index",
+         str(index.store.location), "--policy", "topk", "--k", "2"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    named = [line for line in done.stdout.splitlines() if "identical in" in line]
+    assert named and all(COPY in line or ORIGINAL in line for line in named), done.stdout
+
+
+def test_the_service_and_its_client_name_the_copy(index: Index, tmp_path: Path) -> None:
+    """`suture serve` (a real process) returns `identical_in` in /v1/retrieve, and the
+    client's context keeps it."""
+    from suture.client import Client
+    from tests.server.fixtures import run_server
+
+    served = tmp_path / "index"
+    shutil.copytree(index.store.location, served)
+    with run_server(served, tmp_path / "server.log", env={"SUTURE_API_KEYS": ""}) as server:
+        answer = httpx.post(f"{server.url}/v1/retrieve", timeout=120, json={
+            "query": _clause(ONLY_IN_COPIES), "policy": "topk", "k": 2}).json()
+        with Client(server.url) as client:
+            received = client.retrieve(_clause(ONLY_IN_COPIES), "topk", 2)
+    expected = index.retrieve(_clause(ONLY_IN_COPIES), "topk", 2)
+    assert [span["identical_in"] for span in answer["spans"]] == [
+        list(span.identical_in) for span in expected.spans]
+    assert any(span.identical_in for span in expected.spans)
+    assert [span.identical_in for span in received.spans] == [
+        span.identical_in for span in expected.spans]
