@@ -149,3 +149,15 @@ def test_the_service_and_its_client_name_the_copy(index: Index, tmp_path: Path) 
     assert any(span.identical_in for span in expected.spans)
     assert [span.identical_in for span in received.spans] == [
         span.identical_in for span in expected.spans]
+
+
+def test_suture_info_lists_the_copies_and_the_default_pipeline(index: Index) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "suture", "info", "--index", str(index.store.location), "--json"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info["copies"] == [[COPY, ORIGINAL]]  # the third file shares text, is no copy
+    # the index was built with the hashing embedder's `dense`: the default walks sentences
+    assert info["default_pipeline"] == (
+        "scar-sentences (lam=0.0, tau=0.9, radius=12, extra_hits=0) on dense-sentences")

@@ -217,6 +217,10 @@ class _CountingBar:
     def __init__(self) -> None:
         self.total: int | None = 0
         self.done, self.refreshed, self.closed = 0, 0, False
+        self.description = ""
+
+    def set_description(self, desc: str) -> None:
+        self.description = desc
 
     def refresh(self) -> None:
         self.refreshed += 1
@@ -241,8 +245,14 @@ def test_ingest_reports_progress_to_a_factorys_bar(tmp_path: Path) -> None:
     text = "Gamma paragraph about congestion control and slow start. " * 40
     report = index.ingest([Document("gamma", text, title="Gamma")], show_progress=factory)
     assert report.added == ["gamma"] and report.chunks_written > 1
-    assert len(bars) == 1 and bars[0].total == bars[0].done == report.chunks_written
-    assert bars[0].closed
+    # one bar per stage: chunks embedded, then documents given the default pipeline's
+    # sentence vectors (the two stored before and gamma; only gamma's are embedded)
+    chunks, sentences = bars
+    assert chunks.description == "indexing"
+    assert chunks.total == chunks.done == report.chunks_written
+    assert sentences.description == "sentence vectors"
+    assert sentences.total == sentences.done == 3 and report.sentence_documents == 1
+    assert chunks.closed and sentences.closed
     assert index.retrieve("congestion slow start", k=1).spans[0].doc_id == "gamma"
 
 

@@ -46,6 +46,7 @@ from suture.indexing import (
     plan_embedding,
     write_batch,
 )
+from suture.progress import progress_bar
 from suture.stores.base import Store
 from suture.types import SourceDocument
 
@@ -147,7 +148,7 @@ def ingest_with_ray(
         actors = [worker.remote(options.embedder, dict(options.embedder_options),
                                 options.threads) for _ in range(workers)]
         ray.get([actor.pid.remote() for actor in actors])  # models loaded before timing
-        bar = _progress(show_progress)
+        bar = progress_bar(show_progress, desc="indexing (ray)")
         # The driver alone speaks for the load (the workers only write), so a store that
         # builds its search index once at the end of a bulk load builds it once.
         with store.bulk_writes(show_progress=show_progress) as bulk:
@@ -243,11 +244,3 @@ def _store_url(store: Store) -> str:
             "store given by URL (--store postgresql://... or qdrant://...) has many writers"
         )
     return url
-
-
-def _progress(show: bool) -> Any:
-    if not show:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=0, unit="chunk", desc="indexing (ray)", dynamic_ncols=True)

@@ -28,10 +28,11 @@ from suture.exceptions import (
     NothingToIndexError,
 )
 from suture.identical import IdenticalDocuments, distinct_hits
-from suture.indexing import IndexReport, ProgressFactory, ingest
+from suture.indexing import IndexReport, ingest
 from suture.policies import DEFAULT_POLICY, Policy, get_policy, policy_needs_sentences
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
+from suture.progress import ProgressFactory
 from suture.retrievers import Retriever, RetrieverName, get_retriever
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import DocumentSummary, Manifest
@@ -321,7 +322,7 @@ class Index:
                 DEFAULT_POLICY):
             # the default pipeline reads them; with Ray they are left to the first query
             # that needs them (or `suture serve`'s warm-up) rather than embedded here alone
-            self._embed_sentences(report, show_progress=show_progress is True)
+            self._embed_sentences(report, show_progress=show_progress)
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress is True)
         return report
@@ -365,7 +366,8 @@ class Index:
                 name, self.store, embedder=lambda: self.embedder, **chosen)
         return self._retrievers[key]
 
-    def _embed_sentences(self, report: IndexReport, *, show_progress: bool) -> None:
+    def _embed_sentences(self, report: IndexReport, *,
+                         show_progress: bool | ProgressFactory) -> None:
         """Build the sentence vectors of documents that have none yet, into `report`."""
         retriever = self._sentence_retriever()
         before, started = retriever.built_documents, time.perf_counter()
@@ -373,7 +375,7 @@ class Index:
         report.sentence_documents += retriever.built_documents - before
         report.sentence_seconds += time.perf_counter() - started
 
-    def sentence_table(self, show_progress: bool = False) -> SentenceTable:
+    def sentence_table(self, show_progress: bool | ProgressFactory = False) -> SentenceTable:
         """Every sentence vector of the index (built at the first call after a change), as
         the `dense-sentences` retriever holds them; policies that walk sentences read it."""
         return self._sentence_retriever().table(show_progress)
@@ -427,16 +429,7 @@ class Index:
             raise ConfigurationError(f"k must be >= 1, got {k}")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1 or None, got {max_tokens}")
-        if isinstance(policy, str):  # the index's own defaults (suture calibrate), then ours
-            stored, stored_retriever = self.manifest.policy_settings(policy)
-            params = {**stored, **params}
-            if retriever is None and retriever_options is None:
-                retriever = stored_retriever
-        chosen = get_policy(policy, **params)
-        if retriever is None and retriever_options is None:
-            preferred = chosen.first_stage(self.manifest.retriever)
-            if preferred != self.manifest.retriever:  # else the index's own, with its options
-                retriever = preferred
+        chosen, retriever = self._pipeline(policy, params, retriever, retriever_options)
         first_stage = self.retriever(retriever, retriever_options)
         if query_vector is None:
             query_vector = self.embedder.embed_query(query)
@@ -473,6 +466,23 @@ class Index:
                 identical=identical,
             )
 
+    def _pipeline(self, policy: str | Policy, params: Mapping[str, Any], retriever: str | None,
+                  retriever_options: Mapping[str, Any] | None) -> tuple[Policy, str | None]:
+        """The policy with its settings and the first stage a query runs (None: the
+        index's own): the call's, else the index's stored defaults for that policy
+        (`suture calibrate`), else the policy's own choice (`Policy.first_stage`)."""
+        if isinstance(policy, str):  # the index's own defaults (suture calibrate), then ours
+            stored, stored_retriever = self.manifest.policy_settings(policy)
+            params = {**stored, **params}
+            if retriever is None and retriever_options is None:
+                retriever = stored_retriever
+        chosen = get_policy(policy, **params)
+        if retriever is None and retriever_options is None:
+            preferred = chosen.first_stage(self.manifest.retriever)
+            if preferred != self.manifest.retriever:  # else the index's own, with its options
+                retriever = preferred
+        return chosen, retriever
+
     def compare(
         self,
         query: str,
@@ -498,7 +508,12 @@ class Index:
         return self.store.documents_summary()
 
     def info(self) -> dict[str, Any]:
-        """Documents, chunks, embedder, settings and size."""
+        """Documents, chunks, embedder, settings and size; what a query without a policy
+        runs (`default_pipeline`) and the documents stored more than once (`copies`)."""
+        chosen, retriever = self._pipeline(DEFAULT_POLICY, {}, None, None)
+        settings = ", ".join(f"{name}={value}" for name, value in chosen.params().items())
+        with self.store.reading():
+            copies = sorted(set(self.identical_documents().groups.values()))
         return {
             "index": self.store.index_argument,
             "store": self.store.backend,
@@ -506,6 +521,9 @@ class Index:
             "documents": len(self.store.document_hashes()),
             "chunks": self.store.chunk_count(),
             "size_on_disk_bytes": self.store.size_on_disk(),
+            "default_pipeline": f"{chosen.name} ({settings}) on "
+                                f"{retriever or self.manifest.retriever}",
+            "copies": [list(group) for group in copies],
             **self.manifest.to_dict(),
         }
 

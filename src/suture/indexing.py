@@ -33,6 +33,7 @@ from suture.chunking import ChunkLayout, chunk_layout, embedding_text
 from suture.documents import Skipped, content_hash, same_file_key
 from suture.embedders import Embedder, Vectors
 from suture.exceptions import IndexError_
+from suture.progress import ProgressFactory, progress_bar
 from suture.stores.base import BulkWrites, ChunkPart, Manifest, Store
 from suture.tokens import TokenMap
 from suture.types import Chunk, SourceDocument
@@ -44,7 +45,6 @@ EMBED_STEP = 256
 PIECE_CHUNKS = 16 * EMBED_STEP
 #: makes a tqdm-like progress bar: `total` (grows as documents are planned), `refresh()`,
 #: `update(n)` and `close()`
-ProgressFactory = Callable[[], Any]
 
 
 @dataclass
@@ -314,7 +314,7 @@ def ingest(
     `show_progress` may be a `ProgressFactory` instead of True for a tqdm bar.
     """
     started = time.perf_counter()
-    bar = _progress(show_progress)
+    bar = progress_bar(show_progress)
     planned = plan_documents(store, documents, report)
     load = store.bulk_writes(show_progress=show_progress is True)
     try:
@@ -347,13 +347,3 @@ def announced(items: Iterable[PendingDocument], bulk: BulkWrites,
             bar.total = (bar.total or 0) + item.chunk_count
             bar.refresh()
         yield item
-
-
-def _progress(show: bool | ProgressFactory) -> Any:
-    if callable(show):
-        return show()
-    if not show:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=0, unit="chunk", desc="indexing", dynamic_ncols=True)

@@ -359,6 +359,8 @@ def info_command(
     for key, value in info.items():
         if key == "size_on_disk_bytes":
             key, value = "size on disk", "?" if value is None else f"{value / 1e6:.1f} MB"
+        elif key == "copies":  # documents with identical text, read as one by queries
+            value = "; ".join(" = ".join(group) for group in value) or "none"
         table.add_row(key, str(value))
     console.print(table)
 

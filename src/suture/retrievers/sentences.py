@@ -43,6 +43,7 @@ from suture.chunking.contextual import embedding_text
 from suture.chunking.sentences import split_sentences
 from suture.embedders.base import Embedder, Vectors
 from suture.exceptions import ConfigurationError
+from suture.progress import ProgressFactory, progress_bar
 from suture.retrievers.base import Retriever
 from suture.stores.base import DocumentSummary, Store, split_chunk_id
 from suture.types import Chunk, Hit
@@ -221,8 +222,9 @@ class SentenceRetriever(Retriever):
         return DocumentSentences(columns[:, 0], columns[:, 1], columns[:, 2],
                                  np.asarray(vectors, dtype=np.float32))
 
-    def table(self, show_progress: bool = False) -> SentenceTable:
-        """The sentence table for the store's current generation (loaded or built)."""
+    def table(self, show_progress: bool | ProgressFactory = False) -> SentenceTable:
+        """The sentence table for the store's current generation (loaded or built); the
+        progress bar (`suture.progress`) counts documents, stage "sentence vectors"."""
         current = self._table
         if current is not None and current.generation == self.store.generation:
             return current
@@ -231,18 +233,18 @@ class SentenceRetriever(Retriever):
             if self._table is not None and self._table.generation == generation:
                 return self._table
             summaries = self.store.documents_summary()
-            iterator = summaries
-            if show_progress:
-                from tqdm import tqdm
-
-                iterator = tqdm(summaries, unit="doc", desc="sentence vectors",
-                                dynamic_ncols=True)
+            bar = progress_bar(show_progress, desc="sentence vectors", unit="doc")
+            if bar is not None:
+                bar.total = len(summaries)
+                bar.refresh()
             chunk_ids: list[str] = []
             group_starts: list[int] = []
             parts: list[DocumentSentences] = []
             offset = 0
-            for summary in iterator:
+            for summary in summaries:
                 sentences = self._document(summary)
+                if bar is not None:
+                    bar.update(1)
                 parts.append(sentences)
                 positions = sentences.positions
                 if len(positions):
@@ -251,6 +253,8 @@ class SentenceRetriever(Retriever):
                     chunk_ids += [f"{summary.doc_id}#{int(positions[s])}" for s in starts]
                     group_starts += [offset + int(s) for s in starts]
                 offset += len(positions)
+            if bar is not None:
+                bar.close()
             live = {s.content_hash for s in summaries}
             self._documents = {h: d for h, d in self._documents.items() if h in live}
             dimension = self.store.manifest.dimension

@@ -199,7 +199,9 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
     @app.get("/v1/jobs/{job_id}", tags=["documents"], dependencies=[read],
              response_model=JobResponse, responses=errors)
     def job_status(job_id: str) -> dict[str, Any]:
-        """A write job: state, stage, progress (chunks embedded of total), result or error."""
+        """A write job: state, stage (and every stage so far with its seconds), progress of
+        the current stage (chunks embedded, then documents given sentence vectors), result
+        or error."""
         job = service.jobs.get(job_id)
         if job is None:
             raise ApiError(404, "not_found", f"no job {job_id!r} (jobs are kept in memory; "

@@ -41,6 +41,8 @@ class Job:
     created: float
     state: JobState = JobState.QUEUED
     stage: str = "queued"
+    #: (stage, when it began) for every stage so far
+    stage_log: list[tuple[str, float]] = field(default_factory=list)
     done: int = 0
     total: int = 0
     started: float | None = None
@@ -59,11 +61,17 @@ class JobFailed(Exception):
 
 
 class Progress:
-    """A tqdm-like bar for `Index.ingest` that writes into a job (chunks done of total)."""
+    """A tqdm-like bar for `Index.ingest` that writes into a job: its stage (the bar's
+    description: "indexing", then "sentence vectors") and done of total (chunks, then
+    documents)."""
 
     def __init__(self, queue: JobQueue, job: Job) -> None:
         self._queue, self._job = queue, job
         queue.update(job, stage="indexing")
+
+    def set_description(self, desc: str) -> None:
+        """A new stage: its counts start from zero."""
+        self._queue.update(self._job, stage=desc, done=0, total=0)
 
     @property
     def total(self) -> int:
@@ -97,6 +105,7 @@ class JobQueue:
 
     def submit(self, kind: str, doc_ids: tuple[str, ...], work: Work) -> Job:
         job = Job(job_id=uuid.uuid4().hex, kind=kind, doc_ids=doc_ids, created=time.time())
+        job.stage_log.append((job.stage, job.created))
         with self._lock:
             self._jobs[job.job_id] = job
             self._forget_old()
@@ -112,7 +121,7 @@ class JobQueue:
         with self._lock:
             return {
                 "job_id": job.job_id, "kind": job.kind, "doc_ids": list(job.doc_ids),
-                "state": job.state.value, "stage": job.stage,
+                "state": job.state.value, "stage": job.stage, "stages": _stages(job),
                 "progress": {"done": job.done, "total": job.total},
                 "created": job.created, "started": job.started, "finished": job.finished,
                 "result": job.result, "error": job.error,
@@ -120,6 +129,8 @@ class JobQueue:
 
     def update(self, job: Job, **changes: Any) -> None:
         with self._lock:
+            if changes.get("stage", job.stage) != job.stage:
+                job.stage_log.append((changes["stage"], time.time()))
             for name, value in changes.items():
                 setattr(job, name, value)
 
@@ -160,6 +171,13 @@ class JobQueue:
         extra = len(self._jobs) - self._keep
         for job_id in [j for j, job in self._jobs.items() if job.is_finished][: max(extra, 0)]:
             del self._jobs[job_id]
+
+
+def _stages(job: Job) -> list[dict[str, Any]]:
+    """Each stage so far with its seconds (the last one's until the job ended, or now)."""
+    ends = [began for _, began in job.stage_log[1:]] + [job.finished or time.time()]
+    return [{"stage": stage, "seconds": round(max(end - began, 0.0), 3)}
+            for (stage, began), end in zip(job.stage_log, ends, strict=True)]
 
 
 __all__ = ["Job", "JobFailed", "JobQueue", "JobState", "Progress"]

@@ -109,7 +109,14 @@ class TextDocument(_Strict):
 
 class JobProgress(BaseModel):
     done: int
-    total: int = Field(description="Chunks to embed (0 until known).")
+    total: int = Field(description="Of the current stage: chunks to embed while "
+                                   "\"indexing\", documents during \"sentence vectors\" "
+                                   "(0 until known).")
+
+
+class JobStage(BaseModel):
+    stage: str
+    seconds: float = Field(description="Time in the stage (so far, for the current one).")
 
 
 class JobResponse(BaseModel):
@@ -117,7 +124,9 @@ class JobResponse(BaseModel):
     kind: str = Field(description="add or delete")
     doc_ids: list[str]
     state: str = Field(description="queued, running, succeeded or failed")
-    stage: str
+    stage: str = Field(description="queued, running, reading, indexing, sentence vectors, "
+                                   "done or failed")
+    stages: list[JobStage] = Field(description="Every stage so far, in order.")
     progress: JobProgress
     created: float
     started: float | None

@@ -192,6 +192,8 @@ def _report_json(report: IndexReport) -> dict[str, Any]:
         "skipped": [{"source": s.source, "reason": s.reason} for s in report.skipped],
         "chunks_written": report.chunks_written, "embedded": report.embedded,
         "cached": report.cached, "seconds": round(report.seconds, 3),
+        "sentence_documents": report.sentence_documents,
+        "sentence_seconds": round(report.sentence_seconds, 3),
     }
 
 
