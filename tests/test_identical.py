@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -161,3 +162,35 @@ def test_suture_info_lists_the_copies_and_the_default_pipeline(index: Index) -> 
     # the index was built with the hashing embedder's `dense`: the default walks sentences
     assert info["default_pipeline"] == (
         "scar-sentences (lam=0.0, tau=0.9, radius=12, extra_hits=0) on dense-sentences")
+
+
+def test_texts_are_hashed_once_per_version(corpus: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copies are looked for among documents of equal length only, and each version's
+    text is hashed once: a later write of another document hashes nothing again."""
+    import suture.identical
+    from suture.types import Document
+
+    index = Index.build([corpus], tmp_path / "idx", embedder="hashing", chunk_size=300,
+                        chunk_overlap=0)
+    hashed: list[bytes] = []
+
+    class CountingHashlib:
+        @staticmethod
+        def sha256(data: bytes) -> Any:
+            hashed.append(data)
+            return hashlib.sha256(data)
+
+    monkeypatch.setattr(suture.identical, "hashlib", CountingHashlib)
+
+    def hashes_for(query: str) -> int:
+        before = len(hashed)
+        index.retrieve(query, "topk", 2)
+        return len(hashed) - before
+
+    assert hashes_for(_clause(ONLY_IN_COPIES)) == 3  # the three files of one length
+    assert hashes_for(_clause(ONLY_IN_COPIES)) == 0
+    index.ingest([Document("unrelated", _text(range(3), "u"))])  # a new generation
+    assert hashes_for(_clause(ONLY_IN_COPIES)) == 0  # the stored versions' digests carry over
+    assert hashes_for(_clause(1, "u")) == 0  # a length no other document has
+    assert index.identical_documents().all_groups() == [(COPY, ORIGINAL)]

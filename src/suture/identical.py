@@ -6,8 +6,9 @@ passage twice and the context would hold each one twice, each time at the price 
 tokens, while the k hits asked for cover half as much of the corpus. `Index.retrieve`
 therefore reads copies as one document before the policy runs:
 
-* documents are copies when their texts are equal (`IdenticalDocuments.of`: documents of
-  equal length are compared in full, once per state of the store);
+* documents are copies when their texts are equal (`IdenticalDocuments`: a document
+  met among a query's hits is compared with the documents of its length, read and
+  hashed once per version of each; a corpus whose lengths all differ reads no text);
 * a copy's hits are read in the copy whose hit ranks first (same offsets, same text), and
   a chunk found again is dropped (`IdenticalDocuments.collapse`);
 * the first stage is asked for more hits until k distinct ones are found or it has no
@@ -22,8 +23,8 @@ header) are not copies and stay apart.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from suture.stores.base import Store
 from suture.types import Chunk, Hit
@@ -32,53 +33,71 @@ from suture.types import Chunk, Hit
 MORE_HITS_ROUNDS = 3
 
 
-@dataclass(frozen=True, slots=True)
 class IdenticalDocuments:
-    """The documents of one store generation that have copies: each → every document
-    with its text (itself included, sorted)."""
+    """Copies among the documents of one store generation, found as queries meet them.
 
-    generation: int
-    groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    Built from one `documents_summary()` scan (ids, lengths, content hashes); a document's
+    copies are looked for the first time it is asked about, among the documents of its
+    length only. Text digests are kept per content hash in `digests`, which the caller
+    hands on to the next generation's instance, so a document is read once per version.
+    """
 
-    @classmethod
-    def of(cls, store: Store, generation: int) -> IdenticalDocuments:
-        """Find the copies in `store` (read at `generation`): documents of equal length are
-        read and hashed; a store without two documents of one length reads no text."""
+    def __init__(self, store: Store, generation: int,
+                 digests: dict[str, str] | None = None) -> None:
+        self.generation = generation
+        self._store = store
         by_length: dict[int, list[str]] = {}
+        self._content_hash: dict[str, str] = {}
         for summary in store.documents_summary():
             by_length.setdefault(summary.characters, []).append(summary.doc_id)
-        groups: dict[str, tuple[str, ...]] = {}
-        for doc_ids in by_length.values():
-            if len(doc_ids) < 2:
-                continue
-            by_digest: dict[str, list[str]] = {}
-            for doc_id in doc_ids:
-                text = store.document(doc_id).text
-                by_digest.setdefault(hashlib.sha256(text.encode()).hexdigest(), []).append(doc_id)
-            for same in by_digest.values():
-                if len(same) > 1:
-                    groups.update(dict.fromkeys(same, tuple(sorted(same))))
-        return cls(generation, groups)
+            self._content_hash[summary.doc_id] = summary.content_hash
+        live = set(self._content_hash.values())
+        #: content hash -> sha256 of the text, for the versions stored now
+        self.digests = {key: value for key, value in (digests or {}).items() if key in live}
+        self._same_length = {doc_id: tuple(same) for same in by_length.values()
+                             if len(same) > 1 for doc_id in same}
+        self._groups: dict[str, tuple[str, ...]] = {}
+
+    def group_of(self, doc_id: str) -> tuple[str, ...]:
+        """Every document holding `doc_id`'s text, itself included (sorted); empty when it
+        has no copy."""
+        if doc_id not in self._groups:
+            same = self._same_length.get(doc_id, ())
+            mine = self._digest(doc_id) if same else ""
+            group = tuple(sorted(d for d in same if self._digest(d) == mine))
+            group = group if len(group) > 1 else ()
+            self._groups.update(dict.fromkeys(group or (doc_id,), group))
+        return self._groups[doc_id]
 
     def copies_of(self, doc_id: str) -> tuple[str, ...]:
         """The other documents holding `doc_id`'s text (sorted; empty without copies)."""
-        return tuple(other for other in self.groups.get(doc_id, ()) if other != doc_id)
+        return tuple(other for other in self.group_of(doc_id) if other != doc_id)
+
+    def all_groups(self) -> list[tuple[str, ...]]:
+        """Every set of copies in the store (reads each document that shares its length)."""
+        return sorted({group for doc_id in self._same_length
+                       if (group := self.group_of(doc_id))})
 
     def collapse(self, hits: Sequence[Hit]) -> list[Hit]:
         """`hits` with each copy's hits read in the copy ranked first, and a chunk found
         again dropped (its first occurrence kept, so the order stays the first stage's)."""
-        if not self.groups:
-            return list(hits)
         kept_for: dict[tuple[str, ...], str] = {}
         distinct: dict[str, Hit] = {}
         for hit in hits:
-            group = self.groups.get(hit.chunk.doc_id)
-            if group is not None:
+            group = self.group_of(hit.chunk.doc_id)
+            if group:
                 kept = kept_for.setdefault(group, hit.chunk.doc_id)
                 if kept != hit.chunk.doc_id:
                     hit = replace(hit, chunk=_read_in(hit.chunk, kept))
             distinct.setdefault(hit.chunk.chunk_id, hit)
         return list(distinct.values())
+
+    def _digest(self, doc_id: str) -> str:
+        key = self._content_hash[doc_id]
+        if key not in self.digests:
+            text = self._store.document(doc_id).text
+            self.digests[key] = hashlib.sha256(text.encode()).hexdigest()
+        return self.digests[key]
 
 
 def distinct_hits(search: Callable[[int], list[Hit]], wanted: int,

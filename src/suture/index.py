@@ -381,12 +381,13 @@ class Index:
         return self._sentence_retriever().table(show_progress)
 
     def identical_documents(self) -> IdenticalDocuments:
-        """The documents whose texts are equal (copies under other names), found once per
-        generation of the store; `retrieve` reads copies as one (`suture.identical`)."""
+        """The documents whose texts are equal (copies under other names) in the store's
+        current generation; `retrieve` reads copies as one (`suture.identical`)."""
         generation = self.store.generation
         found = self._identical
         if found is None or found.generation != generation:
-            found = self._identical = IdenticalDocuments.of(self.store, generation)
+            found = self._identical = IdenticalDocuments(
+                self.store, generation, found.digests if found is not None else None)
         return found
 
     def _sentence_retriever(self) -> SentenceRetriever:
@@ -513,7 +514,7 @@ class Index:
         chosen, retriever = self._pipeline(DEFAULT_POLICY, {}, None, None)
         settings = ", ".join(f"{name}={value}" for name, value in chosen.params().items())
         with self.store.reading():
-            copies = sorted(set(self.identical_documents().groups.values()))
+            copies = self.identical_documents().all_groups()
         return {
             "index": self.store.index_argument,
             "store": self.store.backend,
