@@ -43,8 +43,6 @@ EMBED_STEP = 256
 #: a document with more chunks than this is embedded, and written, in pieces of this many
 #: (≈ 2.5 MB of text): what one batch holds of a large document
 PIECE_CHUNKS = 16 * EMBED_STEP
-#: makes a tqdm-like progress bar: `total` (grows as documents are planned), `refresh()`,
-#: `update(n)` and `close()`
 
 
 @dataclass

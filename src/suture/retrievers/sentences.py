@@ -241,20 +241,22 @@ class SentenceRetriever(Retriever):
             group_starts: list[int] = []
             parts: list[DocumentSentences] = []
             offset = 0
-            for summary in summaries:
-                sentences = self._document(summary)
+            try:
+                for summary in summaries:
+                    sentences = self._document(summary)
+                    if bar is not None:
+                        bar.update(1)
+                    parts.append(sentences)
+                    positions = sentences.positions
+                    if len(positions):
+                        change = np.flatnonzero(np.diff(positions)) + 1
+                        starts = np.concatenate([[0], change])
+                        chunk_ids += [f"{summary.doc_id}#{int(positions[s])}" for s in starts]
+                        group_starts += [offset + int(s) for s in starts]
+                    offset += len(positions)
+            finally:
                 if bar is not None:
-                    bar.update(1)
-                parts.append(sentences)
-                positions = sentences.positions
-                if len(positions):
-                    change = np.flatnonzero(np.diff(positions)) + 1
-                    starts = np.concatenate([[0], change])
-                    chunk_ids += [f"{summary.doc_id}#{int(positions[s])}" for s in starts]
-                    group_starts += [offset + int(s) for s in starts]
-                offset += len(positions)
-            if bar is not None:
-                bar.close()
+                    bar.close()
             live = {s.content_hash for s in summaries}
             self._documents = {h: d for h, d in self._documents.items() if h in live}
             dimension = self.store.manifest.dimension
