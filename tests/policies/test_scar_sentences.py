@@ -168,7 +168,8 @@ def test_extra_hits_set_how_many_hits_are_seeded(index: Index, k: int, extra_hit
     ({"extra_hits": "two"}, "extra_hits"),
 ])
 def test_bad_parameters_name_the_problem(params: dict, message: str) -> None:
-    with pytest.raises(ConfigurationError, match=message):
+    # the message names this policy, not chunk scar whose checks it shares
+    with pytest.raises(ConfigurationError, match=f"^scar-sentences {message} "):
         get_policy("scar-sentences", **params)
 
 

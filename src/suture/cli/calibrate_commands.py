@@ -39,7 +39,14 @@ def _grid_help(name: str) -> str:
                      for policy, grid in DEFAULT_GRIDS.items())
 
 
-@app.command("calibrate")
+@app.command("calibrate", help=(
+    "Choose SCAR's (λ, τ, r) for this index from your queries; store it as its default."
+    "\n\n"
+    "The queries are split by document (or --holdout queries): the setting with the "
+    "smallest context whose recall stays within --max-recall-loss of window's on one part "
+    "is judged on the other, with a paired bootstrap interval, then written into the index "
+    "manifest (with its first stage), where every later `--policy POLICY` query without "
+    "its own --param uses it."))
 def calibrate_command(
     ctx: typer.Context,
     index: Annotated[str, typer.Option(
@@ -115,14 +122,8 @@ def calibrate_command(
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 10_000,
     progress: ProgressOpt = True,
 ) -> None:
-    """Choose SCAR's (λ, τ, r) for this index from your queries; store it as its default.
-
-    The queries are split by document (or --holdout queries): the setting with the smallest
-    context whose recall
-    stays within --max-recall-loss of window's on one part is judged on the other, with a
-    paired bootstrap interval, then written into the index manifest (with its first
-    stage), where every later `--policy POLICY` query without its own --param uses it.
-    """
+    """`suture calibrate` (its help text is the decorator's, so that the terminal wraps
+    its paragraphs rather than keeping these line breaks)."""
     from suture.evaluation.calibrate import calibrate, default_grid, write_choice
     from suture.evaluation.evaluator import Evaluator
     from suture.evaluation.runner import open_or_build_index

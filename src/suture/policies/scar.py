@@ -360,12 +360,12 @@ def _trace_row(
 
 def rule_settings(policy: str, lam: Any, tau: Any, radius: Any) -> tuple[float, float, int]:
     """(λ, τ, r) checked: λ a finite number >= 0, τ a finite number, r a whole number >= 0."""
-    checked_lam = _real(lam, "lam")
+    checked_lam = _real(lam, f"{policy} lam")
     if checked_lam < 0:
         raise ConfigurationError(
             f"{policy} lam (λ, the boundary-penalty weight) must be >= 0, got {lam!r}"
         )
-    return checked_lam, _real(tau, "tau"), _whole(radius, "radius")
+    return checked_lam, _real(tau, f"{policy} tau"), _whole(radius, f"{policy} radius")
 
 
 def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
@@ -377,15 +377,16 @@ def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
 
 
 def _real(value: Any, name: str) -> float:
-    """A finite float from a number or a CLI string such as "0.5"."""
+    """A finite float from a number or a CLI string such as "0.5" (`name`: the policy's
+    name and the parameter's, for the message)."""
     if isinstance(value, bool):
-        raise ConfigurationError(f"scar {name} must be a number, got {value!r}")
+        raise ConfigurationError(f"{name} must be a number, got {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ConfigurationError(f"scar {name} must be a number, got {value!r}") from None
+        raise ConfigurationError(f"{name} must be a number, got {value!r}") from None
     if not math.isfinite(number):
-        raise ConfigurationError(f"scar {name} must be finite, got {value!r}")
+        raise ConfigurationError(f"{name} must be finite, got {value!r}")
     return number
 
 
@@ -408,13 +409,13 @@ def seed_count(k: int, extra_hits: int) -> int:
 
 
 def _whole(value: Any, name: str) -> int:
-    """A non-negative int from an int or a CLI string such as "2"."""
+    """A non-negative int from an int or a CLI string such as "2" (`name` as for `_real`)."""
     if isinstance(value, bool):
-        raise ConfigurationError(f"scar {name} must be a whole number >= 0, got {value!r}")
+        raise ConfigurationError(f"{name} must be a whole number >= 0, got {value!r}")
     try:
         number = int(value)
     except (TypeError, ValueError):
         number = -1
     if number < 0 or (isinstance(value, float) and not value.is_integer()):
-        raise ConfigurationError(f"scar {name} must be a whole number >= 0, got {value!r}")
+        raise ConfigurationError(f"{name} must be a whole number >= 0, got {value!r}")
     return number
