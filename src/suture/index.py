@@ -35,7 +35,7 @@ from suture.policies.base import PolicyRequest
 from suture.progress import ProgressFactory
 from suture.retrievers import Retriever, RetrieverName, get_retriever
 from suture.stores import Store, create_store, open_store
-from suture.stores.base import DocumentSummary, Manifest
+from suture.stores.base import POLICY_RETRIEVER, DocumentSummary, Manifest
 from suture.textfile import is_blank
 from suture.types import Context, SourceDocument
 
@@ -527,6 +527,38 @@ class Index:
             "copies": [list(group) for group in copies],
             **self.manifest.to_dict(),
         }
+
+    def set_policy_defaults(self, policy: str, params: Mapping[str, Any], *,
+                            retriever: str | None = None, replace_stored: bool = False
+                            ) -> dict[str, Any]:
+        """Store `params` (and a first stage) as this index's own defaults for `policy`:
+        every later query of that policy that does not set them uses them (the default
+        pipeline too, when `policy` is `DEFAULT_POLICY`). Merged into what is stored
+        unless `replace_stored` (as `suture calibrate` writes a whole setting). Checked by
+        building the policy first: a bad name or value raises and stores nothing.
+        Returns what is stored now for `policy`."""
+        stored = {} if replace_stored else dict(self.manifest.policy_defaults.get(policy, {}))
+        stored.update(params)
+        if retriever is not None:
+            stored[POLICY_RETRIEVER] = lookup("retriever", RetrieverName, retriever).value
+        get_policy(policy, **{k: v for k, v in stored.items() if k != POLICY_RETRIEVER})
+        self._write_policy_defaults(policy, stored)
+        return stored
+
+    def clear_policy_defaults(self, policy: str) -> bool:
+        """Forget this index's own defaults for `policy` (suture's apply again); whether
+        there were any."""
+        if policy not in self.manifest.policy_defaults:
+            return False
+        self._write_policy_defaults(policy, None)
+        return True
+
+    def _write_policy_defaults(self, policy: str, stored: Mapping[str, Any] | None) -> None:
+        defaults = {name: dict(values) for name, values in self.manifest.policy_defaults.items()
+                    if name != policy}
+        if stored is not None:
+            defaults[policy] = dict(stored)
+        self.with_manifest(policy_defaults=defaults)
 
     def with_manifest(self, **changes: Any) -> None:
         """Persist manifest changes (e.g. the default retriever and its options)."""

@@ -34,8 +34,8 @@ def _register() -> None:
     # Each module adds its commands to `app` when imported.
     from suture.cli import index_commands  # noqa: F401
 
-    for optional in ("eval_commands", "calibrate_commands", "sprout_commands",
-                     "train_commands", "serve_commands"):
+    for optional in ("eval_commands", "calibrate_commands", "defaults_commands",
+                     "sprout_commands", "train_commands", "serve_commands"):
         try:
             __import__(f"suture.cli.{optional}")
         except ModuleNotFoundError as exc:  # module not written yet

@@ -63,7 +63,6 @@ from suture.evaluation.sweep import (
 )
 from suture.exceptions import ConfigurationError
 from suture.policies.scar import DEFAULT_SETTING, MAIN_SETTING, TRANSFER_SETTING
-from suture.stores.base import POLICY_RETRIEVER
 
 if TYPE_CHECKING:
     from suture.index import Index
@@ -614,11 +613,8 @@ def write_choice(index: Index, result: CalibrationResult, *, force: bool = False
             "larger --max-recall-loss, or widen the grid)")
     if not (force or result.holds_up):
         raise ConfigurationError(result.refusal_text())
-    if result.retriever is not None:
-        params[POLICY_RETRIEVER] = result.retriever
-    defaults = {name: dict(values) for name, values in index.manifest.policy_defaults.items()}
-    defaults[result.policy] = params
-    index.with_manifest(policy_defaults=defaults)
+    params = index.set_policy_defaults(result.policy, params, retriever=result.retriever,
+                                       replace_stored=True)
     result.written = {"index": index.store.index_argument,
                       "policy_defaults": {result.policy: params}}
     return params

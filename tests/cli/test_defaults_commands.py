@@ -1,0 +1,75 @@
+"""`suture defaults`: an index's own policy settings, set and cleared by hand, used by the
+default pipeline of every later query (real `suture` processes, hashing embedder)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from suture import Index
+from suture.types import Context
+from tests.cli.conftest import suture
+
+QUESTION = "alpha bravo charlie delta echo"
+
+
+def _sentence(words: list[str]) -> str:
+    return " ".join(words).capitalize() + "."
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Index:
+    """Sentences sharing fewer and fewer of the question's words around one that has
+    them all, so a loose τ walks further than the default's strict one."""
+    query_words = QUESTION.split()
+    filler = ["kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo"]
+    sentences = [_sentence(filler[i:] + filler[:i]) for i in range(8)]
+    sentences += [_sentence(query_words[:n] + filler[:5 - n]) for n in (1, 2, 3, 4)]
+    sentences += [_sentence(query_words)]
+    sentences += [_sentence(query_words[:n] + filler[3:8 - n]) for n in (4, 3, 2, 1)]
+    sentences += [_sentence(filler[i:] + filler[:i]) for i in range(8)]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "notes.txt").write_text(" ".join(sentences), encoding="utf-8")
+    return Index.build([corpus], tmp_path / "idx", embedder="hashing")
+
+
+def _default_query(index: Index) -> list[tuple[int, int]]:
+    done = suture("query", QUESTION, "--index", index.store.location, "--json")
+    assert done.returncode == 0, done.stderr
+    return [(s.start, s.end) for s in Context.from_dict(json.loads(done.stdout)).spans]
+
+
+def _spans(context: Context) -> list[tuple[int, int]]:
+    return [(s.start, s.end) for s in context.spans]
+
+
+def test_defaults_set_check_and_clear(index: Index) -> None:
+    strict = _spans(index.retrieve(QUESTION))
+    loose = _spans(index.retrieve(QUESTION, tau=0.5))
+    assert strict != loose  # the corpus tells the two settings apart
+    assert _default_query(index) == strict
+
+    shown = suture("defaults", "--index", index.store.location, "--param", "tau=0.5")
+    assert shown.returncode == 0, shown.stderr
+    assert "tau=0.5" in shown.stdout
+    assert _default_query(index) == loose  # the default pipeline now walks loosely
+
+    bad = suture("defaults", "--index", index.store.location, "--param", "taux=0.5")
+    assert bad.returncode == 2
+    assert "no parameter 'taux'" in bad.stderr and "tau=0.9" in bad.stderr  # lists them
+    both = suture("defaults", "--index", index.store.location, "--clear", "--param", "tau=1")
+    assert both.returncode == 2 and "--clear" in both.stderr
+    assert _default_query(index) == loose  # neither refused call stored anything
+
+    listed = json.loads(suture("defaults", "--index", index.store.location, "--json").stdout)
+    assert listed["policy_defaults"] == {"scar-sentences": {"tau": 0.5}}
+    assert "tau=0.5" in listed["default_pipeline"]
+
+    cleared = suture("defaults", "--index", index.store.location, "--clear")
+    assert cleared.returncode == 0, cleared.stderr
+    assert _default_query(index) == strict
+    assert json.loads(suture("defaults", "--index", index.store.location,
+                             "--json").stdout)["policy_defaults"] == {}
