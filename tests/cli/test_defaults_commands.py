@@ -55,6 +55,7 @@ def test_defaults_set_check_and_clear(index: Index) -> None:
     shown = suture("defaults", "--index", index.store.location, "--param", "tau=0.5")
     assert shown.returncode == 0, shown.stderr
     assert "tau=0.5" in shown.stdout
+    assert "once restarted" in shown.stderr  # a running server keeps what it opened
     assert _default_query(index) == loose  # the default pipeline now walks loosely
 
     bad = suture("defaults", "--index", index.store.location, "--param", "taux=0.5")

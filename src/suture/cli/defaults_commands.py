@@ -17,7 +17,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from suture.cli import app
-from suture.cli.common import IndexOption, StoreOption, console, fail, parse_params
+from suture.cli.common import (
+    IndexOption,
+    StoreOption,
+    console,
+    err_console,
+    fail,
+    parse_params,
+)
 from suture.cli.index_commands import ParamOption
 from suture.exceptions import SutureError
 from suture.policies import DEFAULT_POLICY
@@ -46,15 +53,20 @@ def defaults_command(
         if clear and (param or retriever):
             raise typer.BadParameter("--clear forgets the stored settings; give it alone, "
                                      "or set new ones with --param / --retriever")
+        changed = False
         if clear:
-            opened.clear_policy_defaults(policy)
+            changed = opened.clear_policy_defaults(policy)
         elif param or retriever:
             opened.set_policy_defaults(policy, parse_params(param), retriever=retriever)
+            changed = True
         info = opened.info()
     except SutureError as exc:
         raise fail(exc) from None
     shown: dict[str, Any] = {"default_pipeline": info["default_pipeline"],
                              "policy_defaults": info["policy_defaults"]}
+    if changed:  # a server holds the manifest it opened
+        err_console.print("saved in the index; a `suture serve` already running on it "
+                          "applies this once restarted")
     if as_json:
         sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
         return
