@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from suture import Index
 from suture.retrievers.sentences import SENTENCES_PREFIX
 from suture.server.service import IndexService
@@ -46,3 +48,30 @@ def test_warm_up_leaves_an_index_built_without_sentence_vectors_without_them(
         assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == 1
     finally:
         service.close()
+
+
+def test_warm_up_prepares_a_first_stage_stored_with_a_policy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy's own first stage (`suture calibrate --retriever`, `suture defaults
+    --retriever`) is built at warm-up, not inside the first request that uses it."""
+    from suture.retrievers.lexical import LexicalRetriever
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\n" + "The receiver acknowledges each segment. " * 40)
+    index = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    index.set_policy_defaults("scar", {"tau": 0.5}, retriever="lexical")
+    prepared: list[str] = []
+    original = LexicalRetriever.prepare
+
+    def spy(self: LexicalRetriever, show_progress: bool = False) -> None:
+        prepared.append(self.name)
+        original(self, show_progress)
+
+    monkeypatch.setattr(LexicalRetriever, "prepare", spy)
+    service = IndexService(Index.open(tmp_path / "idx"))
+    try:
+        service.warm_up()
+    finally:
+        service.close()
+    assert prepared == ["lexical"]

@@ -62,7 +62,7 @@ class IndexService:
             _, retriever = manifest.policy_settings(policy)
             if retriever is not None:
                 self.index.retriever(retriever).prepare()
-        if self.index.info()["chunks"]:
+        if self.index.store.chunk_count():
             warmed = DEFAULT_POLICY if manifest.sentence_vectors else PolicyName.TOPK
             self.index.retrieve("warm up", warmed, k=1)  # with its first stage
 
