@@ -537,6 +537,9 @@ class Index:
         unless `replace_stored` (as `suture calibrate` writes a whole setting). Checked by
         building the policy first: a bad name or value raises and stores nothing.
         Returns what is stored now for `policy`."""
+        params = dict(params)
+        if retriever is None and POLICY_RETRIEVER in params:  # `--param retriever=...`
+            retriever = str(params.pop(POLICY_RETRIEVER))
         stored = {} if replace_stored else dict(self.manifest.policy_defaults.get(policy, {}))
         stored.update(params)
         if retriever is not None:
@@ -548,6 +551,7 @@ class Index:
     def clear_policy_defaults(self, policy: str) -> bool:
         """Forget this index's own defaults for `policy` (suture's apply again); whether
         there were any."""
+        get_policy(policy)  # an unknown name is an error, not "nothing to forget"
         if policy not in self.manifest.policy_defaults:
             return False
         self._write_policy_defaults(policy, None)

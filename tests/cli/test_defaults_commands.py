@@ -63,6 +63,10 @@ def test_defaults_set_check_and_clear(index: Index) -> None:
     assert "no parameter 'taux'" in bad.stderr and "tau=0.9" in bad.stderr  # lists them
     both = suture("defaults", "--index", index.store.location, "--clear", "--param", "tau=1")
     assert both.returncode == 2 and "--clear" in both.stderr
+    stage = suture("defaults", "--index", index.store.location, "--param", "retriever=bm99")
+    assert stage.returncode == 2 and "unknown retriever 'bm99'" in stage.stderr
+    unknown = suture("defaults", "--index", index.store.location, "--policy", "scra", "--clear")
+    assert unknown.returncode == 2 and "unknown policy 'scra'" in unknown.stderr
     assert _default_query(index) == loose  # neither refused call stored anything
 
     listed = json.loads(suture("defaults", "--index", index.store.location, "--json").stdout)
