@@ -13,7 +13,7 @@ answer raises `ServiceError` with the server's message.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -153,6 +153,25 @@ class Client:
         finished = [self.wait(job["job_id"]) for job in jobs]
         return [doc_id for job in finished if job["state"] == "succeeded"
                 for doc_id in job["result"]["deleted"]]
+
+    def set_policy_defaults(self, policy: str, params: Mapping[str, Any] | None = None, *,
+                            retriever: str | None = None) -> dict[str, Any]:
+        """Store the index's own settings for `policy` (`Index.set_policy_defaults`); wait
+        until written; returns what is stored for it."""
+        job = self._call("PUT", f"/v1/defaults/{_quoted(policy)}",
+                         json={"params": dict(params or {}), "retriever": retriever})
+        return dict(self._finished(job)["result"]["settings"])
+
+    def clear_policy_defaults(self, policy: str) -> None:
+        """Forget the index's own settings for `policy` (`Index.clear_policy_defaults`)."""
+        self._finished(self._call("DELETE", f"/v1/defaults/{_quoted(policy)}"))
+
+    def _finished(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The job once it ended; a failed one raises its message as a `ServiceError`."""
+        ended = self.wait(job["job_id"])
+        if ended["state"] != "succeeded":
+            raise ServiceError(409, "job_failed", str(ended["error"]))
+        return ended
 
     def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
         """Poll a write job until it has succeeded or failed; returns its last state."""

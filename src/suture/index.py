@@ -511,8 +511,6 @@ class Index:
     def info(self) -> dict[str, Any]:
         """Documents, chunks, embedder, settings and size; what a query without a policy
         runs (`default_pipeline`) and the documents stored more than once (`copies`)."""
-        chosen, retriever = self._pipeline(DEFAULT_POLICY, {}, None, None)
-        settings = ", ".join(f"{name}={value}" for name, value in chosen.params().items())
         with self.store.reading():
             copies = self.identical_documents().all_groups()
         return {
@@ -522,11 +520,17 @@ class Index:
             "documents": len(self.store.document_hashes()),
             "chunks": self.store.chunk_count(),
             "size_on_disk_bytes": self.store.size_on_disk(),
-            "default_pipeline": f"{chosen.name} ({settings}) on "
-                                f"{retriever or self.manifest.retriever}",
+            "default_pipeline": self.default_pipeline(),
             "copies": [list(group) for group in copies],
             **self.manifest.to_dict(),
         }
+
+    def default_pipeline(self) -> str:
+        """What a query that names no policy runs, as the index resolves it now:
+        "scar-sentences (lam=0.0, tau=0.9, radius=12, extra_hits=0) on dense-sentences"."""
+        chosen, retriever = self._pipeline(DEFAULT_POLICY, {}, None, None)
+        settings = ", ".join(f"{name}={value}" for name, value in chosen.params().items())
+        return f"{chosen.name} ({settings}) on {retriever or self.manifest.retriever}"
 
     def set_policy_defaults(self, policy: str, params: Mapping[str, Any], *,
                             retriever: str | None = None, replace_stored: bool = False
@@ -543,8 +547,8 @@ class Index:
         stored = {} if replace_stored else dict(self.manifest.policy_defaults.get(policy, {}))
         stored.update(params)
         if retriever is not None:
-            stored[POLICY_RETRIEVER] = lookup("retriever", RetrieverName, retriever).value
-        get_policy(policy, **{k: v for k, v in stored.items() if k != POLICY_RETRIEVER})
+            stored[POLICY_RETRIEVER] = retriever
+        check_policy_settings(policy, stored)
         self._write_policy_defaults(policy, stored)
         return stored
 
@@ -570,6 +574,14 @@ class Index:
             lookup("retriever", RetrieverName, str(changes["retriever"]))
         self.store.update_manifest(replace(self.manifest, **changes))
         self._retrievers.clear()
+
+
+def check_policy_settings(policy: str, settings: Mapping[str, Any]) -> None:
+    """Raise, naming the problem and the choices, unless `policy` takes these parameters
+    and `settings[POLICY_RETRIEVER]`, when given, names a first stage."""
+    get_policy(policy, **{k: v for k, v in settings.items() if k != POLICY_RETRIEVER})
+    if POLICY_RETRIEVER in settings:
+        lookup("retriever", RetrieverName, str(settings[POLICY_RETRIEVER]))
 
 
 def _is_missing(exc: IndexError_) -> bool:

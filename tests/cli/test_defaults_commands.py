@@ -78,3 +78,30 @@ def test_defaults_set_check_and_clear(index: Index) -> None:
     assert _default_query(index) == strict
     assert json.loads(suture("defaults", "--index", index.store.location,
                              "--json").stdout)["policy_defaults"] == {}
+
+
+def test_the_service_and_its_client_set_them_without_a_restart(index: Index,
+                                                               tmp_path: Path) -> None:
+    """`PUT /v1/defaults/{policy}` (a real `suture serve`) stores the settings in the index
+    and the running server applies them at once; a bad parameter is refused before any
+    job, naming it; `DELETE` forgets them."""
+    import httpx
+
+    from suture.client import Client
+    from tests.server.fixtures import run_server
+
+    strict = _spans(index.retrieve(QUESTION))
+    loose = _spans(index.retrieve(QUESTION, tau=0.5))
+    folder = Path(index.store.location)
+    with run_server(folder, tmp_path / "server.log", env={"SUTURE_API_KEYS": ""}) as server, \
+            Client(server.url) as client:
+        assert client.set_policy_defaults("scar-sentences", {"tau": 0.5}) == {"tau": 0.5}
+        assert _spans(client.retrieve(QUESTION)) == loose
+        assert Index.open(folder).manifest.policy_defaults == {"scar-sentences": {"tau": 0.5}}
+        refused = httpx.put(f"{server.url}/v1/defaults/scar-sentences",
+                            json={"params": {"taux": 1}}, timeout=60)
+        assert refused.status_code == 400 and "taux" in refused.json()["message"]
+        assert "tau=0.5" in client.info()["default_pipeline"]  # nothing else was stored
+        client.clear_policy_defaults("scar-sentences")
+        assert _spans(client.retrieve(QUESTION)) == strict
+    assert Index.open(folder).manifest.policy_defaults == {}

@@ -66,7 +66,8 @@ def defaults_command(
                              "policy_defaults": info["policy_defaults"]}
     if changed:  # a server holds the manifest it opened
         err_console.print("saved in the index; a `suture serve` already running on it "
-                          "applies this once restarted")
+                          "applies this once restarted (PUT /v1/defaults/POLICY on the "
+                          "server applies it at once)")
     if as_json:
         sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
         return

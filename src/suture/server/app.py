@@ -11,6 +11,8 @@ Routes (all JSON; `/docs` shows them with their schemas):
     POST   /v1/documents              add (JSON text or a file upload): job  write
     DELETE /v1/documents/{doc_id}     delete: a job                          write
     GET    /v1/jobs/{job_id}          a write job's state and progress       read
+    PUT    /v1/defaults/{policy}      the index's own settings: a job        write
+    DELETE /v1/defaults/{policy}      forget them: a job                     write
     GET    /v1/reports[/view|/file]   `suture eval` reports under --reports  read
     GET    /, /reports                the pages (static; they call the API)
 """
@@ -53,6 +55,7 @@ from suture.server.models import (
     DocumentResponse,
     ErrorResponse,
     JobResponse,
+    PolicyDefaultsRequest,
     RetrieveRequest,
     TextDocument,
 )
@@ -61,6 +64,11 @@ from suture.server.settings import ServerSettings
 
 log = logging.getLogger("suture.server")
 STATIC = Path(__file__).parent / "static"
+
+
+#: `?wait=true` on a write: answer when its job ends (or when the request time limit passes)
+WaitForJob = Annotated[bool, Query(
+    description="Answer when the job ends (or when the request time limit passes).")]
 
 
 class ApiError(Exception):
@@ -164,8 +172,7 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
     async def add_document(
         request: Request,
         response: Response,
-        wait: Annotated[bool, Query(description="Answer when the job ends (or times out).")]
-        = False,
+        wait: WaitForJob = False,
     ) -> dict[str, Any]:
         """Add or replace a document, as a JSON `TextDocument` or a multipart file upload.
 
@@ -187,7 +194,7 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
                 status_code=202, response_model=JobResponse, responses=errors)
     async def delete_document(
         doc_id: str, response: Response,
-        wait: Annotated[bool, Query(description="Answer when the job ends.")] = False,
+        wait: WaitForJob = False,
     ) -> dict[str, Any]:
         """Delete a document (a job, run after every write queued before it)."""
         if not service.jobs.pending(doc_id) and not await service.read(
@@ -195,6 +202,28 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         ):
             raise ApiError(404, "not_found", f"no document {doc_id!r} in the index")
         return await _job_answer(service.submit_delete(doc_id), wait, response, service)
+
+    @app.put("/v1/defaults/{policy}", tags=["index"], dependencies=[write], status_code=202,
+             response_model=JobResponse, responses=errors)
+    async def set_policy_defaults(
+        policy: str, body: PolicyDefaultsRequest, response: Response,
+        wait: WaitForJob = False,
+    ) -> dict[str, Any]:
+        """Store settings as the index's own for `policy` (as `suture defaults` does):
+        every later request of that policy without its own `params` uses them, the default
+        pipeline's too. Checked before the job is queued; merged into what is stored."""
+        job = service.submit_policy_defaults(policy, dict(body.params), body.retriever)
+        return await _job_answer(job, wait, response, service)
+
+    @app.delete("/v1/defaults/{policy}", tags=["index"], dependencies=[write],
+                status_code=202, response_model=JobResponse, responses=errors)
+    async def clear_policy_defaults(
+        policy: str, response: Response,
+        wait: WaitForJob = False,
+    ) -> dict[str, Any]:
+        """Forget the index's own settings for `policy` (suture's own apply again)."""
+        return await _job_answer(service.submit_clear_policy_defaults(policy), wait,
+                                 response, service)
 
     @app.get("/v1/jobs/{job_id}", tags=["documents"], dependencies=[read],
              response_model=JobResponse, responses=errors)

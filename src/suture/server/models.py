@@ -38,6 +38,16 @@ class RetrieveRequest(_Strict):
     explain: bool = Field(False, description="Include every expansion decision (`trace`).")
 
 
+class PolicyDefaultsRequest(_Strict):
+    """The index's own settings for one policy (`PUT /v1/defaults/{policy}`)."""
+
+    params: dict[str, ParamValue] = Field(
+        default_factory=dict, description="Policy parameters, e.g. {\"tau\": 0.5}; merged "
+        "into what the index stores for the policy.")
+    retriever: str | None = Field(
+        None, description="The first stage the policy runs on when a request names none.")
+
+
 class CompareRequest(_Strict):
     query: str = Field(min_length=1)
     policies: list[str] = Field(

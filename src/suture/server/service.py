@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from suture.documents import Skipped, iter_documents, title_from_filename
-from suture.index import Index, IndexReport
-from suture.policies import DEFAULT_POLICY, PolicyName
+from suture.index import Index, IndexReport, check_policy_settings
+from suture.policies import DEFAULT_POLICY, PolicyName, get_policy
 from suture.server.jobs import Job, JobFailed, JobQueue, Progress
+from suture.stores.base import POLICY_RETRIEVER
 from suture.textfile import SpooledDocument
 from suture.types import Context, Document, SourceDocument
 
@@ -146,6 +147,33 @@ class IndexService:
                 shutil.rmtree(folder, ignore_errors=True)
 
         return self.jobs.submit("add", (doc_id,) if doc_id else (), work)
+
+    def submit_policy_defaults(self, policy: str, params: dict[str, Any],
+                               retriever: str | None) -> Job:
+        """Queue storing the index's own settings for `policy` (`Index.set_policy_defaults`),
+        after checking the given ones here, so a bad name is refused before any job."""
+        check_policy_settings(policy, params if retriever is None
+                              else {**params, POLICY_RETRIEVER: retriever})
+
+        def work(job: Job) -> dict[str, Any]:
+            stored = self.index.set_policy_defaults(policy, params, retriever=retriever)
+            return self._defaults_result(policy, stored)
+
+        return self.jobs.submit("defaults", (), work)
+
+    def submit_clear_policy_defaults(self, policy: str) -> Job:
+        """Queue forgetting the index's own settings for `policy`."""
+        get_policy(policy)
+
+        def work(job: Job) -> dict[str, Any]:
+            self.index.clear_policy_defaults(policy)
+            return self._defaults_result(policy, None)
+
+        return self.jobs.submit("defaults", (), work)
+
+    def _defaults_result(self, policy: str, stored: dict[str, Any] | None) -> dict[str, Any]:
+        return {"policy": policy, "settings": stored,
+                "default_pipeline": self.index.default_pipeline()}
 
     def submit_delete(self, doc_id: str) -> Job:
         def work(job: Job) -> dict[str, Any]:
