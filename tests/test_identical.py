@@ -99,14 +99,7 @@ def test_evidence_labelled_in_the_copy_left_out_counts(index: Index, corpus: Pat
                                                         tmp_path: Path) -> None:
     """A benchmark may label either copy: the context names both, so evidence in the one
     left out is read at the same offsets of the one kept."""
-    text = (corpus / ORIGINAL).read_text(encoding="utf-8")
-    start = text.index(_clause(ONLY_IN_COPIES))
-    span = [start, start + len(_clause(ONLY_IN_COPIES))]
-    benchmark = tmp_path / "bench.json"
-    benchmark.write_text(json.dumps({"tests": [
-        {"query_id": f"in {name}", "query": _clause(ONLY_IN_COPIES),
-         "snippets": [{"file_path": f"contracts/{name}", "span": span}]}
-        for name in (ORIGINAL, COPY)]}), encoding="utf-8")
+    benchmark = _labelled_in_each_copy(corpus, tmp_path)
     evaluator = Evaluator(index, load_benchmark(benchmark, corpus), show_progress=False)
     records = evaluator.run("topk", 1).records
     assert [r.metrics["span_recall"] for r in records] == [1.0, 1.0]
@@ -119,6 +112,35 @@ def test_evidence_labelled_in_the_copy_left_out_counts(index: Index, corpus: Pat
     # scored alike whichever copy is labelled: precision is the context's, counted once
     first, second = (r.metrics["span_precision"] for r in records)
     assert first == second > 0
+
+
+def _labelled_in_each_copy(corpus: Path, tmp_path: Path) -> Path:
+    """A LegalBench-RAG file asking for one clause twice, labelled once in each copy."""
+    text = (corpus / ORIGINAL).read_text(encoding="utf-8")
+    start = text.index(_clause(ONLY_IN_COPIES))
+    span = [start, start + len(_clause(ONLY_IN_COPIES))]
+    benchmark = tmp_path / "bench.json"
+    benchmark.write_text(json.dumps({"tests": [
+        {"query_id": f"in {name}", "query": _clause(ONLY_IN_COPIES),
+         "snippets": [{"file_path": f"contracts/{name}", "span": span}]}
+        for name in (ORIGINAL, COPY)]}), encoding="utf-8")
+    return benchmark
+
+
+def test_the_report_says_how_many_contexts_read_copies(index: Index, corpus: Path,
+                                                       tmp_path: Path) -> None:
+    from suture.evaluation.runner import evaluate
+
+    result = evaluate(index, load_benchmark(_labelled_in_each_copy(corpus, tmp_path), corpus),
+                      ["topk", "window"], ks=[1, 2], show_progress=False, resamples=100)
+    out = result.write(tmp_path / "eval", plots=False)
+    written = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    # both queries meet the copies at every k, under both policies
+    assert written["read_in_copies"] == {"topk": {"k=1": 2, "k=2": 2},
+                                         "window": {"k=1": 2, "k=2": 2}}
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert (f"read as one, queries at k = {result.primary_k}: `topk` in 2; `window` in 2."
+            in report)
 
 
 def test_suture_query_names_the_copy(index: Index) -> None:

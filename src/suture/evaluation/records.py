@@ -129,8 +129,17 @@ class EvaluationResult:
             "ie": {spec.label: self.ie_at(spec.label) for spec in self.specs},
             "comparisons": self.comparisons,
             "peer_matches": self.peer_matches,
+            "read_in_copies": self.read_in_copies(),
         })
         return cleaned
+
+    def read_in_copies(self) -> dict[str, dict[str, int]]:
+        """Per policy and k, how many queries' contexts read copies of a document as one
+        (`suture.identical`); only policies where some did."""
+        counts = {spec.label: {f"k={k}": sum(1 for r in self.runs[(spec.label, k)].records
+                                             if r.read_in_copies) for k in self.ks}
+                  for spec in self.specs}
+        return {label: per_k for label, per_k in counts.items() if any(per_k.values())}
 
     def timings(self) -> dict[str, float]:
         return {f"{label}@k={k}": run.seconds for (label, k), run in sorted(self.runs.items())}

@@ -229,6 +229,17 @@ def peer_table(results: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _copies_lines(results: Mapping[str, Any], k: int) -> list[str]:
+    """A line naming the policies whose contexts read copies of a document as one."""
+    counts = results.get("read_in_copies") or {}
+    if not counts:
+        return []
+    shown = "; ".join(f"`{label}` in {per_k.get(f'k={k}', 0)}" for label, per_k in counts.items())
+    return [f"- Copies of one document (identical texts) read as one, queries at k = {k}: "
+            f"{shown}. Gold in a copy left out is scored at the same offsets of the copy "
+            "kept (`read_in_copies` in runs/*.jsonl)."]
+
+
 def render_report(
     results: Mapping[str, Any],
     *,
@@ -264,6 +275,7 @@ def render_report(
                != index["retriever"]) or "@" in label else "")
             for label, p in results["policies"].items()
         ),
+        *_copies_lines(results, k),
         "",
         f"## All queries (k = {k})",
         "",
