@@ -81,6 +81,8 @@ class IdenticalDocuments:
     def collapse(self, hits: Sequence[Hit]) -> list[Hit]:
         """`hits` with each copy's hits read in the copy ranked first, and a chunk found
         again dropped (its first occurrence kept, so the order stays the first stage's)."""
+        if not self._same_length:  # every length differs: no copies, nothing to look up
+            return list(hits)
         kept_for: dict[tuple[str, ...], str] = {}
         distinct: dict[str, Hit] = {}
         for hit in hits:

@@ -135,8 +135,9 @@ def assemble_context(
     token_counter = token_counter or stored_token_counter(store)
     kept, dropped = apply_budget(selections, max_tokens, token_counter)
     spans = merge_selections(kept, store, {h.chunk.chunk_id for h in hits})
-    if identical is not None:
-        spans = [replace(span, identical_in=identical.copies_of(span.doc_id)) for span in spans]
+    if identical is not None:  # a new span only where its document has copies
+        spans = [replace(span, identical_in=copies) if (copies := identical.copies_of(span.doc_id))
+                 else span for span in spans]
     chunk_ids = {c for span in spans for c in span.chunk_ids}
     return Context(
         query=query,
