@@ -27,6 +27,7 @@ from suture.exceptions import (
     IndexError_,
     NothingToIndexError,
 )
+from suture.focus import QueryFocus, focused_vector
 from suture.identical import IdenticalDocuments, distinct_hits
 from suture.indexing import IndexReport, ingest
 from suture.policies import DEFAULT_POLICY, Policy, get_policy, policy_needs_sentences
@@ -37,7 +38,7 @@ from suture.retrievers import Retriever, RetrieverName, get_retriever
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import POLICY_RETRIEVER, DocumentSummary, Manifest
 from suture.textfile import is_blank
-from suture.types import Context, SourceDocument
+from suture.types import Context, Hit, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 
 #: embedder options never written to the manifest (secrets and live objects)
 _UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
+#: embedded question parts kept by an `Index` (`Index._question_vector`)
+QUESTION_VECTORS_KEPT = 1024
 
 __all__ = ["Index", "IndexReport"]
 
@@ -65,6 +68,9 @@ class Index:
         self._embedder_options = dict(embedder_options or {})
         self._retrievers: dict[tuple[str, str], Retriever] = {}
         self._identical: IdenticalDocuments | None = None
+        self._focus: QueryFocus | None = None
+        #: the question parts of recent focused queries, embedded (`suture.focus`)
+        self._question_vectors: dict[str, Vectors] = {}
         self.last_report: IndexReport | None = None
 
     # -- construction ---------------------------------------------------------------------
@@ -408,6 +414,7 @@ class Index:
         retriever_options: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         explain: bool = False,
+        focus: bool = True,
         **params: Any,
     ) -> Context:
         """Assemble the context for one query with a policy (see `suture.policies`).
@@ -420,6 +427,9 @@ class Index:
         (`Policy.first_stage`: scar-sentences searches sentence vectors beside `dense`).
         Documents with identical text are read as one (the copy whose hit ranks first),
         the others named in each span's `identical_in` (`suture.identical`).
+        A query whose leading clause names the document of its best hit ("Consider
+        Fiverr's privacy policy; who can see my data?") is searched again by its question
+        as well (`suture.focus`; the context's `focus` says so); `focus=False` turns that off.
         """
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError(
@@ -438,8 +448,17 @@ class Index:
         sentences = self.sentence_table() if chosen.needs_sentences else None
         with self.store.reading():  # one state of the store for search, policy and assembly
             identical = self.identical_documents()
-            hits = distinct_hits(lambda n: first_stage.retrieve(query, query_vector, n),
-                                 chosen.candidate_count(k), identical)
+
+            def search(vector: Vectors) -> list[Hit]:
+                return distinct_hits(lambda n: first_stage.retrieve(query, vector, n),
+                                     chosen.candidate_count(k), identical)
+
+            hits = search(query_vector)
+            found = self._query_focus().find(query, hits[0].chunk.doc_id) if (
+                focus and hits) else None
+            if found is not None:
+                query_vector = focused_vector(query_vector, self._question_vector(found.question))
+                hits = search(query_vector)
             if not hits and self.store.chunk_count() == 0:
                 raise IndexError_(
                     f"the index at {self.store.location} holds no documents; add some with "
@@ -465,7 +484,24 @@ class Index:
                 max_tokens=max_tokens,
                 trace=[dict(row) for row in result.trace] if explain else None,
                 identical=identical,
+                focus=found,
             )
+
+    def _query_focus(self) -> QueryFocus:
+        if self._focus is None:
+            self._focus = QueryFocus(self.store)
+        return self._focus
+
+    def _question_vector(self, question: str) -> Vectors:
+        """The embedded question part of a focused query; the last
+        `QUESTION_VECTORS_KEPT` are kept (an evaluation asks each query many times)."""
+        found = self._question_vectors.get(question)
+        if found is None:
+            found = self.embedder.embed_query(question)
+            if len(self._question_vectors) >= QUESTION_VECTORS_KEPT:
+                self._question_vectors.pop(next(iter(self._question_vectors)), None)
+            self._question_vectors[question] = found
+        return found
 
     def _pipeline(self, policy: str | Policy, params: Mapping[str, Any], retriever: str | None,
                   retriever_options: Mapping[str, Any] | None) -> tuple[Policy, str | None]:
@@ -494,13 +530,14 @@ class Index:
         retriever: str | None = None,
         max_tokens: int | None = None,
         explain: bool = False,
+        focus: bool = True,
     ) -> list[Context]:
         """The contexts of several policies for one query, embedding the query once."""
         if query_vector is None:
             query_vector = self.embed_queries([query])[0]
         return [
             self.retrieve(query, policy, k, query_vector=query_vector, retriever=retriever,
-                          max_tokens=max_tokens, explain=explain)
+                          max_tokens=max_tokens, explain=explain, focus=focus)
             for policy in policies
         ]
 

@@ -203,6 +203,28 @@ class Span:
 
 
 @dataclass(frozen=True, slots=True)
+class Focus:
+    """How a query was focused: the clause naming a document, and the question kept."""
+
+    #: the leading clause, as the query wrote it (stripped)
+    naming: str
+    #: the rest of the query: what the search was focused on
+    question: str
+    #: the document the leading clause names (the best hit's, before focusing)
+    doc_id: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"naming": self.naming, "question": self.question, "doc_id": self.doc_id}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, str] | None) -> Focus | None:
+        """The inverse of `to_dict`; None for a context that was not focused."""
+        if not data:
+            return None
+        return cls(naming=data["naming"], question=data["question"], doc_id=data["doc_id"])
+
+
+@dataclass(frozen=True, slots=True)
 class Context:
     """What a policy hands to the language model, with its size."""
 
@@ -215,6 +237,8 @@ class Context:
     hits: tuple[Hit, ...] = ()
     trace: tuple[Mapping[str, Any], ...] = ()
     dropped: int = 0
+    #: how the query was focused on its question (`suture.focus`); None: not focused
+    focus: Focus | None = None
 
     @property
     def chunk_ids(self) -> tuple[str, ...]:
@@ -240,6 +264,7 @@ class Context:
             "dropped": self.dropped,
             "hits": [hit.to_dict() for hit in self.hits],
             "trace": [dict(row) for row in self.trace],
+            "focus": self.focus.to_dict() if self.focus is not None else None,
         }
 
     @classmethod
@@ -255,4 +280,5 @@ class Context:
             hits=tuple(Hit.from_dict(hit) for hit in data.get("hits", ())),
             trace=tuple(dict(row) for row in data.get("trace", ())),
             dropped=data.get("dropped", 0),
+            focus=Focus.from_dict(data.get("focus")),
         )

@@ -8,7 +8,7 @@ from dataclasses import replace
 from suture.identical import IdenticalDocuments
 from suture.stores.base import Store
 from suture.tokens import count_tokens
-from suture.types import Context, Hit, Selection, Span
+from suture.types import Context, Focus, Hit, Selection, Span
 
 #: tokens in document[doc_id].text[start:end], called as count(doc_id, start, end)
 TokenCounter = Callable[[str, int, int], int]
@@ -125,12 +125,13 @@ def assemble_context(
     max_tokens: int | None = None,
     trace: Sequence[dict[str, object]] | None = None,
     identical: IdenticalDocuments | None = None,
+    focus: Focus | None = None,
 ) -> Context:
     """Budget, merge and measure the selections of one query.
 
     Tokens are counted with `stored_token_counter(store)` unless `token_counter` is given.
     With `identical` (the copies `Index.retrieve` collapsed), each span names the other
-    documents holding its text at the same offsets.
+    documents holding its text at the same offsets. `focus` is recorded as it is.
     """
     token_counter = token_counter or stored_token_counter(store)
     kept, dropped = apply_budget(selections, max_tokens, token_counter)
@@ -149,4 +150,5 @@ def assemble_context(
         hits=tuple(hits),
         trace=tuple(trace or ()),
         dropped=dropped,
+        focus=focus,
     )
