@@ -123,13 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judge", action="append", default=[], metavar="LABEL",
                         help="a pipeline's label, judged per budget against the best peer "
                              "(docs/results.md, 'A pre-registered check'); repeatable")
+    parser.add_argument("--no-focus", action="store_true",
+                        help="search every query as written (suture.focus off)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.k.split(",")]
     budgets = [float(b) for b in args.budgets.split(",")]
     benchmark = load(args.benchmark, args.corpus, args.limit)
     metric = "doc_recall" if benchmark.level == "document" else "span_recall"
-    evaluator = Evaluator(Index.open(args.index), benchmark, show_progress=False)
+    evaluator = Evaluator(Index.open(args.index), benchmark, show_progress=False,
+                          focus=not args.no_focus)
     curves: dict[str, Curve] = {}
     retrievers = args.retrievers.split(",") if args.retrievers else [None]
     scar_grid = ([], [], []) if args.no_scar_grid else (

@@ -67,11 +67,13 @@ class Client:
         retriever: str | None = None,
         max_tokens: int | None = None,
         explain: bool = False,
+        focus: bool = True,
         **params: Any,
     ) -> Context:
         """The context of one policy for one query (`Index.retrieve`)."""
         body = {"query": query, "policy": policy, "k": k, "params": params,
-                "retriever": retriever, "max_tokens": max_tokens, "explain": explain}
+                "retriever": retriever, "max_tokens": max_tokens, "explain": explain,
+                "focus": focus}
         return Context.from_dict(self._call("POST", "/v1/retrieve", json=body))
 
     def compare(
@@ -83,10 +85,11 @@ class Client:
         retriever: str | None = None,
         max_tokens: int | None = None,
         explain: bool = False,
+        focus: bool = True,
     ) -> list[Context]:
         """The contexts of several policies for one query (`Index.compare`)."""
         body = {"query": query, "policies": list(policies), "k": k, "retriever": retriever,
-                "max_tokens": max_tokens, "explain": explain}
+                "max_tokens": max_tokens, "explain": explain, "focus": focus}
         answer = self._call("POST", "/v1/compare", json=body)
         return [Context.from_dict(c) for c in answer["contexts"]]
 

@@ -22,6 +22,13 @@ from suture.evaluation.sweep import select_setting
 from suture.exceptions import ConfigurationError
 
 
+#: privacy-QA's queries as written (`suture.focus` off): every one names its policy, and
+#: the tests below that read its numbers were set where strict settings lose about 5
+#: points to window and the two policies disagree; focused, every setting gains and
+#: the rules no longer part ways on it
+AS_WRITTEN = False
+
+
 @pytest.fixture(scope="module")
 def cuad_mini(shared_data: Path) -> Benchmark:
     return load_benchmark(shared_data / "legalbench_rag" / "benchmarks" / "cuad_mini.json",
@@ -205,7 +212,7 @@ def test_bound_rule_takes_the_cheapest_setting_whose_interval_clears_the_floor(
 ) -> None:
     from suture.evaluation.stats import paired_bootstrap
 
-    evaluator = Evaluator(privacy_index, privacy, show_progress=False)
+    evaluator = Evaluator(privacy_index, privacy, show_progress=False, focus=AS_WRITTEN)
     # 6 points: on this set the strict settings lose about 5 points on average, with an
     # interval reaching past 12, so the two rules part ways
     result = calibrate(evaluator, grid=GRID, max_loss=0.06, size_key="characters",
@@ -280,7 +287,7 @@ def test_se_rule_holds_one_standard_error_below_the_mean_to_the_floor(
 ) -> None:
     from suture.evaluation.stats import paired_bootstrap
 
-    evaluator = Evaluator(privacy_index, privacy, show_progress=False)
+    evaluator = Evaluator(privacy_index, privacy, show_progress=False, focus=AS_WRITTEN)
     results = {rule: calibrate(evaluator, grid=GRID, max_loss=0.06, size_key="characters",
                                rule=rule, resamples=500) for rule in ("mean", "se", "bound")}
     chosen = {rule: result.chosen["all"]["characters"] for rule, result in results.items()
@@ -377,7 +384,8 @@ def test_write_choice_refuses_a_setting_that_failed_on_the_judging_part(
     import dataclasses
 
     before = dict(privacy_index.manifest.policy_defaults)
-    result = calibrate(Evaluator(privacy_index, privacy, show_progress=False),
+    result = calibrate(Evaluator(privacy_index, privacy, show_progress=False,
+                                 focus=AS_WRITTEN),
                        grid={"lam": [0.0, 1.0], "tau": [0.1, 0.9], "radius": [1]},
                        max_loss=0.01, resamples=100)
     loss = result.held_out_difference

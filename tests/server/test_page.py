@@ -100,3 +100,28 @@ def _documents(served: Server, contexts: dict[str, Any]) -> dict[str, str]:
     ids = {s["doc_id"] for c in contexts.values() for s in c["spans"]}
     with served.client(READ_KEY) as http:
         return {d: http.get(f"/v1/documents/{d}").json()["text"] for d in ids}
+
+
+def test_page_says_what_a_naming_question_was_focused_on(served: Server, browser: Any
+                                                         ) -> None:
+    """A question that names its document first: the page shows the API's `focus`."""
+    question = "RFC 9293, the Transmission Control Protocol: what is the initial sequence number?"
+    browser.get(served.url + "/")
+    wait_for(browser, "document.body.dataset.ready === 'true' || "
+                      "!document.getElementById('key-label').hidden")
+    if browser.find_element("id", "key-label").is_displayed():  # run alone: no key stored
+        browser.find_element("id", "api-key").send_keys(READ_KEY + "\t")
+        wait_for(browser, "document.body.dataset.ready === 'true'")
+    field = browser.find_element("id", "question")
+    field.clear()
+    field.send_keys(question)
+    browser.find_element("id", "ask-button").click()
+    wait_for(browser, f"document.body.dataset.answered === {question!r}")
+    with served.client(READ_KEY) as http:
+        focus = http.post("/v1/compare", json={"query": question, "policies": POLICIES,
+                                               "k": 5}).json()["contexts"][0]["focus"]
+    assert focus is not None and focus["question"] == "what is the initial sequence number?"
+    shown = browser.find_element("id", "focus")
+    assert shown.is_displayed()
+    assert shown.text == (f"Focused on “{focus['question']}”: “{focus['naming']}” names "
+                          f"{focus['doc_id']}.")

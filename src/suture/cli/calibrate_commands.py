@@ -120,6 +120,9 @@ def calibrate_command(
     seed: Annotated[int, typer.Option(help="Seed of the document split and the bootstrap.")]
         = 0,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 10_000,
+    focus: Annotated[bool, typer.Option(
+        "--focus/--no-focus", help="Focus queries that name their document, as later "
+        "queries are by default (suture.focus); --no-focus judges them as written.")] = True,
     progress: ProgressOpt = True,
 ) -> None:
     """`suture calibrate` (its help text is the decorator's, so that the terminal wraps
@@ -148,7 +151,7 @@ def calibrate_command(
             idx = Index.open(index, store=store, embedder=embedder)
             loaded = synthetic_benchmark(idx.store, queries=synthetic_queries, seed=seed)
             source = "synthetic"
-        evaluator = Evaluator(idx, loaded, show_progress=progress)
+        evaluator = Evaluator(idx, loaded, show_progress=progress, focus=focus)
         result = calibrate(evaluator, grid=grid, k=k, max_loss=max_recall_loss / 100,
                            recall_key=recall, size_key=target, rule=rule, fixed=fixed, seed=seed,
                            resamples=resamples, source=source, policy=policy,

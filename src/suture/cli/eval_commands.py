@@ -133,6 +133,10 @@ def eval_command(
         "every policy is also compared against every peer.")] = None,
     max_tokens: Annotated[int | None, typer.Option(
         help="Token budget per context (default: none).")] = None,
+    focus: Annotated[bool, typer.Option(
+        "--focus/--no-focus", help="Search a query whose leading clause names its document "
+        "again by its question (suture.focus); --no-focus searches every query as written.")]
+        = True,
     baselines: Annotated[str, typer.Option(
         help="Policies every other one is compared against (when run).")] = "window,topk",
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 10_000,
@@ -189,6 +193,7 @@ def eval_command(
                 [s for s in specs if isinstance(s, PolicySpec)]),
                 *(p.label for p in peer_specs)],
             resamples=resamples, seed=seed, max_tokens=max_tokens, show_progress=progress,
+            focus=focus,
         )
         result.write(out, command=command_line(ctx), plots=plots)
     except SutureError as exc:

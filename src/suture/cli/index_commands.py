@@ -31,6 +31,7 @@ from suture.documents.limits import MEMORY_PER_FILE_BYTE
 from suture.exceptions import SutureError
 from suture.indexing import IndexReport
 from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
+from suture.types import Focus
 
 PolicyOption = Annotated[
     str,
@@ -232,6 +233,10 @@ def query_command(
     embedder_option: EmbedderOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     explain: Annotated[bool, typer.Option(help="Show every expansion decision.")] = False,
+    focus: Annotated[bool, typer.Option(
+        "--focus/--no-focus", help="A question whose leading clause names its document "
+        "(\"Acme NDA: what is the term?\") is searched again by the question part too; "
+        "--no-focus searches it as written.")] = True,
     embedder: EmbedderNameOption = None,
 ) -> None:
     """Assemble the context for one question."""
@@ -251,6 +256,7 @@ def query_command(
             retriever=retriever,
             retriever_options=parse_params(retriever_param) if retriever_param else None,
             explain=explain,
+            focus=focus,
             **parse_params(param),
         )
     except SutureError as exc:
@@ -262,6 +268,7 @@ def query_command(
         f"[bold]{context.policy}[/]: {context.chunks} chunks, "
         f"{context.characters} characters, {context.tokens} tokens"
     )
+    _print_focus(context.focus)
     for span in context.spans:
         reasons = ", ".join(sorted(set(span.reasons)))
         copies = f"; identical in {', '.join(span.identical_in)}" if span.identical_in else ""
@@ -287,6 +294,10 @@ def compare_command(
     ] = ",".join(COMPARED_POLICIES),
     k: Annotated[int, typer.Option("--k", "-k")] = 5,
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
+    focus: Annotated[bool, typer.Option(
+        "--focus/--no-focus", help="A question whose leading clause names its document "
+        "(\"Acme NDA: what is the term?\") is searched again by the question part too; "
+        "--no-focus searches it as written.")] = True,
     embedder_option: EmbedderOption = None,
     embedder: EmbedderNameOption = None,
 ) -> None:
@@ -298,7 +309,8 @@ def compare_command(
     try:
         opened = Index.open(index, store=store, embedder=embedder,
                             embedder_options=parse_params(embedder_option))
-        contexts = opened.compare(text, [p.strip() for p in policies.split(",") if p.strip()], k)
+        contexts = opened.compare(text, [p.strip() for p in policies.split(",") if p.strip()], k,
+                                  focus=focus)
     except SutureError as exc:
         raise fail(exc) from None
     table = Table(title=f"{text}")
@@ -328,10 +340,21 @@ def compare_command(
             where,
         )
     console.print(table)
+    _print_focus(next((c.focus for c in contexts if c.focus is not None), None))
     if show_text:
         for context in contexts:
             console.rule(context.policy)
             console.print(context.text, markup=False, highlight=False)
+
+
+def _print_focus(focus: Focus | None) -> None:
+    """The line saying what a naming question was focused on (`suture.focus`)."""
+    if focus is not None:
+        console.print(
+            f"focused on: {escape(focus.question)} (\"{escape(focus.naming)}\" names "
+            f"{escape(focus.doc_id)}; --no-focus searches the question as written)",
+            highlight=False,
+        )
 
 
 def _section(index: Any, doc_id: str, offset: int) -> tuple[str, ...]:

@@ -52,11 +52,14 @@ class Evaluator:
         show_progress: bool = True,
         max_tokens: int | None = None,
         query_vectors: npt.NDArray[np.float32] | None = None,
+        focus: bool = True,
     ) -> None:
         self.index = index
         self.benchmark = benchmark
         self.show_progress = show_progress
         self.max_tokens = max_tokens
+        #: whether queries that name their document are focused (`suture.focus`)
+        self.focus = focus
         if benchmark.level == "document":
             self.primary_metric = "doc_recall"
         self.layout = ChunkLayout(index.store.iter_chunks())
@@ -170,6 +173,7 @@ class Evaluator:
                 query_vector=vector,
                 max_tokens=self.max_tokens,
                 retriever=spec.retriever,
+                focus=self.focus,
                 **dict(spec.params),
             )
             records.append(self._record(query, spec, k, context))

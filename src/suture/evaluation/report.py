@@ -266,7 +266,8 @@ def render_report(
         f"{index['documents']} documents, {index['chunks']} chunks.",
         f"- k (first-stage hits per query): {', '.join(str(x) for x in settings['ks'])}; "
         f"tables below use k = {k} unless marked. Token budget: "
-        f"{settings['max_tokens'] if settings['max_tokens'] else 'none'}.",
+        f"{settings['max_tokens'] if settings['max_tokens'] else 'none'}. Query focus: "
+        f"{'off' if settings.get('focus') is False else 'on'} (`suture.focus`).",
         "- Policies: " + "; ".join(
             f"`{label}` = {'peer ' if p.get('peer') else ''}{p['name']}"
             f"({_params_text(p['params'])})"

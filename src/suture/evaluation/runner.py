@@ -133,19 +133,22 @@ def evaluate(
     seed: int = DEFAULT_SEED,
     max_tokens: int | None = None,
     show_progress: bool = True,
+    focus: bool = True,
 ) -> EvaluationResult:
     """Run every policy at every k over a benchmark and compare them.
 
     Pass an `Index` and a `Benchmark`, or an `Evaluator` to reuse its query vectors.
     `PeerSpec`s (other frameworks' pipelines) run beside the policies and are scored
-    and compared the same way.
+    and compared the same way. `focus=False` searches every query as written
+    (`suture.focus`; an `Evaluator` passed in keeps its own setting).
     """
     if isinstance(index, Evaluator):
         evaluator = index
     else:
         if benchmark is None:
             raise ConfigurationError("evaluate() needs a benchmark with an index")
-        evaluator = Evaluator(index, benchmark, show_progress=show_progress, max_tokens=max_tokens)
+        evaluator = Evaluator(index, benchmark, show_progress=show_progress, max_tokens=max_tokens,
+                              focus=focus)
     specs: list[PolicySpec | PeerSpec] = [PolicySpec(p) if isinstance(p, str) else p
                                           for p in policies]
     labels = [s.label for s in specs]
@@ -179,6 +182,7 @@ def evaluate(
         "policy_order": labels,
         "primary_k": chosen_k,
         "max_tokens": max_tokens if max_tokens is not None else evaluator.max_tokens,
+        "focus": evaluator.focus,
         "bootstrap_resamples": resamples,
         "bootstrap_seed": seed,
         "baselines": [b for b in baselines if b in labels],

@@ -35,6 +35,7 @@ class ContextSource(Protocol):
         retriever: str | None = ...,
         max_tokens: int | None = ...,
         explain: bool = ...,
+        focus: bool = ...,
         **params: Any,
     ) -> Context: ...
 
@@ -110,28 +111,35 @@ class RetrieveSettings:
     params: Mapping[str, Any] = field(default_factory=dict)
     max_tokens: int | None = None
     retriever: str | None = None
+    #: search a query that names its document again by its question (`suture.focus`)
+    focus: bool = True
 
     def __post_init__(self) -> None:
         from suture.policies import get_policy
 
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ConfigurationError(f"k must be a whole number >= 1, got {self.k!r}")
+        if not isinstance(self.focus, bool):
+            raise ConfigurationError(f"focus must be True or False, got {self.focus!r}")
         get_policy(self.policy, **self.params)  # a bad name or parameter fails here, not later
 
     @classmethod
     def of(cls, policy: str, k: int, *, max_tokens: int | None = None,
-           retriever: str | None = None, **params: Any) -> RetrieveSettings:
+           retriever: str | None = None, focus: bool = True,
+           **params: Any) -> RetrieveSettings:
         """The settings from an adapter's keyword arguments: `max_tokens` (a token budget),
-        `retriever` (the first stage, default the index's own) and the policy's parameters."""
-        return cls(policy, k, params, max_tokens, retriever)
+        `retriever` (the first stage, default the index's own), `focus` (`suture.focus`;
+        False searches every query as written) and the policy's parameters."""
+        return cls(policy, k, params, max_tokens, retriever, focus)
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments `of` takes back (for saving an adapter)."""
-        return {"max_tokens": self.max_tokens, "retriever": self.retriever, **self.params}
+        return {"max_tokens": self.max_tokens, "retriever": self.retriever,
+                "focus": self.focus, **self.params}
 
     def retrieve(self, source: ContextSource, query: str) -> Context:
         return source.retrieve(query, self.policy, self.k, retriever=self.retriever,
-                               max_tokens=self.max_tokens, **self.params)
+                               max_tokens=self.max_tokens, focus=self.focus, **self.params)
 
 
 def span_metadata(span: Span, context: Context) -> dict[str, Any]:

@@ -140,7 +140,7 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         params = _policy_params(body.policy, body.params, settings)
         context = await service.read(lambda: service.retrieve(
             body.query, body.policy, body.k, retriever=body.retriever,
-            max_tokens=body.max_tokens, explain=body.explain, **params))
+            max_tokens=body.max_tokens, explain=body.explain, focus=body.focus, **params))
         return context.to_dict()
 
     @app.post("/v1/compare", tags=["retrieval"], dependencies=[read],
@@ -153,7 +153,7 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
                            "ask /v1/retrieve for rerank")
         contexts = await service.read(lambda: service.compare(
             body.query, body.policies, body.k, retriever=body.retriever,
-            max_tokens=body.max_tokens, explain=body.explain))
+            max_tokens=body.max_tokens, explain=body.explain, focus=body.focus))
         return {"contexts": [c.to_dict() for c in contexts]}
 
     @app.get("/v1/documents/{doc_id:path}", tags=["documents"], dependencies=[read],

@@ -36,6 +36,9 @@ class RetrieveRequest(_Strict):
         None, description="dense, lexical, hybrid, document-hybrid, dense-sentences.")
     max_tokens: int | None = Field(None, ge=1, description="Token budget for the context.")
     explain: bool = Field(False, description="Include every expansion decision (`trace`).")
+    focus: bool = Field(True, description="Search a query whose leading clause names the "
+                        "document of its best hit again by its question part too "
+                        "(suture.focus); false: as written.")
 
 
 class PolicyDefaultsRequest(_Strict):
@@ -58,6 +61,9 @@ class CompareRequest(_Strict):
     retriever: str | None = None
     max_tokens: int | None = Field(None, ge=1)
     explain: bool = False
+    focus: bool = Field(True, description="Search a query whose leading clause names the "
+                        "document of its best hit again by its question part too "
+                        "(suture.focus); false: as written.")
 
 
 class Span(BaseModel):
@@ -75,6 +81,12 @@ class Span(BaseModel):
         default_factory=list,
         description="Other documents with identical text (copies under other names): the "
                     "same offsets hold the same text there.")
+
+
+class Focus(BaseModel):
+    naming: str = Field(description="The query's leading clause, which names the document.")
+    question: str = Field(description="The rest of the query: what the search was focused on.")
+    doc_id: str = Field(description="The document the leading clause names.")
 
 
 class Hit(BaseModel):
@@ -102,6 +114,8 @@ class ContextResponse(BaseModel):
     dropped: int = Field(description="Pieces left out by max_tokens.")
     hits: list[Hit]
     trace: list[dict[str, Any]] = Field(description="Decision rows (explain=true).")
+    focus: Focus | None = Field(None, description="How the query was focused on its "
+                                "question; null when it was searched as written.")
 
 
 class CompareResponse(BaseModel):

@@ -98,6 +98,14 @@ function renderSpan(context, span, doc, margin) {
   pre);
 }
 
+// A question that names its document was also searched by its question part.
+function renderFocus(contexts) {
+  const focus = contexts.map((c) => c.focus).find((f) => f);
+  $("focus").hidden = !focus;
+  $("focus").textContent = focus
+    ? `Focused on “${focus.question}”: “${focus.naming}” names ${focus.doc_id}.` : "";
+}
+
 function renderSummary(contexts) {
   const body = $("summary").querySelector("tbody");
   body.replaceChildren(...contexts.map((c) => el("tr", { "data-policy": c.policy },
@@ -159,6 +167,7 @@ async function ask(event) {
     const docs = new Map(await Promise.all(
       docIds.map(async (id) => [id, await fetchDocument(id)])));
     renderSummary(contexts);
+    renderFocus(contexts);
     $("columns").replaceChildren(...contexts.map((context) => el("div", {
       class: "column", "data-policy": context.policy,
     },

@@ -1,0 +1,193 @@
+"""A query whose leading clause names its document is searched by its question too
+(`suture.focus`): on the real privacy-QA policies with the real model, through the
+library, the command line, the service, its client and the adapters' settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from suture import Index
+from suture.evaluation.benchmarks import load_benchmark
+from suture.evaluation.runner import evaluate
+from suture.exceptions import ConfigurationError
+from suture.focus import QueryFocus, focused_vector, split_leading_clause
+from suture.integrations.source import RetrieveSettings
+from suture.types import Focus
+
+QUESTION = "who can see the jobs that i post?"
+NAMING = 'Consider "Fiverr"\'s privacy policy'
+QUERY = f"{NAMING}; {QUESTION}"
+EXPECTED = Focus(naming=NAMING, question=QUESTION, doc_id="Fiverr.txt")
+
+
+@pytest.fixture(scope="module")
+def privacy_corpus(shared_data: Path) -> Path:
+    return shared_data / "legalbench_rag" / "corpus"
+
+
+@pytest.fixture(scope="module")
+def index(privacy_corpus: Path, tmp_path_factory: pytest.TempPathFactory,
+          minilm: Any) -> Index:
+    """The two privacy policies of privacy-QA, with the real model."""
+    return Index.build([privacy_corpus / "privacy_qa"], tmp_path_factory.mktemp("focus") / "idx",
+                       embedder=minilm)
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("Acme NDA: what is the notice period?", ("Acme NDA", "what is the notice period?")),
+    ("Consider the lease; who pays for repairs?", ("Consider the lease", "who pays for repairs?")),
+    ("Acme NDA\nwhat is the notice period?", ("Acme NDA", "what is the notice period?")),
+    ("a; b: c", ("a", "b: c")),  # the first mark only
+    ("What is the notice period?", None),
+    (": what is the notice period?", None),
+    ("Acme NDA:   ", None),
+])
+def test_the_leading_clause_ends_at_the_first_mark(query: str,
+                                                   expected: tuple[str, str] | None) -> None:
+    assert split_leading_clause(query) == expected
+
+
+def test_a_query_naming_its_document_is_focused_on_its_question(index: Index) -> None:
+    focused = index.retrieve(QUERY)
+    assert focused.focus == EXPECTED
+    assert index.retrieve(QUERY, focus=False).focus is None
+    keep = index.retrieve('Consider "Keep"\'s privacy policy; how long is my data kept?')
+    assert keep.focus is not None and keep.focus.doc_id == "Keep.txt"
+    # the search and the policy both ran on normalise(e(query) + e(question))
+    vector = focused_vector(index.embedder.embed_query(QUERY),
+                            index.embedder.embed_query(QUESTION))
+    by_hand = index.retrieve(QUERY, query_vector=vector, focus=False)
+    assert [(s.doc_id, s.start, s.end) for s in focused.spans] == [
+        (s.doc_id, s.start, s.end) for s in by_hand.spans]
+    assert [(s.doc_id, s.start, s.end) for s in focused.spans] != [
+        (s.doc_id, s.start, s.end) for s in index.retrieve(QUERY, focus=False).spans]
+
+
+@pytest.mark.parametrize("query", [
+    f"Consider the TCP retransmission standard; {QUESTION}",  # names no stored document
+    f"Fiverr: {QUESTION}",  # one term is not a name
+    QUESTION,  # no leading clause
+])
+def test_a_clause_that_names_no_document_changes_nothing(index: Index, query: str) -> None:
+    assert index.retrieve(query).focus is None
+
+
+def test_focus_raises_recall_on_privacy_qa(index: Index, privacy_corpus: Path,
+                                           shared_data: Path) -> None:
+    """Every query names its policy; at k = 3 the default finds more of the answers when
+    it is focused (measured: 12.5% against 6.0% span recall)."""
+    benchmark = load_benchmark(
+        shared_data / "legalbench_rag" / "benchmarks" / "privacy_qa_fiverr_keep.json",
+        privacy_corpus)
+    recall = {}
+    for focus in (True, False):
+        result = evaluate(index, benchmark, ["scar-sentences"], [3], resamples=200,
+                          show_progress=False, focus=focus)
+        assert result.settings["focus"] is focus
+        recall[focus] = result.runs[("scar-sentences", 3)].summary()["all"]["span_recall"]
+    assert recall[True] > recall[False] + 0.03, recall
+
+
+def test_head_terms_follow_a_changed_document(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "acme.txt").write_text(
+        "Acme Widget Supply Agreement between Acme Corp and Beta LLC.\n\n"
+        "Either party may end this agreement with ninety days notice.\n")
+    (folder / "lease.txt").write_text("Office lease. The tenant pays for repairs.\n")
+    index = Index.build([folder], tmp_path / "idx", embedder="hashing")
+    focus = QueryFocus(index.store)
+    query = "Acme Widget Supply Agreement: what is the notice period?"
+    assert focus.find(query, "acme.txt") == Focus(
+        "Acme Widget Supply Agreement", "what is the notice period?", "acme.txt")
+    (folder / "acme.txt").write_text("Either party may end this contract with notice.\n")
+    index.add([folder / "acme.txt"])
+    assert focus.find(query, "acme.txt") is None  # the new head no longer names it
+
+
+def _suture(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "suture", *map(str, args)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_suture_query_and_compare_say_what_they_focused_on(index: Index) -> None:
+    location = index.store.location
+    shown = _suture("query", QUERY, "--index", location, "--k", "2")
+    assert shown.returncode == 0, shown.stderr
+    assert f"focused on: {QUESTION}" in shown.stdout and "Fiverr.txt" in shown.stdout
+    plain = _suture("query", QUERY, "--index", location, "--k", "2", "--no-focus")
+    assert plain.returncode == 0, plain.stderr
+    assert "focused on" not in plain.stdout
+    as_json = _suture("query", QUERY, "--index", location, "--k", "2", "--json")
+    assert json.loads(as_json.stdout)["focus"] == EXPECTED.to_dict()
+    compared = _suture("compare", QUERY, "--index", location, "--policies", "topk,window")
+    assert compared.returncode == 0, compared.stderr
+    assert f"focused on: {QUESTION}" in compared.stdout
+    compared_plain = _suture("compare", QUERY, "--index", location, "--policies", "topk",
+                             "--no-focus")
+    assert compared_plain.returncode == 0 and "focused on" not in compared_plain.stdout
+
+
+def test_the_service_and_its_client_carry_the_focus(index: Index, tmp_path: Path) -> None:
+    """`suture serve` (a real process): `focus` in /v1/retrieve and /v1/compare, off on
+    request, and kept by the client's context."""
+    from suture.client import Client
+    from tests.server.fixtures import run_server
+
+    served = tmp_path / "index"
+    shutil.copytree(index.store.location, served)
+    with run_server(served, tmp_path / "server.log", env={"SUTURE_API_KEYS": ""}) as server:
+        url = server.url
+        answer = httpx.post(f"{url}/v1/retrieve", timeout=120,
+                            json={"query": QUERY, "k": 2}).json()
+        plain = httpx.post(f"{url}/v1/retrieve", timeout=120,
+                           json={"query": QUERY, "k": 2, "focus": False}).json()
+        compared = httpx.post(f"{url}/v1/compare", timeout=120, json={
+            "query": QUERY, "policies": ["topk", "window"], "focus": False}).json()
+        with Client(url) as client:
+            received = client.retrieve(QUERY, k=2)
+            received_plain = client.retrieve(QUERY, k=2, focus=False)
+    assert answer["focus"] == EXPECTED.to_dict()
+    assert plain["focus"] is None
+    assert [c["focus"] for c in compared["contexts"]] == [None, None]
+    assert received.focus == EXPECTED and received_plain.focus is None
+
+
+def test_adapter_settings_pass_focus_on(index: Index) -> None:
+    assert RetrieveSettings.of("topk", 2).retrieve(index, QUERY).focus == EXPECTED
+    off = RetrieveSettings.of("topk", 2, focus=False)
+    assert off.retrieve(index, QUERY).focus is None
+    assert RetrieveSettings.of("topk", 2, **off.options()) == off  # saved and loaded back
+    with pytest.raises(ConfigurationError, match="focus must be True or False"):
+        RetrieveSettings.of("topk", 2, focus="no")
+
+
+def test_suture_eval_no_focus_judges_queries_as_written(index: Index, shared_data: Path,
+                                                         privacy_corpus: Path,
+                                                         tmp_path: Path) -> None:
+    benchmark = shared_data / "legalbench_rag" / "benchmarks" / "privacy_qa_fiverr_keep.json"
+    runs = {}
+    for flag in ("--focus", "--no-focus"):
+        out = tmp_path / flag.strip("-")
+        done = _suture("eval", "--benchmark", benchmark, "--corpus", privacy_corpus,
+                       "--index", index.store.location, "--policies", "topk", "--k", "1",
+                       "--limit", "8", "--no-plots", "--no-progress", "--resamples", "100",
+                       flag, "--out", out)
+        assert done.returncode == 0, done.stderr
+        results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        assert results["settings"]["focus"] is (flag == "--focus")
+        state = "on" if flag == "--focus" else "off"
+        assert f"Query focus: {state}" in (out / "report.md").read_text(encoding="utf-8")
+        runs[flag] = (out / "runs" / "topk.jsonl").read_text(encoding="utf-8")
+    assert runs["--focus"] != runs["--no-focus"]  # the contexts themselves differ
