@@ -21,7 +21,6 @@ from suture.evaluation.policy_specs import PolicySpec
 from suture.evaluation.sweep import select_setting
 from suture.exceptions import ConfigurationError
 
-
 #: privacy-QA's queries as written (`suture.focus` off): every one names its policy, and
 #: the tests below that read its numbers were set where strict settings lose about 5
 #: points to window and the two policies disagree; focused, every setting gains and
