@@ -21,7 +21,7 @@ from suture.evaluation.benchmarks import load_benchmark
 from suture.evaluation.runner import evaluate
 from suture.exceptions import ConfigurationError
 from suture.focus import QueryFocus, focused_vector, split_leading_clause
-from suture.integrations.source import RetrieveSettings
+from suture.integrations.source import RetrieveSettings, span_metadata
 from suture.types import Focus
 
 QUESTION = "who can see the jobs that i post?"
@@ -165,9 +165,13 @@ def test_the_service_and_its_client_carry_the_focus(index: Index, tmp_path: Path
 
 
 def test_adapter_settings_pass_focus_on(index: Index) -> None:
-    assert RetrieveSettings.of("topk", 2).retrieve(index, QUERY).focus == EXPECTED
+    focused = RetrieveSettings.of("topk", 2).retrieve(index, QUERY)
+    assert focused.focus == EXPECTED
+    assert {span_metadata(s, focused)["focused_on"] for s in focused.spans} == {QUESTION}
     off = RetrieveSettings.of("topk", 2, focus=False)
-    assert off.retrieve(index, QUERY).focus is None
+    plain = off.retrieve(index, QUERY)
+    assert plain.focus is None
+    assert {span_metadata(s, plain)["focused_on"] for s in plain.spans} == {None}
     assert RetrieveSettings.of("topk", 2, **off.options()) == off  # saved and loaded back
     with pytest.raises(ConfigurationError, match="focus must be True or False"):
         RetrieveSettings.of("topk", 2, focus="no")
@@ -191,3 +195,16 @@ def test_suture_eval_no_focus_judges_queries_as_written(index: Index, shared_dat
         assert f"Query focus: {state}" in (out / "report.md").read_text(encoding="utf-8")
         runs[flag] = (out / "runs" / "topk.jsonl").read_text(encoding="utf-8")
     assert runs["--focus"] != runs["--no-focus"]  # the contexts themselves differ
+
+
+def test_question_vectors_are_kept_for_the_latest_questions_only(
+        index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    import suture.index
+
+    monkeypatch.setattr(suture.index, "QUESTION_VECTORS_KEPT", 2)
+    index._question_vectors.clear()
+    questions = ["who can see the jobs that i post?", "how long is my data kept?",
+                 "can i delete my account?"]
+    for question in questions:
+        assert index.retrieve(f"{NAMING}; {question}", "topk", 1).focus is not None
+    assert list(index._question_vectors) == questions[1:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -71,6 +72,7 @@ class Index:
         self._focus: QueryFocus | None = None
         #: the question parts of recent focused queries, embedded (`suture.focus`)
         self._question_vectors: dict[str, Vectors] = {}
+        self._question_lock = threading.Lock()  # `suture serve` reads in several threads
         self.last_report: IndexReport | None = None
 
     # -- construction ---------------------------------------------------------------------
@@ -488,19 +490,22 @@ class Index:
             )
 
     def _query_focus(self) -> QueryFocus:
-        if self._focus is None:
-            self._focus = QueryFocus(self.store)
-        return self._focus
+        with self._question_lock:
+            if self._focus is None:
+                self._focus = QueryFocus(self.store)
+            return self._focus
 
     def _question_vector(self, question: str) -> Vectors:
         """The embedded question part of a focused query; the last
         `QUESTION_VECTORS_KEPT` are kept (an evaluation asks each query many times)."""
-        found = self._question_vectors.get(question)
+        with self._question_lock:
+            found = self._question_vectors.get(question)
         if found is None:
             found = self.embedder.embed_query(question)
-            if len(self._question_vectors) >= QUESTION_VECTORS_KEPT:
-                self._question_vectors.pop(next(iter(self._question_vectors)), None)
-            self._question_vectors[question] = found
+            with self._question_lock:
+                if len(self._question_vectors) >= QUESTION_VECTORS_KEPT:  # the oldest goes
+                    del self._question_vectors[next(iter(self._question_vectors))]
+                self._question_vectors[question] = found
         return found
 
     def _pipeline(self, policy: str | Policy, params: Mapping[str, Any], retriever: str | None,

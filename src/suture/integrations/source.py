@@ -20,7 +20,7 @@ from suture.types import Context, Span
 #: metadata keys every piece an adapter returns carries (LangChain `metadata`, Haystack
 #: `meta`, LlamaIndex node `metadata`); a framework should not embed or prompt with them
 SPAN_KEYS = ("doc_id", "start", "end", "chunk_ids", "reasons", "scores", "identical_in",
-             "policy")
+             "policy", "focused_on")
 
 
 class ContextSource(Protocol):
@@ -153,4 +153,6 @@ def span_metadata(span: Span, context: Context) -> dict[str, Any]:
         "scores": list(span.scores),
         "identical_in": list(span.identical_in),
         "policy": context.policy,
+        # the question part the search was focused on (`suture.focus`), else None
+        "focused_on": context.focus.question if context.focus is not None else None,
     }
