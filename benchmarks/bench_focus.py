@@ -17,8 +17,8 @@ import statistics
 import time
 from pathlib import Path
 
-from suture.evaluation.benchmarks import load_benchmark
-from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa_paragraphs
+from default_frontier import load  # this folder's: the benchmarks as the frontier reads them
+
 from suture.index import Index
 
 MODES = ("off", "on, fresh question", "on, question cached")
@@ -33,12 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    if is_hotpotqa_file(args.benchmark):
-        benchmark = load_hotpotqa_paragraphs(args.benchmark, args.corpus, args.limit)
-    else:
-        benchmark = load_benchmark(args.benchmark, args.corpus)
-        if args.limit:
-            benchmark = benchmark.subset(args.limit)
+    benchmark = load(args.benchmark, args.corpus, args.limit)
     index = Index.open(args.index)
     queries = [q.text for q in benchmark.queries]
     index.retrieve(queries[0], k=args.k)  # model, sentence table and caches loaded
