@@ -48,6 +48,13 @@ def index(privacy_corpus: Path, tmp_path_factory: pytest.TempPathFactory,
     ("Consider the lease; who pays for repairs?", ("Consider the lease", "who pays for repairs?")),
     ("Acme NDA\nwhat is the notice period?", ("Acme NDA", "what is the notice period?")),
     ("a; b: c", ("a", "b: c")),  # the first mark only
+    ("In the Acme NDA, what is the notice period?", ("In the Acme NDA",
+                                                     "what is the notice period?")),
+    ("Under the lease between Acme, Inc. and Beta, who pays for repairs?",
+     ("Under the lease between Acme, Inc. and Beta", "who pays for repairs?")),
+    ("In what year, or decade, was it built?", None),  # the phrase asks, it names nothing
+    ("Which film came first, Tron or Heat?", None),  # no opening preposition
+    ("In 1990 the band released Heat", None),  # no question word after a comma
     ("What is the notice period?", None),
     (": what is the notice period?", None),
     ("Acme NDA:   ", None),

@@ -10,14 +10,16 @@ of 4, and a gold sentence is among its five best for 28 of 56 privacy-QA queries
 of 20 (docs/results.md, "Query focus").
 
 The rule (`QueryFocus.find`): the query splits at its first `;`, `:` or line break into
-a leading clause and the rest. The leading clause *names* the document of the best hit
-when it holds at least two content terms (BM25's tokenizer: lower case, English
-stopwords dropped) and at least 60% of them occur in that document's title or its first
-1,000 characters (the naming test of `document-hybrid`, `LexicalEngine.naming_terms`),
-and the rest holds a content term. Then the first stage runs again with the focused
-vector, normalise(e(query) + e(question)): the whole query still finds the document, the
-question finds the passage. The policy sees the same vector. A query with no such
-clause (every HotpotQA and SciFact question) is searched exactly as before.
+a leading clause and the rest (without one, a leading phrase such as "In the Acme NDA,"
+followed by a question word counts as the clause). The leading clause *names* the
+document of the best hit when it holds at least two content terms (BM25's tokenizer:
+lower case, English stopwords dropped) and at least 60% of them occur in that
+document's title or its first 1,000 characters (the naming test of `document-hybrid`,
+`LexicalEngine.naming_terms`), and the rest holds a content term. Then the first stage
+runs again with the focused vector, normalise(e(query) + e(question)): the whole query
+still finds the document, the question finds the passage. The policy sees the same
+vector. A query with no such clause (every SciFact and all but one of the HotpotQA
+questions measured) is searched exactly as before.
 """
 
 from __future__ import annotations
@@ -40,12 +42,27 @@ NAMING_SHARE = 0.6
 MIN_NAMING_TERMS = 2
 
 _CLAUSE_END = re.compile(r"[;:\n]")
+#: "In the Acme NDA, what is the term?": a leading phrase that opens with one of these
+#: and ends at the first comma followed by a question word
+_OPENING = re.compile(r"^\s*(?:in|under|for|per|regarding|about|according to|within|from)\b",
+                      re.IGNORECASE)
+_ASKING = (r"what|which|who|whom|whose|when|where|why|how|is|are|was|were|does|do|did|"
+           r"can|could|may|must|shall|should|will|would|has|have")
+_COMMA_ASKING = re.compile(rf",\s*(?=(?:{_ASKING})\b)", re.IGNORECASE)
+_QUESTION_WORD = re.compile(r"\b(?:what|which|who|whom|whose|when|where|why|how)\b",
+                            re.IGNORECASE)
 
 
 def split_leading_clause(query: str) -> tuple[str, str] | None:
-    """(leading clause, rest) at the query's first `;`, `:` or line break; None when the
-    query has none, or either side is blank."""
+    """(leading clause, rest) at the query's first `;`, `:` or line break, else after a
+    leading phrase such as "In the Acme NDA," (it opens with a preposition, holds no
+    question word, and a question word follows its comma); None when there is none or
+    either side is blank."""
     parts = _CLAUSE_END.split(query, maxsplit=1)
+    if len(parts) < 2 and _OPENING.match(query):
+        parts = _COMMA_ASKING.split(query, maxsplit=1)
+        if len(parts) == 2 and _QUESTION_WORD.search(parts[0]):
+            return None  # "In what year, ...": the phrase asks, it names nothing
     if len(parts) < 2:
         return None
     lead, rest = parts[0].strip(), parts[1].strip()
