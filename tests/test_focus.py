@@ -55,6 +55,9 @@ def index(privacy_corpus: Path, tmp_path_factory: pytest.TempPathFactory,
     ("In what year, or decade, was it built?", None),  # the phrase asks, it names nothing
     ("Which film came first, Tron or Heat?", None),  # no opening preposition
     ("In 1990 the band released Heat", None),  # no question word after a comma
+    ("How do I call std::sort on a vector?", None),  # colons that end no clause
+    ("Which meetings start at 10:30 in the handbook?", None),
+    ("What does https://example.com/terms say?", None),
     ("What is the notice period?", None),
     (": what is the notice period?", None),
     ("Acme NDA:   ", None),

@@ -9,7 +9,8 @@ sentence of the named document is a gold sentence for 17 of 60 CUAD-mini queries
 of 4, and a gold sentence is among its five best for 28 of 56 privacy-QA queries instead
 of 20 (docs/results.md, "Query focus").
 
-The rule (`QueryFocus.find`): the query splits at its first `;`, `:` or line break into
+The rule (`QueryFocus.find`): the query splits at its first `;`, `:` (not in "::",
+"10:30" or "https://") or line break into
 a leading clause and the rest (without one, a leading phrase such as "In the Acme NDA,"
 followed by a question word counts as the clause). The leading clause *names* the
 document of the best hit when it holds at least two content terms (BM25's tokenizer:
@@ -41,7 +42,8 @@ NAMING_SHARE = 0.6
 #: content terms the leading clause needs before it can count as naming a document
 MIN_NAMING_TERMS = 2
 
-_CLAUSE_END = re.compile(r"[;:\n]")
+#: `;`, a line break, or a colon that is not part of "::", "10:30" or "https://"
+_CLAUSE_END = re.compile(r";|\n|(?<![:\d]):(?![:\d/])")
 #: "In the Acme NDA, what is the term?": a leading phrase that opens with one of these
 #: and ends at the first comma followed by a question word
 _OPENING = re.compile(r"^\s*(?:in|under|for|per|regarding|about|according to|within|from)\b",
