@@ -10,9 +10,9 @@ of 4, and a gold sentence is among its five best for 28 of 56 privacy-QA queries
 of 20 (docs/results.md, "Query focus").
 
 The rule (`QueryFocus.find`): the query splits at its first `;`, `:` (not in "::",
-"10:30" or "https://") or line break into
-a leading clause and the rest (without one, a leading phrase such as "In the Acme NDA,"
-followed by a question word counts as the clause). The leading clause *names* the
+"10:30" or "https://") or line break into a leading clause and the rest (without one,
+a leading phrase such as "In the Acme NDA," followed by a question word counts as the
+clause). The leading clause *names* the
 document of the best hit when it holds at least two content terms (BM25's tokenizer:
 lower case, English stopwords dropped) and at least 60% of them occur in that
 document's title or its first 1,000 characters (the naming test of `document-hybrid`,
