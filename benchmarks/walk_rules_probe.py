@@ -39,10 +39,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from default_frontier import at_budget, load
+from default_frontier import load, reach
 
 import suture.policies as policies
 from suture.evaluation.evaluator import Evaluator
+from suture.focus import focused_vector
 from suture.evaluation.policy_specs import PolicySpec
 from suture.index import Index
 from suture.policies.scar import ADDED, _unique_hits, seed_count
@@ -155,16 +156,16 @@ def gap_fills(selections: list[Selection], gap: int) -> list[Selection]:
     return fills
 
 
-def frontier(evaluator: Evaluator, params: dict[str, Any]) -> list[float]:
+def frontier(evaluator: Evaluator, params: dict[str, Any], ks: list[int]) -> list[float]:
     curve = []
-    for k in (1, 3, 5, 10, 20):
+    for k in ks:
         summary = evaluator.run(PolicySpec("scar-sentences", params, retriever=RETRIEVER),
                                 k).summary()["all"]
         curve.append((summary["characters"], summary["span_recall"]))
-    return [at_budget(curve, budget) for budget in BUDGETS]
+    return [reach(curve, budget) for budget in BUDGETS]
 
 
-def seed_distances(index: Index, evaluator: Evaluator) -> Counter[int | str]:
+def seed_distances(index: Index, evaluator: Evaluator, focus: bool) -> Counter[int | str]:
     """Sentences from each query's first seed to its nearest gold sentence."""
     retriever = index.retriever(RETRIEVER)
     table = retriever.table()  # type: ignore[attr-defined]
@@ -173,6 +174,10 @@ def seed_distances(index: Index, evaluator: Evaluator) -> Counter[int | str]:
     for query in evaluator.benchmark.queries:
         vector = index.embedder.embed_query(query.text).reshape(-1)
         hit = retriever.retrieve(query.text, vector, 1)[0]
+        found = index._query_focus().find(query.text, hit.chunk.doc_id) if focus else None
+        if found is not None:  # as Index.retrieve: searched again by the question as well
+            vector = focused_vector(vector, index.embedder.embed_query(found.question)).reshape(-1)
+            hit = retriever.retrieve(query.text, vector, 1)[0]
         rows = table.rows_of(table.group_of[hit.chunk.chunk_id])
         seed = rows.start + int(np.argmax(table.matrix[rows.start:rows.stop] @ vector))
         gold = [r for r in range(len(table.matrix)) for g in query.gold
@@ -196,12 +201,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="also keep the text between two pieces this close (characters)")
     parser.add_argument("--extra-hits", type=int, default=0)
     parser.add_argument("--distances", action="store_true")
+    parser.add_argument("--k", type=int, nargs="+", default=[1, 3, 5, 10, 20])
+    parser.add_argument("--no-focus", action="store_true",
+                        help="do not focus queries that name their document (suture.focus)")
     args = parser.parse_args(argv)
     benchmark, corpus, index_path, limit = SETS[args.set]
     index = Index.open(index_path)
-    evaluator = Evaluator(index, load(benchmark, corpus, limit), show_progress=False)
+    evaluator = Evaluator(index, load(benchmark, corpus, limit), show_progress=False,
+                          focus=not args.no_focus)
     if args.distances:
-        counts = seed_distances(index, evaluator)
+        counts = seed_distances(index, evaluator, not args.no_focus)
         print(args.set, sorted(counts.items(), key=lambda item: (isinstance(item[0], str),
                                                                  item[0])))
         return 0
@@ -210,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     for tau, fill in itertools.product(args.tau, args.fill):
         params = {"lam": args.lam, "tau": tau, "radius": args.radius, "rule": args.rule,
                   "fill": fill, "extra_hits": args.extra_hits}
-        recalls = frontier(evaluator, params)
+        recalls = frontier(evaluator, params, args.k)
         print(args.set, params, " ".join(f"{100 * r:5.1f}" for r in recalls), flush=True)
     return 0
 
