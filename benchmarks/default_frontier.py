@@ -79,12 +79,18 @@ def grid_specs(lams: list[float], taus: list[float], radii: list[int],
 
 
 def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
-                        retriever: str | None = None) -> list[PolicySpec]:
-    """`scar-sentences` at every (λ, τ, r): r counts sentences."""
+                        retriever: str | None = None,
+                        rules: tuple[str, ...] = ("ratio",)) -> list[PolicySpec]:
+    """`scar-sentences` at every (λ, τ, r) and walk rule: r counts sentences; a label
+    names its rule where it is not SCAR's ratio ("scar-sentences(0,3,6,spread)")."""
     at = f"@{retriever}" if retriever else ""
-    return [PolicySpec("scar-sentences", {"lam": lam, "tau": tau, "radius": r},
-                       label=f"scar-sentences({lam:g},{tau:g},{r}){at}", retriever=retriever)
-            for r in radii for lam in lams for tau in taus]
+    return [PolicySpec("scar-sentences",
+                       {"lam": lam, "tau": tau, "radius": r,
+                        **({"rule": rule} if rule != "ratio" else {})},
+                       label=f"scar-sentences({lam:g},{tau:g},{r}"
+                             f"{'' if rule == 'ratio' else ',' + rule}){at}",
+                       retriever=retriever)
+            for rule in rules for r in radii for lam in lams for tau in taus]
 
 
 def numbers(text: str, kind: type) -> list[Any]:
@@ -117,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                              "--sentence-radius; empty: not run")
     parser.add_argument("--sentence-tau", default="")
     parser.add_argument("--sentence-radius", default="")
+    parser.add_argument("--sentence-rule", default="ratio",
+                        help="scar-sentences walk rules, comma-separated: ratio (SCAR's "
+                             "τ·cos(q, s)), spread (cos(q, s) − τ·σ of the document)")
     parser.add_argument("--no-scar-grid", action="store_true",
                         help="run window, window2 and scar's default only (no scar grid)")
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
@@ -141,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                      numbers(args.sentence_radius, int))
     specs = [spec for retriever in retrievers
              for spec in [*grid_specs(*scar_grid, retriever),
-                          *sentence_grid_specs(*sentence_grid, retriever)]]
+                          *sentence_grid_specs(*sentence_grid, retriever,
+                                               tuple(args.sentence_rule.split(",")))]]
     for spec in specs:
         summaries = [evaluator.run(spec, k).summary()["all"] for k in ks]
         curves[spec.label] = [(s["characters"], s[metric]) for s in summaries]

@@ -5,8 +5,9 @@ scar-sentences keeps a sentence n next to the seed s while cos(q, n) − λ·b >
 τ ≈ 0.5 wins privacy-QA and τ ≈ 0.9 wins CUAD-mini, each losing the other. This probe
 swaps the right-hand side for thresholds that adapt to the seed's document or to the
 seed's rank, or caps the walk in characters instead of sentences, and reads recall at
-2,000 / 4,000 / 6,000 / 8,000 context characters (`default_frontier.at_budget`, k = 1, 3,
-5, 10, 20) with `dense-sentences` as the first stage. Rules (`--rule`):
+2,000 / 4,000 / 6,000 / 8,000 context characters (`default_frontier.reach`, k = 1, 3,
+5, 10, 20 or `--k`) with `dense-sentences` as the first stage, queries focused as
+`Index.retrieve` focuses them (`--no-focus`: not). Rules (`--rule`):
 
     ratio      τ · cos(q, s)                                  (scar-sentences as built)
     docmean    μ_d + τ · (cos(q, s) − μ_d),  μ_d the mean of cos(q, ·) over the document
@@ -43,8 +44,8 @@ from default_frontier import load, reach
 
 import suture.policies as policies
 from suture.evaluation.evaluator import Evaluator
-from suture.focus import focused_vector
 from suture.evaluation.policy_specs import PolicySpec
+from suture.focus import focused_vector
 from suture.index import Index
 from suture.policies.scar import ADDED, _unique_hits, seed_count
 from suture.policies.scar_sentences import SentenceScarPolicy
@@ -94,7 +95,7 @@ class ProbeRulePolicy(SentenceScarPolicy):
         names, spans = self._documents[id(table)]
         return spans[names[row]]
 
-    def _threshold(self, cos_seed: float, document: np.ndarray, seed: Any) -> float:
+    def _probe_threshold(self, cos_seed: float, document: np.ndarray, seed: Any) -> float:
         rule = self.rule
         if rule == "docmean":
             mean = float(document.mean())
@@ -112,11 +113,12 @@ class ProbeRulePolicy(SentenceScarPolicy):
         raise ValueError(f"unknown rule {rule!r}")
 
     def _walk(self, table: Any, query: Any, seed: Any, direction: int,
-              seed_rows: set[int], *, explain: bool) -> list[tuple[int, dict[str, Any]]]:
+              seed_rows: set[int], threshold: float, *,
+              explain: bool) -> list[tuple[int, dict[str, Any]]]:
         first, end = self._document_rows(table, seed.row)
         seed_vector = table.matrix[seed.row]
         cos_seed = float(seed_vector @ query)
-        threshold = self._threshold(cos_seed, table.matrix[first:end] @ query, seed)
+        threshold = self._probe_threshold(cos_seed, table.matrix[first:end] @ query, seed)
         cap = int(self.rule[3:]) if self.rule.startswith("cap") else None
         steps: list[tuple[int, dict[str, Any]]] = []
         priority = math.inf

@@ -105,3 +105,22 @@ def test_the_service_and_its_client_set_them_without_a_restart(index: Index,
         client.clear_policy_defaults("scar-sentences")
         assert _spans(client.retrieve(QUESTION)) == strict
     assert Index.open(folder).manifest.policy_defaults == {}
+
+
+def test_a_walk_rule_is_set_by_name(index: Index) -> None:
+    """A word-valued setting (`rule=spread`) is stored as the word and used by the default
+    pipeline; an unknown rule is refused, naming the known ones, and stores nothing."""
+    spread = _spans(index.retrieve(QUESTION, rule="spread", tau=3, radius=6))
+    assert spread != _spans(index.retrieve(QUESTION))  # the corpus tells them apart
+
+    bad = suture("defaults", "--index", index.store.location, "--param", "rule=std")
+    assert bad.returncode == 2
+    assert "got 'std'" in bad.stderr and "ratio, spread" in bad.stderr
+    assert Index.open(index.store.location).manifest.policy_defaults == {}
+
+    done = suture("defaults", "--index", index.store.location,
+                  "--param", "rule=spread", "--param", "tau=3", "--param", "radius=6")
+    assert done.returncode == 0, done.stderr
+    assert Index.open(index.store.location).manifest.policy_defaults == {
+        "scar-sentences": {"rule": "spread", "tau": 3, "radius": 6}}
+    assert _default_query(index) == spread

@@ -50,8 +50,9 @@ def document_sentences(index: Index, doc_id: str) -> list[tuple[Sentence, Chunk,
 
 
 def reference_sentences(index: Index, question: str, k: int, lam: float, tau: float,
-                        radius: int) -> set[Sentence]:
-    """The sentences the rule keeps, from the dense top k, computed from scratch."""
+                        radius: int, rule: str = "ratio") -> set[Sentence]:
+    """The sentences the rule keeps, from the dense top k, computed from scratch
+    ("spread": the threshold is cos(q, seed) − τ·σ of the document's sentence scores)."""
     query = index.embedder.embed_query(question)
     hits = index.retriever("dense").retrieve(question, query, k)
     per_doc = {h.chunk.doc_id: document_sentences(index, h.chunk.doc_id) for h in hits}
@@ -65,7 +66,9 @@ def reference_sentences(index: Index, question: str, k: int, lam: float, tau: fl
     for doc, seed in seeds:
         rows = per_doc[doc]
         seed_vector = rows[seed][2]
-        threshold = tau * float(seed_vector @ query)
+        cos_seed = float(seed_vector @ query)
+        spread = float(np.std([float(vector @ query) for _, _, vector in rows]))
+        threshold = tau * cos_seed if rule == "ratio" else cos_seed - tau * spread
         for direction in (-1, 1):
             for distance in range(1, radius + 1):
                 row = seed + direction * distance
@@ -79,15 +82,30 @@ def reference_sentences(index: Index, question: str, k: int, lam: float, tau: fl
     return kept
 
 
-@pytest.mark.parametrize(("lam", "tau", "radius"),
-                         [(0.0, 0.5, 6), (0.5, 0.3, 2), (0.0, 0.9, 12), (1.0, 0.1, 1)])
+@pytest.mark.parametrize(("lam", "tau", "radius", "rule"),
+                         [(0.0, 0.5, 6, "ratio"), (0.5, 0.3, 2, "ratio"),
+                          (0.0, 0.9, 12, "ratio"), (1.0, 0.1, 1, "ratio"),
+                          (0.0, 1.0, 6, "spread"), (0.3, 0.5, 3, "spread"),
+                          (0.0, 3.0, 12, "spread")])
 def test_context_is_the_sentences_the_rule_keeps(index: Index, lam: float, tau: float,
-                                                 radius: int) -> None:
+                                                 radius: int, rule: str) -> None:
     for question in QUESTIONS:
-        expected = reference_sentences(index, question, 2, lam, tau, radius)
+        expected = reference_sentences(index, question, 2, lam, tau, radius, rule)
         context = index.retrieve(question, "scar-sentences", k=2, retriever="dense",
-                                 lam=lam, tau=tau, radius=radius)
+                                 lam=lam, tau=tau, radius=radius, rule=rule)
         assert_context_is(index, context, expected, question)
+
+
+def test_spread_rule_walks_by_the_documents_spread(index: Index) -> None:
+    """The two rules keep different sentences at the same τ (so the reference check
+    above tells them apart), and a larger τ lets a spread walk run further."""
+    question = QUESTIONS[0]
+    ratio = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=1.0)
+    spread = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=1.0,
+                            rule="spread")
+    wider = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=4.0,
+                           rule="spread")
+    assert ratio.characters < spread.characters < wider.characters
 
 
 def assert_context_is(index: Index, context: Context, expected: set[Sentence],
@@ -165,7 +183,7 @@ def test_extra_hits_set_how_many_hits_are_seeded(index: Index, k: int, extra_hit
 @pytest.mark.parametrize(("params", "message"), [
     ({"lam": -1}, "lam"), ({"tau": "high"}, "tau"), ({"radius": -2}, "radius"),
     ({"radius": 1.5}, "radius"), ({"extra_hits": 0.5}, "extra_hits"),
-    ({"extra_hits": "two"}, "extra_hits"),
+    ({"extra_hits": "two"}, "extra_hits"), ({"rule": "std"}, "rule"),
 ])
 def test_bad_parameters_name_the_problem(params: dict, message: str) -> None:
     # the message names this policy, not chunk scar whose checks it shares

@@ -9,8 +9,17 @@ chunk boundaries (never across documents), and keeps a sentence n while
     keep n  ⇔  S(s, n) > τ · cos(e_q, e_s)          SCAR rule
 
 stopping at the first sentence that fails, at another hit's seed (that hit walks on from
-there), or after `radius` sentences. The context is the seeds and what their walks kept,
-so a piece is as long as the evidence looks, not as long as a chunk.
+there), or after `radius` sentences. With `rule="spread"` the right-hand side is relative
+to the seed's document instead of a fraction of the seed's score:
+
+    keep n  ⇔  S(s, n) > cos(e_q, e_s) − τ · σ_d      σ_d: the standard deviation of
+                                                     cos(e_q, ·) over the document's sentences
+
+so a walk goes on while a neighbour is within τ of the document's spread below its seed
+(docs/results.md, "A walk threshold relative to the document": it wins on long prose and
+costs characters on short documents, so `ratio` stays the default). The context is the
+seeds and what their walks kept, so a piece is as long as the evidence looks, not as long
+as a chunk.
 
 Sentence vectors are the index's (the `dense-sentences` retriever's derived data: each
 sentence embedded with its document's title and section path in front), built at the
@@ -54,6 +63,9 @@ from suture.types import Hit, Selection
 if TYPE_CHECKING:
     from suture.retrievers.sentences import SentenceTable
 
+#: the thresholds a walk's neighbour must pass (`SentenceScarPolicy`'s `rule`)
+WALK_RULES = ("ratio", "spread")
+
 
 @dataclass(frozen=True, slots=True)
 class _Seed:
@@ -69,10 +81,12 @@ class SentenceScarPolicy(Policy):
     needs_sentences = True
 
     def __init__(self, lam: float = 0.0, tau: float = 0.9, radius: int = 12,
-                 extra_hits: int = 0) -> None:
+                 extra_hits: int = 0, rule: str = "ratio") -> None:
         """λ = `lam`, τ = `tau`; `radius` is the most sentences a walk adds on each side;
         `extra_hits` more first-stage hits than the k asked for are seeded too (as scar's:
         more seeds, each walked as strictly as τ says; negative seeds fewer, at least one).
+        `rule` is the threshold a neighbour's S must pass: "ratio" (SCAR's τ·cos(q, s))
+        or "spread" (cos(q, s) − τ·σ_d; τ counts the document's standard deviations).
 
         The defaults are suture's default pipeline (`DEFAULT_POLICY`): the best setting on
         CUAD-mini by recall at equal context, adopted after it beat every peer on more
@@ -81,6 +95,13 @@ class SentenceScarPolicy(Policy):
         """
         self.lam, self.tau, self.radius = rule_settings("scar-sentences", lam, tau, radius)
         self.extra_hits = hit_offset(extra_hits, "scar-sentences")
+        if rule not in WALK_RULES:
+            raise ConfigurationError(
+                f"scar-sentences rule must be one of {', '.join(WALK_RULES)}, got {rule!r}: "
+                "'ratio' keeps a neighbour while S > τ·cos(q, seed) (SCAR's rule), 'spread' "
+                "while S > cos(q, seed) − τ·σ of the document's sentence scores"
+            )
+        self.rule = rule
 
     def first_stage(self, index_retriever: str) -> str:
         """On an index searched by chunk vectors alone (`dense`), also search the sentence
@@ -97,7 +118,7 @@ class SentenceScarPolicy(Policy):
 
     def params(self) -> dict[str, Any]:
         return {"lam": self.lam, "tau": self.tau, "radius": self.radius,
-                "extra_hits": self.extra_hits}
+                "extra_hits": self.extra_hits, "rule": self.rule}
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         table = request.sentences
@@ -123,12 +144,14 @@ class SentenceScarPolicy(Policy):
         seed_rows = {seed.row for seed in seeds}
         trace: list[dict[str, Any]] = []
         kept: dict[int, tuple[float, Selection]] = {}
+        spreads: dict[str, float] = {}  # σ_d per document, for rule="spread"
         for seed in seeds:
             selections.append(self._sentence(table, seed, seed.row, "hit", seed.hit.score,
                                               is_hit=True, priority=seed.hit.score))
+            threshold = self._threshold(table, query, seed, spreads)
             for direction in (-1, 1):
                 for row, step in self._walk(table, query, seed, direction, seed_rows,
-                                            explain=request.explain):
+                                            threshold, explain=request.explain):
                     if request.explain:
                         trace.append(step)
                     if step["decision"] != ADDED:
@@ -144,14 +167,27 @@ class SentenceScarPolicy(Policy):
         return PolicyResult(selections=selections, trace=trace,
                             hits=hits if self.extra_hits else None)
 
+    def _threshold(self, table: SentenceTable, query: Vectors, seed: _Seed,
+                   spreads: dict[str, float]) -> float:
+        """The right-hand side of the rule for one seed's walks."""
+        cos_seed = float(table.matrix[seed.row] @ query)
+        if self.rule == "ratio":
+            return self.tau * cos_seed  # SCAR rule
+        spread = spreads.get(seed.document)
+        if spread is None:
+            rows = table.document_rows[seed.document]
+            spread = spreads[seed.document] = float(
+                np.std(table.matrix[rows.start:rows.stop] @ query))
+        return cos_seed - self.tau * spread
+
     def _walk(self, table: SentenceTable, query: Vectors, seed: _Seed, direction: int,
-              seed_rows: set[int], *, explain: bool) -> list[tuple[int, dict[str, Any]]]:
+              seed_rows: set[int], threshold: float, *,
+              explain: bool) -> list[tuple[int, dict[str, Any]]]:
         """The sentences outward from the seed, each with its decision, up to the first
         that fails (with `explain`, the ones after it within the radius follow as `not
         reached`, and each step names its sentences' offsets)."""
         seed_vector = table.matrix[seed.row]
         cos_seed = float(seed_vector @ query)
-        threshold = self.tau * cos_seed  # SCAR rule, right-hand side
         steps: list[tuple[int, dict[str, Any]]] = []
         stopped = False
         priority = math.inf

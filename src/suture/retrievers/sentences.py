@@ -105,6 +105,8 @@ class SentenceTable:
     starts: Ints
     ends: Ints
     row_groups: Ints
+    #: document id -> its rows (a document's sentences are consecutive)
+    document_rows: Mapping[str, range]
 
     def best_per_chunk(self, query: Vectors) -> npt.NDArray[np.float32]:
         """The best sentence cosine of each chunk in `chunk_ids`."""
@@ -239,6 +241,7 @@ class SentenceRetriever(Retriever):
                 bar.refresh()
             chunk_ids: list[str] = []
             group_starts: list[int] = []
+            document_rows: dict[str, range] = {}
             parts: list[DocumentSentences] = []
             offset = 0
             try:
@@ -253,6 +256,7 @@ class SentenceRetriever(Retriever):
                         starts = np.concatenate([[0], change])
                         chunk_ids += [f"{summary.doc_id}#{int(positions[s])}" for s in starts]
                         group_starts += [offset + int(s) for s in starts]
+                        document_rows[summary.doc_id] = range(offset, offset + len(positions))
                     offset += len(positions)
             finally:
                 if bar is not None:
@@ -273,6 +277,7 @@ class SentenceRetriever(Retriever):
                 starts=_joined([p.starts for p in parts]),
                 ends=_joined([p.ends for p in parts]),
                 row_groups=np.cumsum(row_groups),
+                document_rows=document_rows,
             )
             return self._table
 
