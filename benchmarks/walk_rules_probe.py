@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import sys
 from collections import Counter
 from dataclasses import replace
@@ -47,7 +46,7 @@ from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.policy_specs import PolicySpec
 from suture.focus import focused_vector
 from suture.index import Index
-from suture.policies.scar import ADDED, _unique_hits, seed_count
+from suture.policies.scar import _unique_hits, seed_count
 from suture.policies.scar_sentences import SentenceScarPolicy
 from suture.types import Selection
 
@@ -70,7 +69,6 @@ class ProbeRulePolicy(SentenceScarPolicy):
         super().__init__(lam, tau, radius, extra_hits)
         self.rule, self.fill = rule, fill
         self._rank: dict[str, int] = {}
-        self._documents: dict[int, tuple[list[str], dict[str, tuple[int, int]]]] = {}
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "rule": self.rule, "fill": self.fill}
@@ -84,18 +82,11 @@ class ProbeRulePolicy(SentenceScarPolicy):
                 list(result.selections), self.fill)])
         return result
 
-    def _document_rows(self, table: Any, row: int) -> tuple[int, int]:
-        if id(table) not in self._documents:
-            names = [table.document_of(r) for r in range(len(table.matrix))]
-            spans: dict[str, tuple[int, int]] = {}
-            for r, name in enumerate(names):
-                first, _ = spans.get(name, (r, r))
-                spans[name] = (first, r + 1)
-            self._documents[id(table)] = (names, spans)
-        names, spans = self._documents[id(table)]
-        return spans[names[row]]
-
-    def _probe_threshold(self, cos_seed: float, document: np.ndarray, seed: Any) -> float:
+    def _threshold(self, table: Any, query: Any, seed: Any, spreads: dict[str, float]) -> float:
+        """The probe's rule in place of the policy's (`std` is the policy's `spread`)."""
+        rows = table.document_rows[seed.document]
+        document = table.matrix[rows.start:rows.stop] @ query
+        cos_seed = float(table.matrix[seed.row] @ query)
         rule = self.rule
         if rule == "docmean":
             mean = float(document.mean())
@@ -115,28 +106,16 @@ class ProbeRulePolicy(SentenceScarPolicy):
     def _walk(self, table: Any, query: Any, seed: Any, direction: int,
               seed_rows: set[int], threshold: float, *,
               explain: bool) -> list[tuple[int, dict[str, Any]]]:
-        first, end = self._document_rows(table, seed.row)
-        seed_vector = table.matrix[seed.row]
-        cos_seed = float(seed_vector @ query)
-        threshold = self._probe_threshold(cos_seed, table.matrix[first:end] @ query, seed)
-        cap = int(self.rule[3:]) if self.rule.startswith("cap") else None
-        steps: list[tuple[int, dict[str, Any]]] = []
-        priority = math.inf
-        for distance in range(1, self.radius + 1):
-            row = seed.row + direction * distance
-            if not first <= row < end or row in seed_rows:
-                break
-            if cap is not None and (table.ends[row] - table.ends[seed.row] if direction > 0
-                                    else table.starts[seed.row] - table.starts[row]) > cap:
-                break
-            cos_q = float(table.matrix[row] @ query)
-            score = cos_q - self.lam * (1.0 - float(seed_vector @ table.matrix[row]))
-            if score <= threshold:
-                break
-            margin = score - threshold
-            priority = margin if margin < priority else math.nextafter(priority, -math.inf)
-            steps.append((row, {"cos_q_neighbour": cos_q, "margin": margin,
-                                "decision": ADDED, "priority": priority}))
+        """The policy's walk, cut where a `cap` rule's characters run out."""
+        steps = super()._walk(table, query, seed, direction, seed_rows, threshold,
+                              explain=explain)
+        if not self.rule.startswith("cap"):
+            return steps
+        cap = int(self.rule[3:])
+        for kept, (row, _) in enumerate(steps):
+            if (table.ends[row] - table.ends[seed.row] if direction > 0
+                    else table.starts[seed.row] - table.starts[row]) > cap:
+                return steps[:kept]
         return steps
 
 
