@@ -67,7 +67,9 @@ def judge(curves: dict[str, Curve], peers: list[str], labels: list[str],
 
 
 def grid_specs(lams: list[float], taus: list[float], radii: list[int],
-               retriever: str | None = None) -> list[PolicySpec]:
+               retriever: str | None = None, links: str = "") -> list[PolicySpec]:
+    """window, window2, scar's default and scar at every (λ, τ, r); with `links`, the scar
+    grid again with those logical neighbours ("scar(0.5,0.3,1,links=all)")."""
     at = f"@{retriever}" if retriever else ""
     specs = [PolicySpec("window", {}, label=f"window{at}", retriever=retriever),
              PolicySpec("window", {"width": 2}, label=f"window2{at}", retriever=retriever),
@@ -75,6 +77,11 @@ def grid_specs(lams: list[float], taus: list[float], radii: list[int],
     specs += [PolicySpec("scar", {"lam": lam, "tau": tau, "radius": r},
                          label=f"scar({lam:g},{tau:g},{r}){at}", retriever=retriever)
               for r in radii for lam in lams for tau in taus]
+    if links:
+        specs += [PolicySpec("scar", {"lam": lam, "tau": tau, "radius": r, "links": links},
+                             label=f"scar({lam:g},{tau:g},{r},links={links}){at}",
+                             retriever=retriever)
+                  for r in radii for lam in lams for tau in taus]
     return specs
 
 
@@ -115,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lam", default="0.1,0.5,1.0")
     parser.add_argument("--tau", default="0.1,0.3,0.7")
     parser.add_argument("--radius", default="1,2")
+    parser.add_argument("--links", default="",
+                        help="also run the scar grid with these logical neighbours "
+                             "(e.g. all; docs/scar.md)")
     parser.add_argument("--retrievers", default=None,
                         help="comma-separated first stages (labels get @NAME); default: the "
                              "index's own, unlabelled")
@@ -149,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     sentence_grid = (numbers(args.sentence_lam, float), numbers(args.sentence_tau, float),
                      numbers(args.sentence_radius, int))
     specs = [spec for retriever in retrievers
-             for spec in [*grid_specs(*scar_grid, retriever),
+             for spec in [*grid_specs(*scar_grid, retriever, args.links),
                           *sentence_grid_specs(*sentence_grid, retriever,
                                                tuple(args.sentence_rule.split(",")))]]
     for spec in specs:

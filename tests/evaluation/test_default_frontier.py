@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from default_frontier import judge, reach
+from default_frontier import grid_specs, judge, reach
 
 CURVES = {
     "suture": [(1000.0, 0.2), (3000.0, 0.5)],
@@ -35,3 +35,12 @@ def test_judge_compares_each_budget_with_the_best_peer_there() -> None:
     assert cells["4000"]["suture"]["wins"] is True
     assert cells["9000"]["best_peer"] == "long peer"
     assert cells["9000"]["suture"] == {"recall": pytest.approx(0.5), "wins": False}
+
+
+def test_links_run_the_scar_grid_again_with_logical_neighbours() -> None:
+    plain = grid_specs([0.5], [0.3], [1], "dense")
+    linked = grid_specs([0.5], [0.3], [1], "dense", links="all")
+    extra = linked[len(plain):]
+    assert [spec.label for spec in extra] == ["scar(0.5,0.3,1,links=all)@dense"]
+    assert extra[0].params == {"lam": 0.5, "tau": 0.3, "radius": 1, "links": "all"}
+    assert extra[0].retriever == "dense"
