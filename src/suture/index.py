@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -431,7 +431,8 @@ class Index:
         the others named in each span's `identical_in` (`suture.identical`).
         A query whose leading clause names the document of its best hit ("Consider
         Fiverr's privacy policy; who can see my data?") is searched again by its question
-        as well (`suture.focus`; the context's `focus` says so); `focus=False` turns that off.
+        as well, within that document and its copies (`suture.focus`; the context's `focus`
+        says so); `focus=False` turns that off.
         """
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError(
@@ -451,16 +452,16 @@ class Index:
         with self.store.reading():  # one state of the store for search, policy and assembly
             identical = self.identical_documents()
 
-            def search(vector: Vectors) -> list[Hit]:
-                return distinct_hits(lambda n: first_stage.retrieve(query, vector, n),
+            def search(vector: Vectors, doc_ids: Collection[str] | None = None) -> list[Hit]:
+                return distinct_hits(lambda n: first_stage.retrieve(query, vector, n, doc_ids),
                                      chosen.candidate_count(k), identical)
 
             hits = search(query_vector)
             found = self._query_focus().find(query, hits[0].chunk.doc_id) if (
                 focus and hits) else None
-            if found is not None:
+            if found is not None:  # searched again by its question, within the named document
                 query_vector = focused_vector(query_vector, self._question_vector(found.question))
-                hits = search(query_vector)
+                hits = search(query_vector, identical.group_of(found.doc_id) or (found.doc_id,))
             if not hits and self.store.chunk_count() == 0:
                 raise IndexError_(
                     f"the index at {self.store.location} holds no documents; add some with "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 
 from suture.embedders.base import Vectors
 from suture.stores.base import Store
@@ -21,8 +22,10 @@ class Retriever(ABC):
         self.store = store
 
     @abstractmethod
-    def retrieve(self, query: str, query_vector: Vectors, k: int) -> list[Hit]:
-        """The k best hits, best first."""
+    def retrieve(self, query: str, query_vector: Vectors, k: int,
+                 doc_ids: Collection[str] | None = None) -> list[Hit]:
+        """The k best hits, best first; with `doc_ids`, only chunks of those documents
+        (a query that names its document is searched within it, `suture.focus`)."""
 
     def prepare(self, show_progress: bool = False) -> None:
         """Bring derived structures (e.g. a lexical index) up to date with the store."""

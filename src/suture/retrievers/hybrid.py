@@ -30,6 +30,7 @@ stemming) they were the best setting on both CUAD-mini and privacy-QA
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -119,13 +120,16 @@ class HybridRetriever(Retriever):
     def candidate_depth(self, k: int) -> int:
         return self.depth if self.depth is not None else max(50, 4 * k)
 
-    def retrieve(self, query: str, query_vector: Vectors, k: int) -> list[Hit]:
-        if k <= 0:
+    def retrieve(self, query: str, query_vector: Vectors, k: int,
+                 doc_ids: Collection[str] | None = None) -> list[Hit]:
+        if k <= 0 or (doc_ids is not None and not doc_ids):
             return []
         depth = max(self.candidate_depth(k), k)
         engine = self.lexical.engine
         terms = engine.terms(query)
-        chosen = self._chosen_documents(terms)
+        # documents asked for stand in for the document-first choice (both stages keep to
+        # them, and the document-first options act on them)
+        chosen = sorted(doc_ids) if doc_ids is not None else self._chosen_documents(terms)
         scope = chosen or None
         if self.head_chars is not None and chosen:
             naming = engine.naming_terms(chosen, self.head_chars)

@@ -252,12 +252,15 @@ class LexicalRetriever(Retriever):
         """Build (or load) the lexical index now, e.g. right after indexing documents."""
         self.engine.prepare()
 
-    def rank(self, query: str, n: int) -> list[tuple[str, float]]:
-        """Up to `n` (chunk id, BM25 score) pairs, best first, without fetching chunks."""
-        return self.engine.top(self.engine.terms(query), n)
+    def rank(self, query: str, n: int, doc_ids: Collection[str] | None = None
+             ) -> list[tuple[str, float]]:
+        """Up to `n` (chunk id, BM25 score) pairs, best first, without fetching chunks;
+        with `doc_ids`, only chunks of those documents."""
+        return self.engine.top(self.engine.terms(query), n, doc_ids=doc_ids)
 
-    def retrieve(self, query: str, query_vector: Vectors, k: int) -> list[Hit]:
-        ranked = self.rank(query, k)
+    def retrieve(self, query: str, query_vector: Vectors, k: int,
+                 doc_ids: Collection[str] | None = None) -> list[Hit]:
+        ranked = self.rank(query, k, doc_ids)
         chunks = self.store.chunks([chunk_id for chunk_id, _ in ranked])
         return [
             Hit(chunk=chunk, score=score, retriever=self.name, scores={"lexical": score})

@@ -31,7 +31,7 @@ import hashlib
 import io
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -115,6 +115,16 @@ class SentenceTable:
         scores = self.matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
         best: npt.NDArray[np.float32] = np.maximum.reduceat(scores, self.group_starts)
         return best
+
+    def groups_in(self, doc_ids: Collection[str]) -> Ints:
+        """The indexes into `chunk_ids` of the chunks of those documents (a document
+        without sentences has none)."""
+        spans = [self.row_groups[[rows.start, rows.stop - 1]]
+                 for doc_id in sorted(set(doc_ids))
+                 if (rows := self.document_rows.get(doc_id)) is not None and len(rows)]
+        if not spans:
+            return np.zeros(0, np.int64)
+        return np.concatenate([np.arange(int(first), int(last) + 1) for first, last in spans])
 
     def rows_of(self, group: int) -> range:
         """The rows of one chunk's sentences, in document order."""
@@ -295,11 +305,15 @@ class SentenceRetriever(Retriever):
                     self.store.derived.delete(key)
 
     # -- retrieval ------------------------------------------------------------------
-    def retrieve(self, query: str, query_vector: Vectors, k: int) -> list[Hit]:
+    def retrieve(self, query: str, query_vector: Vectors, k: int,
+                 doc_ids: Collection[str] | None = None) -> list[Hit]:
         table = self.table()
-        found = {s.chunk.chunk_id: (s.chunk, s.score) for s in self.store.search(query_vector, k)}
+        found = {s.chunk.chunk_id: (s.chunk, s.score)
+                 for s in self.store.search(query_vector, k, doc_ids=doc_ids)}
         best = table.best_per_chunk(query_vector)
-        top = np.argpartition(-best, k - 1)[:k] if len(best) > k else np.arange(len(best))
+        groups = np.arange(len(best)) if doc_ids is None else table.groups_in(doc_ids)
+        top = (groups[np.argpartition(-best[groups], k - 1)[:k]] if len(groups) > k
+               else groups)
         missing = [table.chunk_ids[i] for i in top if table.chunk_ids[i] not in found]
         if missing:  # one fetch of the chunks and their vectors
             chunks, vectors = self.store.neighbours(
