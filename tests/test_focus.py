@@ -83,6 +83,23 @@ def test_a_query_naming_its_document_is_focused_on_its_question(index: Index) ->
         (s.doc_id, s.start, s.end) for s in index.retrieve(QUERY, focus=False).spans]
 
 
+def test_a_focused_search_keeps_to_the_named_document(index: Index) -> None:
+    question = "how long is my data kept?"
+    query = f'Consider "Keep"\'s privacy policy; {question}'
+    focused = index.retrieve(query, "topk", 12)
+    assert focused.focus is not None and focused.focus.doc_id == "Keep.txt"
+    assert len(focused.hits) == 12
+    assert {s.doc_id for s in focused.spans} == {"Keep.txt"}
+    # the same vector over the whole index draws on the other policy too ...
+    vector = focused_vector(index.embedder.embed_query(query),
+                            index.embedder.embed_query(question))
+    everywhere = index.retrieve(query, "topk", 40, query_vector=vector, focus=False)
+    assert "Fiverr.txt" in {h.chunk.doc_id for h in everywhere.hits[:12]}
+    # ... and within Keep ranks its chunks in the same order
+    in_keep = [h.chunk.chunk_id for h in everywhere.hits if h.chunk.doc_id == "Keep.txt"]
+    assert [h.chunk.chunk_id for h in focused.hits] == in_keep[:12]
+
+
 @pytest.mark.parametrize("query", [
     f"Consider the TCP retransmission standard; {QUESTION}",  # names no stored document
     f"Fiverr: {QUESTION}",  # one term is not a name

@@ -127,6 +127,26 @@ def test_retrievers_agree_with_the_reference(
         assert_same(comparable(got), comparable(expected), f"{retriever}/{policy} {question!r}")
 
 
+#: questions that name their document: focus searches them within it (`Store.search(doc_ids=…)`)
+FOCUSED_QUESTIONS = {
+    "RFC 9293 Transmission Control Protocol: how is a connection established?": "rfc9293.txt",
+    "In the General Data Protection Regulation, what is the right to erasure?": "gdpr_en.md",
+}
+
+
+@pytest.mark.parametrize("retriever", ["dense", "lexical", "hybrid", "document-hybrid",
+                                       "dense-sentences"])
+def test_focused_searches_agree_with_the_reference(
+    reference: Index, other: Index, retriever: str
+) -> None:
+    for question, named in FOCUSED_QUESTIONS.items():
+        expected = reference.retrieve(question, policy="topk", k=5, retriever=retriever)
+        assert expected.focus is not None and expected.focus.doc_id == named
+        assert {span.doc_id for span in expected.spans} == {named}
+        got = other.retrieve(question, policy="topk", k=5, retriever=retriever)
+        assert_same(comparable(got), comparable(expected), f"{retriever} {question!r}")
+
+
 def test_budgets_agree_with_the_reference(reference: Index, other: Index) -> None:
     for question in QUESTIONS:
         expected = reference.retrieve(question, policy="scar", k=5, max_tokens=300)

@@ -84,3 +84,25 @@ def test_lexical_index_follows_index_updates(index: Index, tmp_path: Path) -> No
     index.delete(["zebra.txt"])
     assert index.retrieve("zebra crossing", "topk", 1, retriever="hybrid").hits[0].chunk.doc_id \
         != "zebra.txt"
+
+
+@pytest.mark.parametrize("retriever", retriever_names())
+def test_every_retriever_keeps_to_the_documents_asked_for(index: Index, retriever: str) -> None:
+    """`doc_ids` (a focused query's named document): hits of those documents only, as many
+    as asked while they last, and none for an empty collection. A retriever whose scores
+    do not depend on the other candidates ranks them as it ranks them over the whole index
+    (fused ranks, hybrid's, do depend on them)."""
+    first_stage = index.retriever(retriever)
+    query = "When does the Glu Mobile agreement expire?"
+    vector = index.embedder.embed_query(query)
+    inside = "bicycle_service.txt"
+    everywhere = first_stage.retrieve(query, vector, 1000)
+    assert everywhere[0].chunk.doc_id != inside  # the restriction has work to do
+    kept = [h.chunk.chunk_id for h in first_stage.retrieve(query, vector, 3, doc_ids={inside})]
+    assert all(chunk_id.startswith(f"{inside}#") for chunk_id in kept)
+    if "hybrid" in retriever:  # every chunk is a dense candidate
+        assert len(kept) == 3
+    else:  # lexical: the chunks with a positive BM25 score only
+        assert kept == [h.chunk.chunk_id for h in everywhere if h.chunk.doc_id == inside][:3]
+        assert kept
+    assert first_stage.retrieve(query, vector, 3, doc_ids=set()) == []
