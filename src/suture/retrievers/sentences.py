@@ -108,23 +108,28 @@ class SentenceTable:
     #: document id -> its rows (a document's sentences are consecutive)
     document_rows: Mapping[str, range]
 
-    def best_per_chunk(self, query: Vectors) -> npt.NDArray[np.float32]:
-        """The best sentence cosine of each chunk in `chunk_ids`."""
+    def best_per_chunk(self, query: Vectors, doc_ids: Collection[str] | None = None
+                       ) -> npt.NDArray[np.float32]:
+        """The best sentence cosine of each chunk in `chunk_ids`; with `doc_ids`, only
+        the sentences of those documents are scored (their chunks are consecutive) and
+        every other chunk gets −inf."""
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
         if not len(self.matrix):
             return np.zeros(0, np.float32)
-        scores = self.matrix @ np.asarray(query, dtype=np.float32).reshape(-1)
-        best: npt.NDArray[np.float32] = np.maximum.reduceat(scores, self.group_starts)
+        if doc_ids is None:
+            best: npt.NDArray[np.float32] = np.maximum.reduceat(self.matrix @ vector,
+                                                                self.group_starts)
+            return best
+        best = np.full(len(self.chunk_ids), -np.inf, np.float32)
+        for doc_id in set(doc_ids):
+            rows = self.document_rows.get(doc_id)
+            if not rows:
+                continue
+            first, last = int(self.row_groups[rows.start]), int(self.row_groups[rows.stop - 1])
+            best[first:last + 1] = np.maximum.reduceat(
+                self.matrix[rows.start:rows.stop] @ vector,
+                self.group_starts[first:last + 1] - rows.start)
         return best
-
-    def groups_in(self, doc_ids: Collection[str]) -> Ints:
-        """The indexes into `chunk_ids` of the chunks of those documents (a document
-        without sentences has none)."""
-        spans = [self.row_groups[[rows.start, rows.stop - 1]]
-                 for doc_id in sorted(set(doc_ids))
-                 if (rows := self.document_rows.get(doc_id)) is not None and len(rows)]
-        if not spans:
-            return np.zeros(0, np.int64)
-        return np.concatenate([np.arange(int(first), int(last) + 1) for first, last in spans])
 
     def rows_of(self, group: int) -> range:
         """The rows of one chunk's sentences, in document order."""
@@ -310,8 +315,8 @@ class SentenceRetriever(Retriever):
         table = self.table()
         found = {s.chunk.chunk_id: (s.chunk, s.score)
                  for s in self.store.search(query_vector, k, doc_ids=doc_ids)}
-        best = table.best_per_chunk(query_vector)
-        groups = np.arange(len(best)) if doc_ids is None else table.groups_in(doc_ids)
+        best = table.best_per_chunk(query_vector, doc_ids)
+        groups = np.arange(len(best)) if doc_ids is None else np.flatnonzero(np.isfinite(best))
         top = (groups[np.argpartition(-best[groups], k - 1)[:k]] if len(groups) > k
                else groups)
         missing = [table.chunk_ids[i] for i in top if table.chunk_ids[i] not in found]
