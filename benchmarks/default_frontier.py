@@ -87,17 +87,22 @@ def grid_specs(lams: list[float], taus: list[float], radii: list[int],
 
 def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
                         retriever: str | None = None,
-                        rules: tuple[str, ...] = ("ratio",)) -> list[PolicySpec]:
-    """`scar-sentences` at every (λ, τ, r) and walk rule: r counts sentences; a label
-    names its rule where it is not SCAR's ratio ("scar-sentences(0,3,6,spread)")."""
+                        rules: tuple[str, ...] = ("ratio",),
+                        focused_units: tuple[str, ...] = ("chunks",)) -> list[PolicySpec]:
+    """`scar-sentences` at every (λ, τ, r), walk rule and focused units: r counts
+    sentences; a label names its rule where it is not SCAR's ratio and its focused units
+    where they are not chunks ("scar-sentences(0,3,6,spread,focused=sentences)")."""
     at = f"@{retriever}" if retriever else ""
     return [PolicySpec("scar-sentences",
                        {"lam": lam, "tau": tau, "radius": r,
-                        **({"rule": rule} if rule != "ratio" else {})},
+                        **({"rule": rule} if rule != "ratio" else {}),
+                        **({"focused_units": units} if units != "chunks" else {})},
                        label=f"scar-sentences({lam:g},{tau:g},{r}"
-                             f"{'' if rule == 'ratio' else ',' + rule}){at}",
+                             f"{'' if rule == 'ratio' else ',' + rule}"
+                             f"{'' if units == 'chunks' else ',focused=' + units}){at}",
                        retriever=retriever)
-            for rule in rules for r in radii for lam in lams for tau in taus]
+            for units in focused_units for rule in rules
+            for r in radii for lam in lams for tau in taus]
 
 
 def numbers(text: str, kind: type) -> list[Any]:
@@ -136,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentence-rule", default="ratio",
                         help="scar-sentences walk rules, comma-separated: ratio (SCAR's "
                              "τ·cos(q, s)), spread (cos(q, s) − τ·σ of the document)")
+    parser.add_argument("--sentence-focused-units", default="chunks",
+                        help="scar-sentences focused_units, comma-separated: chunks (a query "
+                             "searched within the document it names gets scar over chunks), "
+                             "sentences (it is walked like the rest)")
     parser.add_argument("--no-scar-grid", action="store_true",
                         help="run window, window2 and scar's default only (no scar grid)")
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
@@ -161,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = [spec for retriever in retrievers
              for spec in [*grid_specs(*scar_grid, retriever, args.links),
                           *sentence_grid_specs(*sentence_grid, retriever,
-                                               tuple(args.sentence_rule.split(",")))]]
+                                               tuple(args.sentence_rule.split(",")),
+                                               tuple(args.sentence_focused_units.split(",")))]]
     for spec in specs:
         summaries = [evaluator.run(spec, k).summary()["all"] for k in ks]
         curves[spec.label] = [(s["characters"], s[metric]) for s in summaries]

@@ -76,11 +76,29 @@ def test_a_query_naming_its_document_is_focused_on_its_question(index: Index) ->
     # the search and the policy both ran on normalise(e(query) + e(question))
     vector = focused_vector(index.embedder.embed_query(QUERY),
                             index.embedder.embed_query(QUESTION))
+    walked = index.retrieve(QUERY, focused_units="sentences")  # as an unfocused query is
     by_hand = index.retrieve(QUERY, query_vector=vector, focus=False)
-    assert [(s.doc_id, s.start, s.end) for s in focused.spans] == [
-        (s.doc_id, s.start, s.end) for s in by_hand.spans]
-    assert [(s.doc_id, s.start, s.end) for s in focused.spans] != [
-        (s.doc_id, s.start, s.end) for s in index.retrieve(QUERY, focus=False).spans]
+    assert _spans(walked) == _spans(by_hand)
+    assert _spans(walked) != _spans(index.retrieve(QUERY, focus=False))
+
+
+def test_a_focused_query_is_assembled_over_chunks(index: Index) -> None:
+    """The default assembles a focused query by scar over whole chunks at its focused
+    settings, from the same first stage; a query that names nothing, by sentences."""
+    for query in (QUERY, 'Consider "Keep"\'s privacy policy; how long is my data kept?'):
+        focused = index.retrieve(query, k=3)
+        assert focused.focus is not None
+        chunks = index.retrieve(query, "scar", 3, lam=0.25, tau=0.3, radius=1,
+                                retriever="dense-sentences")
+        assert _spans(focused) == _spans(chunks)
+        assert _spans(focused) != _spans(index.retrieve(query, k=3, focused_units="sentences"))
+    chunk_bounds = {(c.doc_id, c.start) for doc in ("Fiverr.txt", "Keep.txt")
+                    for c in index.store.neighbours([(doc, 0, 10_000)])[0]}
+    assert all((s.doc_id, s.start) in chunk_bounds for s in index.retrieve(QUERY, k=3).spans)
+
+
+def _spans(context: Any) -> list[tuple[str, int, int]]:
+    return [(s.doc_id, s.start, s.end) for s in context.spans]
 
 
 def test_a_focused_search_keeps_to_the_named_document(index: Index) -> None:

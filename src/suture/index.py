@@ -476,6 +476,7 @@ class Index:
                     store=self.store,
                     explain=explain,
                     sentences=sentences,
+                    focused=found is not None,
                 )
             )
             return assemble_context(

@@ -184,11 +184,35 @@ def test_extra_hits_set_how_many_hits_are_seeded(index: Index, k: int, extra_hit
     ({"lam": -1}, "lam"), ({"tau": "high"}, "tau"), ({"radius": -2}, "radius"),
     ({"radius": 1.5}, "radius"), ({"extra_hits": 0.5}, "extra_hits"),
     ({"extra_hits": "two"}, "extra_hits"), ({"rule": "std"}, "rule"),
+    ({"focused_units": "words"}, "focused_units"), ({"focused_lam": -1}, "focused_lam"),
+    ({"focused_tau": "high"}, "focused_tau"), ({"focused_radius": -1}, "focused_radius"),
 ])
 def test_bad_parameters_name_the_problem(params: dict, message: str) -> None:
     # the message names this policy, not chunk scar whose checks it shares
     with pytest.raises(ConfigurationError, match=f"^scar-sentences {message} "):
         get_policy("scar-sentences", **params)
+
+
+@pytest.mark.parametrize(("lam", "tau", "radius"), [(0.25, 0.3, 1), (0.0, 0.6, 2)])
+def test_a_focused_request_is_assembled_by_scar_over_chunks(index: Index, lam: float,
+                                                           tau: float, radius: int) -> None:
+    """A request searched within its named document gets chunk scar's pieces at the
+    focused settings; with focused_units="sentences" the walk every other query gets."""
+    table = index.sentence_table()
+    sentences = get_policy("scar-sentences", focused_lam=lam, focused_tau=tau,
+                           focused_radius=radius)
+    walked_alike = get_policy("scar-sentences", focused_units="sentences")
+    for question in QUESTIONS:
+        query = index.embedder.embed_query(question)
+        hits = index.retriever("dense").retrieve(question, query, 3)
+        request = PolicyRequest(query=question, query_vector=query, hits=hits, k=3,
+                                store=index.store, sentences=table)
+        focused = replace(request, focused=True)
+        chunks = get_policy("scar", lam=lam, tau=tau, radius=radius).select(focused)
+        assert sentences.select(focused).selections == chunks.selections
+        walk = sentences.select(request).selections
+        assert walk != chunks.selections  # (else the check above tells nothing)
+        assert walked_alike.select(focused).selections == walk
 
 
 def test_select_without_sentence_vectors_says_how_to_run_it(index: Index) -> None:

@@ -29,6 +29,8 @@ class PolicyRequest:
     explain: bool = False
     #: the index's sentence vectors, for the policies that say `needs_sentences`
     sentences: SentenceTable | None = None
+    #: whether the query named its document and was searched within it (`suture.focus`)
+    focused: bool = False
 
 
 @dataclass(frozen=True, slots=True)

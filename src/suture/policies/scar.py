@@ -358,14 +358,17 @@ def _trace_row(
     }
 
 
-def rule_settings(policy: str, lam: Any, tau: Any, radius: Any) -> tuple[float, float, int]:
-    """(λ, τ, r) checked: λ a finite number >= 0, τ a finite number, r a whole number >= 0."""
-    checked_lam = _real(lam, f"{policy} lam")
+def rule_settings(policy: str, lam: Any, tau: Any, radius: Any,
+                  prefix: str = "") -> tuple[float, float, int]:
+    """(λ, τ, r) checked: λ a finite number >= 0, τ a finite number, r a whole number >= 0
+    (`prefix`: the parameters' names begin with it, e.g. "focused_")."""
+    checked_lam = _real(lam, f"{policy} {prefix}lam")
     if checked_lam < 0:
         raise ConfigurationError(
-            f"{policy} lam (λ, the boundary-penalty weight) must be >= 0, got {lam!r}"
+            f"{policy} {prefix}lam (λ, the boundary-penalty weight) must be >= 0, got {lam!r}"
         )
-    return checked_lam, _real(tau, f"{policy} tau"), _whole(radius, f"{policy} radius")
+    return (checked_lam, _real(tau, f"{policy} {prefix}tau"),
+            _whole(radius, f"{policy} {prefix}radius"))
 
 
 def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:

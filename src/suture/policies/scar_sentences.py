@@ -26,6 +26,14 @@ sentence embedded with its document's title and section path in front), built at
 first query that needs them when the index was not built with that retriever. Any first
 stage can seed it; with `dense-sentences` a chunk is also found by its best sentence.
 
+A query that names its document and was searched within it (`suture.focus`,
+`PolicyRequest.focused`) is assembled over chunks instead, by SCAR's own rule
+(`suture.policies.scar`) at (λ, τ, r) = (`focused_lam`, `focused_tau`, `focused_radius`):
+its hits already lie in the right document, and there whole chunks with their passing
+neighbours reach more of a passage or clause than a strict sentence walk at every
+budget from 4,000 characters up (docs/results.md, "Focused queries assembled over
+chunks"). `focused_units="sentences"` walks those queries like the rest.
+
 Why and when (docs/results.md, "SCAR over sentences"): a fixed setting does not fit every
 corpus. Where the evidence is one clause (contracts) a strict τ ≈ 0.9 keeps the seed and
 little more; where it is a passage of several sentences (privacy policies) τ ≈ 0.5 lets
@@ -53,6 +61,7 @@ from suture.policies.scar import (
     ALREADY_HIT,
     NOT_REACHED,
     REJECTED,
+    ScarPolicy,
     _unique_hits,
     hit_offset,
     rule_settings,
@@ -65,6 +74,8 @@ if TYPE_CHECKING:
 
 #: the thresholds a walk's neighbour must pass (`SentenceScarPolicy`'s `rule`)
 WALK_RULES = ("ratio", "spread")
+#: what a focused query's context is made of (`SentenceScarPolicy`'s `focused_units`)
+FOCUSED_UNITS = ("chunks", "sentences")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +92,9 @@ class SentenceScarPolicy(Policy):
     needs_sentences = True
 
     def __init__(self, lam: float = 0.0, tau: float = 0.9, radius: int = 12,
-                 extra_hits: int = 0, rule: str = "ratio") -> None:
+                 extra_hits: int = 0, rule: str = "ratio", focused_units: str = "chunks",
+                 focused_lam: float = 0.25, focused_tau: float = 0.3,
+                 focused_radius: int = 1) -> None:
         """λ = `lam`, τ = `tau`; `radius` is the most sentences a walk adds on each side;
         `extra_hits` more first-stage hits than the k asked for are seeded too (as scar's:
         more seeds, each walked as strictly as τ says; negative seeds fewer, at least one).
@@ -92,6 +105,12 @@ class SentenceScarPolicy(Policy):
         CUAD-mini by recall at equal context, adopted after it beat every peer on more
         fresh sets than `scar` did (docs/results.md, "A pre-registered check"). Uniform
         prose whose answers are passages (privacy policies) wants τ ≈ 0.5.
+
+        A focused query (one searched within the document it names) gets `scar` over
+        chunks at (`focused_lam`, `focused_tau`, `focused_radius`) when `focused_units` is
+        "chunks" (the default, chosen on the development sets and kept after a
+        pre-registered check: docs/results.md, "Focused queries assembled over chunks"),
+        or the sentence walk above when it is "sentences".
         """
         self.lam, self.tau, self.radius = rule_settings("scar-sentences", lam, tau, radius)
         self.extra_hits = hit_offset(extra_hits, "scar-sentences")
@@ -102,6 +121,17 @@ class SentenceScarPolicy(Policy):
                 "while S > cos(q, seed) − τ·σ of the document's sentence scores"
             )
         self.rule = rule
+        if focused_units not in FOCUSED_UNITS:
+            raise ConfigurationError(
+                f"scar-sentences focused_units must be one of {', '.join(FOCUSED_UNITS)}, "
+                f"got {focused_units!r}: 'chunks' assembles a query searched within the "
+                "document it names by SCAR over chunks, 'sentences' walks it like the rest"
+            )
+        self.focused_units = focused_units
+        focused = rule_settings("scar-sentences", focused_lam, focused_tau, focused_radius,
+                                prefix="focused_")
+        self.focused_lam, self.focused_tau, self.focused_radius = focused
+        self._focused_chunks = ScarPolicy(*focused, extra_hits=self.extra_hits)
 
     def first_stage(self, index_retriever: str) -> str:
         """On an index searched by chunk vectors alone (`dense`), also search the sentence
@@ -118,9 +148,13 @@ class SentenceScarPolicy(Policy):
 
     def params(self) -> dict[str, Any]:
         return {"lam": self.lam, "tau": self.tau, "radius": self.radius,
-                "extra_hits": self.extra_hits, "rule": self.rule}
+                "extra_hits": self.extra_hits, "rule": self.rule,
+                "focused_units": self.focused_units, "focused_lam": self.focused_lam,
+                "focused_tau": self.focused_tau, "focused_radius": self.focused_radius}
 
     def select(self, request: PolicyRequest) -> PolicyResult:
+        if request.focused and self.focused_units == "chunks":
+            return self._focused_chunks.select(request)
         table = request.sentences
         if table is None:
             raise ConfigurationError(
