@@ -88,18 +88,18 @@ def grid_specs(lams: list[float], taus: list[float], radii: list[int],
 def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
                         retriever: str | None = None,
                         rules: tuple[str, ...] = ("ratio",),
-                        focused_units: tuple[str, ...] = ("chunks",)) -> list[PolicySpec]:
+                        focused_units: tuple[str, ...] = ("sentences",)) -> list[PolicySpec]:
     """`scar-sentences` at every (λ, τ, r), walk rule and focused units: r counts
     sentences; a label names its rule where it is not SCAR's ratio and its focused units
-    where they are not chunks ("scar-sentences(0,3,6,spread,focused=sentences)")."""
+    where they are not the default's ("scar-sentences(0,3,6,spread,focused=chunks)")."""
     at = f"@{retriever}" if retriever else ""
     return [PolicySpec("scar-sentences",
                        {"lam": lam, "tau": tau, "radius": r,
                         **({"rule": rule} if rule != "ratio" else {}),
-                        **({"focused_units": units} if units != "chunks" else {})},
+                        **({"focused_units": units} if units != "sentences" else {})},
                        label=f"scar-sentences({lam:g},{tau:g},{r}"
                              f"{'' if rule == 'ratio' else ',' + rule}"
-                             f"{'' if units == 'chunks' else ',focused=' + units}){at}",
+                             f"{'' if units == 'sentences' else ',focused=' + units}){at}",
                        retriever=retriever)
             for units in focused_units for rule in rules
             for r in radii for lam in lams for tau in taus]
@@ -141,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentence-rule", default="ratio",
                         help="scar-sentences walk rules, comma-separated: ratio (SCAR's "
                              "τ·cos(q, s)), spread (cos(q, s) − τ·σ of the document)")
-    parser.add_argument("--sentence-focused-units", default="chunks",
-                        help="scar-sentences focused_units, comma-separated: chunks (a query "
-                             "searched within the document it names gets scar over chunks), "
-                             "sentences (it is walked like the rest)")
+    parser.add_argument("--sentence-focused-units", default="sentences",
+                        help="scar-sentences focused_units, comma-separated: sentences (a "
+                             "query searched within the document it names is walked like the "
+                             "rest), chunks (it gets scar over chunks)")
     parser.add_argument("--no-scar-grid", action="store_true",
                         help="run window, window2 and scar's default only (no scar grid)")
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")

@@ -76,25 +76,25 @@ def test_a_query_naming_its_document_is_focused_on_its_question(index: Index) ->
     # the search and the policy both ran on normalise(e(query) + e(question))
     vector = focused_vector(index.embedder.embed_query(QUERY),
                             index.embedder.embed_query(QUESTION))
-    walked = index.retrieve(QUERY, focused_units="sentences")  # as an unfocused query is
     by_hand = index.retrieve(QUERY, query_vector=vector, focus=False)
-    assert _spans(walked) == _spans(by_hand)
-    assert _spans(walked) != _spans(index.retrieve(QUERY, focus=False))
+    assert _spans(focused) == _spans(by_hand)
+    assert _spans(focused) != _spans(index.retrieve(QUERY, focus=False))
 
 
-def test_a_focused_query_is_assembled_over_chunks(index: Index) -> None:
-    """The default assembles a focused query by scar over whole chunks at its focused
-    settings, from the same first stage; a query that names nothing, by sentences."""
+def test_focused_units_chunks_assembles_a_focused_query_over_chunks(index: Index) -> None:
+    """With focused_units="chunks" the default policy assembles a focused query by scar
+    over whole chunks at its focused settings, from the same first stage."""
     for query in (QUERY, 'Consider "Keep"\'s privacy policy; how long is my data kept?'):
-        focused = index.retrieve(query, k=3)
-        assert focused.focus is not None
-        chunks = index.retrieve(query, "scar", 3, lam=0.25, tau=0.3, radius=1,
-                                retriever="dense-sentences")
-        assert _spans(focused) == _spans(chunks)
-        assert _spans(focused) != _spans(index.retrieve(query, k=3, focused_units="sentences"))
-    chunk_bounds = {(c.doc_id, c.start) for doc in ("Fiverr.txt", "Keep.txt")
+        over_chunks = index.retrieve(query, k=3, focused_units="chunks")
+        assert over_chunks.focus is not None
+        by_scar = index.retrieve(query, "scar", 3, lam=0.25, tau=0.3, radius=1,
+                                 retriever="dense-sentences")
+        assert _spans(over_chunks) == _spans(by_scar)
+        assert _spans(over_chunks) != _spans(index.retrieve(query, k=3))
+    chunk_starts = {(c.doc_id, c.start) for doc in ("Fiverr.txt", "Keep.txt")
                     for c in index.store.neighbours([(doc, 0, 10_000)])[0]}
-    assert all((s.doc_id, s.start) in chunk_bounds for s in index.retrieve(QUERY, k=3).spans)
+    assert all((s.doc_id, s.start) in chunk_starts
+               for s in index.retrieve(QUERY, k=3, focused_units="chunks").spans)
 
 
 def _spans(context: Any) -> list[tuple[str, int, int]]:

@@ -196,12 +196,12 @@ def test_bad_parameters_name_the_problem(params: dict, message: str) -> None:
 @pytest.mark.parametrize(("lam", "tau", "radius"), [(0.25, 0.3, 1), (0.0, 0.6, 2)])
 def test_a_focused_request_is_assembled_by_scar_over_chunks(index: Index, lam: float,
                                                            tau: float, radius: int) -> None:
-    """A request searched within its named document gets chunk scar's pieces at the
-    focused settings; with focused_units="sentences" the walk every other query gets."""
+    """With focused_units="chunks", a request searched within its named document gets
+    chunk scar's pieces at the focused settings; by default, the walk every query gets."""
     table = index.sentence_table()
-    sentences = get_policy("scar-sentences", focused_lam=lam, focused_tau=tau,
-                           focused_radius=radius)
-    walked_alike = get_policy("scar-sentences", focused_units="sentences")
+    sentences = get_policy("scar-sentences", focused_units="chunks", focused_lam=lam,
+                           focused_tau=tau, focused_radius=radius)
+    walked_alike = get_policy("scar-sentences")  # focused_units="sentences"
     for question in QUESTIONS:
         query = index.embedder.embed_query(question)
         hits = index.retriever("dense").retrieve(question, query, 3)

@@ -71,11 +71,8 @@ if TYPE_CHECKING:
 TARGETS = ("tokens", "chunks", "characters")
 #: the grid searched per policy unless the caller gives one. scar: the CUAD-mini sweep's
 #: (docs/results.md); scar-sentences: the τ range that spans clauses (0.9) to passages
-#: (0.5), walks of 3 to 12 sentences, fewer or more seeds than k (the knob that sets its
-#: context size most: docs/results.md, "Calibrated SCAR over sentences"), and whether a
-#: query searched within the document it names is assembled over chunks (the default) or
-#: walked like the rest (without it, a set whose queries all name their document would
-#: calibrate nothing)
+#: (0.5), walks of 3 to 12 sentences, and fewer or more seeds than k (the knob that sets
+#: its context size most: docs/results.md, "Calibrated SCAR over sentences")
 DEFAULT_GRIDS: dict[str, dict[str, list[Any]]] = {
     "scar": {
         "lam": [0.0, 0.1, 0.25, 0.5, 1.0],
@@ -88,7 +85,6 @@ DEFAULT_GRIDS: dict[str, dict[str, list[Any]]] = {
         "tau": [0.5, 0.6, 0.7, 0.8, 0.9],
         "radius": [3, 6, 12],
         "extra_hits": [-3, -2, 0, 2, 5],
-        "focused_units": ["chunks", "sentences"],
     },
 }
 #: the policies `calibrate` can tune
