@@ -263,3 +263,15 @@ def test_the_default_policy_is_scar_sentences_on_chunk_and_sentence_vectors(
     assert {h.retriever for h in lexical.retrieve(QUESTIONS[0], k=2).hits} == {"lexical"}
     # chunk policies keep the index's own first stage
     assert {h.retriever for h in index.retrieve(QUESTIONS[0], "scar", k=2).hits} == {"dense"}
+
+
+def test_the_focused_chunk_settings_are_reported_only_where_they_are_read() -> None:
+    # a report or `suture info` line lists what decides the result, no unread setting
+    walked = get_policy("scar-sentences", focused_lam=0.5).params()
+    assert walked["focused_units"] == "sentences" and "focused_lam" not in walked
+    over_chunks = get_policy("scar-sentences", focused_units="chunks", focused_lam=0.5,
+                             focused_tau=0.4, focused_radius=2).params()
+    assert {key: over_chunks[key] for key in ("focused_lam", "focused_tau", "focused_radius")} \
+        == {"focused_lam": 0.5, "focused_tau": 0.4, "focused_radius": 2}
+    rebuilt = get_policy("scar-sentences", **over_chunks)
+    assert rebuilt.params() == over_chunks

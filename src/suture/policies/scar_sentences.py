@@ -147,10 +147,15 @@ class SentenceScarPolicy(Policy):
         return seed_count(k, self.extra_hits)
 
     def params(self) -> dict[str, Any]:
-        return {"lam": self.lam, "tau": self.tau, "radius": self.radius,
-                "extra_hits": self.extra_hits, "rule": self.rule,
-                "focused_units": self.focused_units, "focused_lam": self.focused_lam,
-                "focused_tau": self.focused_tau, "focused_radius": self.focused_radius}
+        """The settings that decide what it returns: the chunk rule's (`focused_lam`, ...)
+        only when `focused_units` is "chunks", since otherwise nothing reads them."""
+        settings: dict[str, Any] = {"lam": self.lam, "tau": self.tau, "radius": self.radius,
+                                    "extra_hits": self.extra_hits, "rule": self.rule,
+                                    "focused_units": self.focused_units}
+        if self.focused_units == "chunks":
+            settings.update(focused_lam=self.focused_lam, focused_tau=self.focused_tau,
+                            focused_radius=self.focused_radius)
+        return settings
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         if request.focused and self.focused_units == "chunks":
