@@ -288,3 +288,27 @@ def test_a_setting_that_fails_on_the_judging_part_is_not_written(
     assert Index.open(calibrated["index"]).manifest.policy_defaults == before
     refused = json.loads((tmp_path / "refused" / "calibration.json").read_text())
     assert refused["chosen"] == report["chosen"] and refused["written"] == {}
+
+
+def test_a_param_naming_a_grid_parameter_pins_it(calibrated: dict[str, Path],
+                                                 tmp_path: Path) -> None:
+    """`--param tau=0.5` holds τ there in every setting tried (it used to be searched over
+    the default grid regardless); with `--tau` as well it is refused, naming both ways."""
+    done = suture("calibrate", "--benchmark", calibrated["bench"], "--corpus",
+                  calibrated["corpus"], "--index", calibrated["index"], "--out", tmp_path,
+                  "--lam", "0,0.25", "--radius", "1", "--param", "tau=0.5",
+                  "--max-recall-loss", "50", "--resamples", "100", "--dry-run", "--no-progress",
+                  timeout=600)
+    assert done.returncode == 0, done.stderr + done.stdout
+    points = json.loads((tmp_path / "calibration.json").read_text())["tune"]["points"]
+    assert [(p["params"]["lam"], p["params"]["tau"]) for p in points] == [(0, 0.5), (0.25, 0.5)]
+    both = _calibrate_again(calibrated, tmp_path / "both", "--param", "tau=0.5")
+    assert both.returncode == 2
+    assert "tau is given as values to try and as --param" in " ".join(both.stderr.split())
+
+
+def test_focused_units_is_refused_for_the_chunk_policy(calibrated: dict[str, Path],
+                                                       tmp_path: Path) -> None:
+    done = _calibrate_again(calibrated, tmp_path, "--focused-units", "chunks")
+    assert done.returncode == 2
+    assert "scar is not tuned over focused_units" in " ".join(done.stderr.split())

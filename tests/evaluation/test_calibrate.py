@@ -12,6 +12,7 @@ import pytest
 from suture.evaluation.benchmarks import Benchmark, BenchmarkQuery, GoldSpan, load_benchmark
 from suture.evaluation.calibrate import (
     calibrate,
+    calibration_grid,
     split_by_document,
     split_queries,
     write_choice,
@@ -403,3 +404,62 @@ def test_write_choice_refuses_a_setting_that_failed_on_the_judging_part(
         assert privacy_index.manifest.policy_defaults["scar"]["tau"] == chosen["tau"]
     finally:
         privacy_index.with_manifest(policy_defaults=before)
+
+
+def test_a_fixed_grid_parameter_is_pinned_not_searched(privacy_index: Any,
+                                                       privacy: Benchmark) -> None:
+    """`fixed={"tau": 0.5}` (the CLI's `--param tau=0.5`) holds τ at 0.5 in every point of
+    the default grid, which searches the rest; given both ways, it is refused."""
+    evaluator = Evaluator(privacy_index, privacy.subset(20), show_progress=False)
+    result = calibrate(evaluator, fixed={"tau": 0.5, "radius": 1}, max_loss=0.5,
+                       resamples=50)
+    assert "tau" not in result.sweep.grid and result.sweep.grid["lam"]
+    assert {p["params"]["tau"] for p in result.tune_points} == {0.5}
+    assert len(result.tune_points) == len(result.sweep.grid["lam"])
+    with pytest.raises(ConfigurationError, match=r"tau is both searched .* and fixed"):
+        calibrate(evaluator, grid=GRID, fixed={"tau": 0.5})
+
+
+def test_scar_sentences_chooses_what_focused_queries_are_assembled_from(
+    privacy_index: Any, privacy: Benchmark
+) -> None:
+    """Its default grid searches `focused_units`: on privacy-QA, whose questions all name
+    their policy, the chunk points are other contexts than the walk's, each the one an
+    independent run of that setting gives; without focus it is not searched."""
+    queries = privacy.subset(20)
+    walk = {"lam": "0", "tau": "0.9", "radius": "12", "extra_hits": "0"}
+    grid = calibration_grid("scar-sentences", walk)
+    assert grid["focused_units"] == ["sentences", "chunks"]
+    assert "focused_units" not in calibration_grid("scar-sentences", walk, focus=False)
+    evaluator = Evaluator(privacy_index, queries, show_progress=False)
+    result = calibrate(evaluator, grid=grid, policy="scar-sentences", max_loss=0.5,
+                       size_key="characters", resamples=50)
+    by_units = {p["params"]["focused_units"]: p for p in result.sweep.points}
+    assert by_units["sentences"]["all"]["characters"] != by_units["chunks"]["all"]["characters"]
+    for units, point in by_units.items():
+        spec = PolicySpec("scar-sentences", point["params"], retriever=point["retriever"])
+        alone = evaluator.run(spec, 5).summary()["all"]
+        assert alone["characters"] == pytest.approx(point["all"]["characters"]), units
+        assert point["params"]["focused_units"] == units
+
+
+@pytest.mark.parametrize(("policy", "given", "fixed", "message"), [
+    ("scar", {"focused_units": "chunks"}, {}, "scar is not tuned over focused_units"),
+    ("scar-sentences", {"tau": "0.5,0.9"}, {"tau": 0.5}, "tau is given as values to try and"),
+    ("scar", {"lam": "0,high"}, {}, "lam: 'high' is not a number"),
+    ("scar-sentences", {"focused_units": ","}, {}, "at least one value for focused_units"),
+])
+def test_a_bad_grid_is_refused_before_anything_runs(policy: str, given: dict[str, str],
+                                                     fixed: dict[str, Any], message: str
+                                                     ) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        calibration_grid(policy, given, fixed)
+
+
+def test_a_bad_grid_value_fails_with_the_policys_message_before_the_sweep(
+    privacy_index: Any, privacy: Benchmark
+) -> None:
+    evaluator = Evaluator(privacy_index, privacy.subset(5), show_progress=False)
+    grid = {"lam": [0.0], "tau": [0.9], "radius": [12], "focused_units": ["sentences", "words"]}
+    with pytest.raises(ConfigurationError, match="scar-sentences focused_units must be one of"):
+        calibrate(evaluator, grid=grid, policy="scar-sentences")

@@ -36,7 +36,7 @@ def _grid_help(name: str) -> str:
     from suture.evaluation.calibrate import DEFAULT_GRIDS
 
     return "; ".join(f"{policy}: {_grid_text(grid[name])}"
-                     for policy, grid in DEFAULT_GRIDS.items())
+                     for policy, grid in DEFAULT_GRIDS.items() if name in grid)
 
 
 @app.command("calibrate", help=(
@@ -102,9 +102,15 @@ def calibrate_command(
         "--extra-hits", help="First-stage hits to seed beyond --k (more seeds, fewer "
         "neighbours each; negative: fewer seeds, longer walks; e.g. -2,0,2; default: "
         f"{_grid_help('extra_hits')}).", show_default=False)] = None,
+    focused_units: Annotated[str | None, typer.Option(
+        "--focused-units", help="scar-sentences only: what a query that names its document "
+        "is assembled from, sentences (the walk) or chunks (scar over chunks), or both to "
+        f"choose (default: {_grid_help('focused_units')}; sentences alone with --no-focus).",
+        show_default=False)] = None,
     param: Annotated[list[str] | None, typer.Option(
-        "--param", "-p", help="Other scar parameters, fixed for every setting "
-        "(e.g. links=section,term for logical neighbours).")] = None,
+        "--param", "-p", help="Other policy parameters, fixed for every setting "
+        "(e.g. links=section,term for logical neighbours); a grid parameter given here "
+        "(tau=0.5) is pinned to that value, not searched.")] = None,
     synthetic_queries: Annotated[int, typer.Option(
         help="Without --benchmark: how many synthetic queries to make.")] = 200,
     write: Annotated[bool, typer.Option(
@@ -127,17 +133,15 @@ def calibrate_command(
 ) -> None:
     """`suture calibrate` (its help text is the decorator's, so that the terminal wraps
     its paragraphs rather than keeping these line breaks)."""
-    from suture.evaluation.calibrate import calibrate, default_grid, write_choice
+    from suture.evaluation.calibrate import calibrate, calibration_grid, write_choice
     from suture.evaluation.evaluator import Evaluator
     from suture.evaluation.runner import open_or_build_index
-    from suture.evaluation.sweep import parse_grid
 
     try:
-        defaults = default_grid(policy)
-        given = {"lam": lam, "tau": tau, "radius": radius, "extra_hits": extra_hits}
-        grid = parse_grid({name: value if value is not None else defaults[name]
-                           for name, value in given.items()})
         fixed = parse_params(param)
+        given = {"lam": lam, "tau": tau, "radius": radius, "extra_hits": extra_hits,
+                 "focused_units": focused_units}
+        grid = calibration_grid(policy, given, fixed, focus=focus)
         out.mkdir(parents=True, exist_ok=True)
         if benchmark is not None:
             loaded = load_for_command(benchmark, corpus, out, split, limit)

@@ -58,6 +58,7 @@ from suture.evaluation.sweep import (
     SweepResult,
     first_stage_list,
     pareto_front,
+    parse_grid,
     run_sweep,
     select_setting,
 )
@@ -85,8 +86,11 @@ DEFAULT_GRIDS: dict[str, dict[str, list[Any]]] = {
         "tau": [0.5, 0.6, 0.7, 0.8, 0.9],
         "radius": [3, 6, 12],
         "extra_hits": [-3, -2, 0, 2, 5],
+        "focused_units": ["sentences", "chunks"],
     },
 }
+#: grid parameters whose values are words, not numbers
+TEXT_PARAMETERS = frozenset({"focused_units"})
 #: the policies `calibrate` can tune
 CALIBRATED_POLICIES = tuple(DEFAULT_GRIDS)
 #: settings judged beside the chosen one, per calibrated policy: label -> (policy, params)
@@ -460,7 +464,15 @@ def calibrate(
     """
     from suture.policies import get_policy
 
-    grid = {name: list(values) for name, values in (grid or default_grid(policy)).items()}
+    if grid is None:
+        grid = calibration_grid(policy, {}, fixed, focus=evaluator.focus)
+    grid = {name: list(values) for name, values in grid.items()}
+    both = sorted(set(grid) & set(fixed or {}))
+    if both:
+        raise ConfigurationError(
+            f"{', '.join(both)} is both searched (in the grid) and fixed; give each parameter "
+            "one way: values to try, or one fixed value")
+    check_grid(policy, grid)
     if size_key not in TARGETS:
         raise ConfigurationError(f"--target must be one of {', '.join(TARGETS)}, got {size_key!r}")
     if rule not in RULES:
@@ -552,6 +564,59 @@ def default_grid(policy: str) -> dict[str, list[Any]]:
             f"suture calibrate tunes {' or '.join(CALIBRATED_POLICIES)}, got {policy!r} "
             "(--policy)")
     return {name: list(values) for name, values in DEFAULT_GRIDS[policy].items()}
+
+
+def calibration_grid(policy: str, given: Mapping[str, str | Sequence[Any] | None],
+                     fixed: Mapping[str, Any] | None = None, *, focus: bool = True
+                     ) -> dict[str, list[Any]]:
+    """The grid `calibrate` searches for `policy`: each parameter's values as `given`
+    ("0,0.5" or a list; None: the default grid's). A parameter `fixed` pins
+    (`--param tau=0.5`) is not searched, so it leaves the grid; naming one both ways is an
+    error, as is a value for a parameter `policy` has no grid for. Without `focus` no query
+    is focused, so `focused_units` (which only focused queries read) is searched only when
+    given."""
+    defaults = default_grid(policy)
+    fixed = fixed or {}
+    unknown = sorted(name for name, values in given.items()
+                     if values is not None and name not in defaults)
+    if unknown:
+        raise ConfigurationError(
+            f"{policy} is not tuned over {', '.join(unknown)} (its grid: "
+            f"{', '.join(defaults)}); drop the option or tune scar-sentences (--policy)")
+    both = sorted(name for name, values in given.items() if values is not None and name in fixed)
+    if both:
+        raise ConfigurationError(
+            f"{', '.join(both)} is given as values to try and as --param; give it one way "
+            f"(--param {both[0]}=VALUE pins it, --{both[0].replace('_', '-')} V1,V2 searches it)")
+    units_searched = focus or given.get("focused_units") is not None
+    left_out = set(fixed) | (set() if units_searched else {"focused_units"})
+    chosen: dict[str, str | Sequence[Any]] = {}
+    for name, values in defaults.items():
+        if name not in left_out:
+            value = given.get(name)
+            chosen[name] = values if value is None else value
+    numbers = parse_grid({name: values for name, values in chosen.items()
+                          if name not in TEXT_PARAMETERS})
+    return {name: numbers[name] if name in numbers else _words(name, chosen[name])
+            for name in chosen}
+
+
+def _words(name: str, values: str | Sequence[Any]) -> list[Any]:
+    items = values.split(",") if isinstance(values, str) else list(values)
+    words = list(dict.fromkeys(str(item).strip() for item in items if str(item).strip()))
+    if not words:
+        raise ConfigurationError(f"the sweep needs at least one value for {name}")
+    return words
+
+
+def check_grid(policy: str, grid: Mapping[str, Sequence[Any]]) -> None:
+    """Build the policy with each grid value, so that a bad one fails before the sweep
+    runs (with the policy's own message) rather than partway through it."""
+    from suture.policies import get_policy
+
+    for name, values in grid.items():
+        for value in values:
+            get_policy(policy, **{name: value})
 
 
 def document_groups(benchmark: Benchmark, run: PolicyRun) -> list[tuple[str, ...]] | None:
@@ -677,10 +742,13 @@ __all__ = [
     "NAMED_SETTINGS",
     "RULES",
     "TARGETS",
+    "TEXT_PARAMETERS",
     "CalibrationResult",
     "DocumentSplit",
     "calibrate",
+    "calibration_grid",
     "change_text",
+    "check_grid",
     "default_grid",
     "diff_text",
     "document_groups",
