@@ -88,21 +88,31 @@ def grid_specs(lams: list[float], taus: list[float], radii: list[int],
 def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
                         retriever: str | None = None,
                         rules: tuple[str, ...] = ("ratio",),
-                        focused_units: tuple[str, ...] = ("sentences",)) -> list[PolicySpec]:
-    """`scar-sentences` at every (λ, τ, r), walk rule and focused units: r counts
-    sentences; a label names its rule where it is not SCAR's ratio and its focused units
-    where they are not the default's ("scar-sentences(0,3,6,spread,focused=chunks)")."""
+                        focused_units: tuple[str, ...] = ("sentences",),
+                        flatness: tuple[float, ...] = ()) -> list[PolicySpec]:
+    """`scar-sentences` at every (λ, τ, r), walk rule and focused units (with "auto", at
+    each `flatness`, or the policy's own without): r counts sentences; a label names its
+    rule where it is not SCAR's ratio and its focused units where they are not the
+    default's ("scar-sentences(0,3,6,spread,focused=chunks)", "...,focused=auto:2.2)")."""
     at = f"@{retriever}" if retriever else ""
-    return [PolicySpec("scar-sentences",
-                       {"lam": lam, "tau": tau, "radius": r,
-                        **({"rule": rule} if rule != "ratio" else {}),
-                        **({"focused_units": units} if units != "sentences" else {})},
-                       label=f"scar-sentences({lam:g},{tau:g},{r}"
-                             f"{'' if rule == 'ratio' else ',' + rule}"
-                             f"{'' if units == 'sentences' else ',focused=' + units}){at}",
-                       retriever=retriever)
-            for units in focused_units for rule in rules
-            for r in radii for lam in lams for tau in taus]
+    variants: list[tuple[str, float | None]] = [
+        (units, flat) for units in focused_units
+        for flat in (flatness or (None,) if units == "auto" else (None,))]
+    specs = []
+    for (units, flat), rule, r, lam, tau in itertools.product(variants, rules, radii, lams, taus):
+        focused = {} if units == "sentences" else {"focused_units": units}
+        if flat is not None:
+            focused["focused_flatness"] = flat
+        named = "" if units == "sentences" else f",focused={units}" + (
+            "" if flat is None else f":{flat:g}")
+        specs.append(PolicySpec(
+            "scar-sentences",
+            {"lam": lam, "tau": tau, "radius": r,
+             **({"rule": rule} if rule != "ratio" else {}), **focused},
+            label=f"scar-sentences({lam:g},{tau:g},{r}"
+                  f"{'' if rule == 'ratio' else ',' + rule}{named}){at}",
+            retriever=retriever))
+    return specs
 
 
 def numbers(text: str, kind: type) -> list[Any]:
@@ -144,7 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentence-focused-units", default="sentences",
                         help="scar-sentences focused_units, comma-separated: sentences (a "
                              "query searched within the document it names is walked like the "
-                             "rest), chunks (it gets scar over chunks)")
+                             "rest), chunks (it gets scar over chunks), auto (chunks where "
+                             "no sentence of the document stands out)")
+    parser.add_argument("--sentence-focused-flatness", default="",
+                        help="with focused units auto: the focused_flatness values to run, "
+                             "comma-separated (default: the policy's own)")
     parser.add_argument("--no-scar-grid", action="store_true",
                         help="run window, window2 and scar's default only (no scar grid)")
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
@@ -171,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
              for spec in [*grid_specs(*scar_grid, retriever, args.links),
                           *sentence_grid_specs(*sentence_grid, retriever,
                                                tuple(args.sentence_rule.split(",")),
-                                               tuple(args.sentence_focused_units.split(",")))]]
+                                               tuple(args.sentence_focused_units.split(",")),
+                                               tuple(numbers(args.sentence_focused_flatness,
+                                                             float)))]]
     for spec in specs:
         summaries = [evaluator.run(spec, k).summary()["all"] for k in ks]
         curves[spec.label] = [(s["characters"], s[metric]) for s in summaries]

@@ -275,3 +275,54 @@ def test_the_focused_chunk_settings_are_reported_only_where_they_are_read() -> N
         == {"focused_lam": 0.5, "focused_tau": 0.4, "focused_radius": 2}
     rebuilt = get_policy("scar-sentences", **over_chunks)
     assert rebuilt.params() == over_chunks
+
+
+def test_auto_assembles_flat_focused_queries_over_chunks_and_walks_the_rest(index: Index) -> None:
+    """focused_units="auto": a focused query whose best sentence in its document stands
+    fewer than `focused_flatness` standard deviations above the document's mean (computed
+    here from sentences embedded one by one) gets chunk scar's pieces; any other gets the
+    walk with its best hit's chunk handed over whole in place of the sentences inside it."""
+    table = index.sentence_table()
+    requests, flatness = {}, {}
+    for question in QUESTIONS:
+        query = index.embedder.embed_query(question)
+        hits = index.retriever("dense").retrieve(question, query, 3)
+        requests[question] = PolicyRequest(query=question, query_vector=query, hits=hits, k=3,
+                                           store=index.store, sentences=table, focused=True)
+        cosines = np.array([vector @ query for _, _, vector in
+                            document_sentences(index, hits[0].chunk.doc_id)])
+        flatness[question] = (cosines.max() - cosines.mean()) / cosines.std()
+    line = float(np.median(list(flatness.values())))
+    auto = get_policy("scar-sentences", focused_units="auto", focused_flatness=line)
+    chunks, walk = get_policy("scar", lam=0.25, tau=0.3, radius=1), get_policy("scar-sentences")
+    flat = [q for q in QUESTIONS if flatness[q] < line - 1e-6]
+    peaked = [q for q in QUESTIONS if flatness[q] > line + 1e-6]
+    assert flat and peaked
+    for question in flat:
+        assert auto.select(requests[question]).selections == \
+            chunks.select(requests[question]).selections
+    replaced = 0
+    for question in peaked:
+        got = auto.select(requests[question]).selections
+        best = requests[question].hits[0].chunk
+        assert (got[0].doc_id, got[0].start, got[0].end) == (best.doc_id, best.start, best.end)
+        walked = walk.select(requests[question]).selections
+        outside = [s for s in walked
+                   if not (s.doc_id == best.doc_id and best.start <= s.start and s.end <= best.end)]
+        assert list(got[1:]) == outside
+        replaced += len(walked) - len(outside)
+        unfocused = replace(requests[question], focused=False)
+        assert auto.select(unfocused).selections == walk.select(unfocused).selections
+    assert replaced  # the walk kept sentences of a best chunk, now handed over whole
+
+
+@pytest.mark.parametrize("value", [-1, "flat", float("inf")])
+def test_a_bad_flatness_names_the_parameter(value: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"^scar-sentences focused_flatness "):
+        get_policy("scar-sentences", focused_units="auto", focused_flatness=value)
+
+
+def test_the_flatness_is_reported_only_with_auto() -> None:
+    assert "focused_flatness" not in get_policy("scar-sentences", focused_units="chunks").params()
+    auto = get_policy("scar-sentences", focused_units="auto", focused_flatness=1.5).params()
+    assert (auto["focused_flatness"], auto["focused_tau"]) == (1.5, 0.3)

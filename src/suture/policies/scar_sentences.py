@@ -32,7 +32,12 @@ own rule (`suture.policies.scar`) at (λ, τ, r) = (`focused_lam`, `focused_tau`
 `focused_radius`); queries that name nothing are walked as above. A per-corpus choice,
 not the default (docs/results.md, "Focused queries assembled over chunks"): it wins every
 cell against the peers on privacy-QA, CUAD-mini and six CUAD draws, but hands over less
-recall than the sentence walk at 2,000–4,000 characters on contracts.
+recall than the sentence walk at 2,000–4,000 characters on contracts. With
+`focused_units="auto"` only a focused query whose named document has no sentence that
+stands out for it (the best fewer than `focused_flatness` standard deviations above the
+document's mean similarity) is assembled over chunks; any other is walked, its best hit
+handed over as its whole chunk (docs/results.md, "Focused queries by how flat their
+document's scores are").
 
 Why and when (docs/results.md, "SCAR over sentences"): a fixed setting does not fit every
 corpus. Where the evidence is one clause (contracts) a strict τ ≈ 0.9 keeps the seed and
@@ -55,7 +60,13 @@ import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
-from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
+from suture.policies.base import (
+    Policy,
+    PolicyRequest,
+    PolicyResult,
+    hit_selection,
+    real_number,
+)
 from suture.policies.scar import (
     ADDED,
     ALREADY_HIT,
@@ -75,7 +86,7 @@ if TYPE_CHECKING:
 #: the thresholds a walk's neighbour must pass (`SentenceScarPolicy`'s `rule`)
 WALK_RULES = ("ratio", "spread")
 #: what a focused query's context is made of (`SentenceScarPolicy`'s `focused_units`)
-FOCUSED_UNITS = ("chunks", "sentences")
+FOCUSED_UNITS = ("auto", "chunks", "sentences")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +105,7 @@ class SentenceScarPolicy(Policy):
     def __init__(self, lam: float = 0.0, tau: float = 0.9, radius: int = 12,
                  extra_hits: int = 0, rule: str = "ratio", focused_units: str = "sentences",
                  focused_lam: float = 0.25, focused_tau: float = 0.3,
-                 focused_radius: int = 1) -> None:
+                 focused_radius: int = 1, focused_flatness: float = 2.2) -> None:
         """λ = `lam`, τ = `tau`; `radius` is the most sentences a walk adds on each side;
         `extra_hits` more first-stage hits than the k asked for are seeded too (as scar's:
         more seeds, each walked as strictly as τ says; negative seeds fewer, at least one).
@@ -110,7 +121,12 @@ class SentenceScarPolicy(Policy):
         walk above when `focused_units` is "sentences" (the default), or `scar` over
         chunks at (`focused_lam`, `focused_tau`, `focused_radius`) when it is "chunks"
         (the development sets' best; not the default after a pre-registered check:
-        docs/results.md, "Focused queries assembled over chunks").
+        docs/results.md, "Focused queries assembled over chunks"). With "auto" it looks at
+        how the query's similarity is spread over the named document's sentences: when
+        its best sentence stands fewer than `focused_flatness` standard deviations above
+        the document's mean (no sentence answers it alone: a vague question over prose),
+        the query gets `scar` over chunks as with "chunks"; otherwise the sentence walk,
+        with the best hit handed over as its whole chunk.
         """
         self.lam, self.tau, self.radius = rule_settings("scar-sentences", lam, tau, radius)
         self.extra_hits = hit_offset(extra_hits, "scar-sentences")
@@ -128,6 +144,9 @@ class SentenceScarPolicy(Policy):
                 "document it names by SCAR over chunks, 'sentences' walks it like the rest"
             )
         self.focused_units = focused_units
+        self.focused_flatness = real_number("scar-sentences", "focused_flatness",
+                                            focused_flatness, low=0.0, high=math.inf,
+                                            example=2.2)
         focused = rule_settings("scar-sentences", focused_lam, focused_tau, focused_radius,
                                 prefix="focused_")
         self.focused_lam, self.focused_tau, self.focused_radius = focused
@@ -148,25 +167,48 @@ class SentenceScarPolicy(Policy):
 
     def params(self) -> dict[str, Any]:
         """The settings that decide what it returns: the chunk rule's (`focused_lam`, ...)
-        only when `focused_units` is "chunks", since otherwise nothing reads them."""
+        only when `focused_units` is "chunks" or "auto", and `focused_flatness` only with
+        "auto", since otherwise nothing reads them."""
         settings: dict[str, Any] = {"lam": self.lam, "tau": self.tau, "radius": self.radius,
                                     "extra_hits": self.extra_hits, "rule": self.rule,
                                     "focused_units": self.focused_units}
-        if self.focused_units == "chunks":
+        if self.focused_units != "sentences":
             settings.update(focused_lam=self.focused_lam, focused_tau=self.focused_tau,
                             focused_radius=self.focused_radius)
+        if self.focused_units == "auto":
+            settings["focused_flatness"] = self.focused_flatness
         return settings
 
     def select(self, request: PolicyRequest) -> PolicyResult:
+        table = request.sentences
         if request.focused and self.focused_units == "chunks":
             return self._focused_chunks.select(request)
-        table = request.sentences
         if table is None:
             raise ConfigurationError(
                 "scar-sentences needs the index's sentence vectors; run it through "
                 "`Index.retrieve` (or `suture query --policy scar-sentences`), which "
                 "builds them"
             )
+        if request.focused and self.focused_units == "auto" and request.hits:
+            if self._flat(table, request):
+                return self._focused_chunks.select(request)
+            return _best_hit_whole(self._walk_all(table, request), request.hits[0])
+        return self._walk_all(table, request)
+
+    def _flat(self, table: SentenceTable, request: PolicyRequest) -> bool:
+        """Whether no sentence of the focused query's document stands out: its best is
+        fewer than `focused_flatness` standard deviations above the document's mean."""
+        rows = table.document_rows.get(request.hits[0].chunk.doc_id)
+        if rows is None or rows.stop - rows.start < 2:
+            return False
+        query = np.asarray(request.query_vector, dtype=np.float32).reshape(-1)
+        cosines = table.matrix[rows.start:rows.stop] @ query
+        spread = float(np.std(cosines))
+        return spread > 0 and (float(cosines.max()) - float(cosines.mean())) < (
+            self.focused_flatness * spread)
+
+    def _walk_all(self, table: SentenceTable, request: PolicyRequest) -> PolicyResult:
+        """Every hit's best sentence and what its walks keep (the module docstring)."""
         hits = _unique_hits(request.hits[: seed_count(request.k, self.extra_hits)])
         query = np.asarray(request.query_vector, dtype=np.float32).reshape(-1)
         seeds: list[_Seed] = []
@@ -268,6 +310,15 @@ class SentenceScarPolicy(Policy):
         return Selection(doc_id=seed.document, start=int(table.starts[row]),
                          end=int(table.ends[row]), chunk_ids=(chunk_id,), reason=reason,
                          score=score, is_hit=is_hit, priority=priority)
+
+
+def _best_hit_whole(walked: PolicyResult, best: Hit) -> PolicyResult:
+    """The walk's pieces with the best hit's chunk handed over whole (in place of the
+    sentences of it the walk kept)."""
+    whole = hit_selection(best)
+    kept = [s for s in walked.selections
+            if not (s.doc_id == whole.doc_id and whole.start <= s.start and s.end <= whole.end)]
+    return PolicyResult(selections=[whole, *kept], trace=walked.trace, hits=walked.hits)
 
 
 def _offsets(table: SentenceTable, row: int) -> list[int]:
