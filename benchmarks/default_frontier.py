@@ -28,8 +28,11 @@ from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa_paragraphs
 from suture.evaluation.policy_specs import PolicySpec
 from suture.index import Index
+from suture.policies import policy_parameters
 
 Curve = list[tuple[float, float]]
+#: how scar-sentences assembles a focused query by default (a label names other units)
+DEFAULT_FOCUSED_UNITS = str(policy_parameters("scar-sentences")["focused_units"])
 
 
 def at_budget(curve: Curve, budget: float) -> float:
@@ -88,7 +91,7 @@ def grid_specs(lams: list[float], taus: list[float], radii: list[int],
 def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
                         retriever: str | None = None,
                         rules: tuple[str, ...] = ("ratio",),
-                        focused_units: tuple[str, ...] = ("sentences",),
+                        focused_units: tuple[str, ...] = (DEFAULT_FOCUSED_UNITS,),
                         flatness: tuple[float, ...] = ()) -> list[PolicySpec]:
     """`scar-sentences` at every (λ, τ, r), walk rule and focused units (with "auto", at
     each `flatness`, or the policy's own without): r counts sentences; a label names its
@@ -100,11 +103,11 @@ def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
         for flat in (flatness or (None,) if units == "auto" else (None,))]
     specs = []
     for (units, flat), rule, r, lam, tau in itertools.product(variants, rules, radii, lams, taus):
-        focused = {} if units == "sentences" else {"focused_units": units}
+        focused = {} if units == DEFAULT_FOCUSED_UNITS else {"focused_units": units}
         if flat is not None:
             focused["focused_flatness"] = flat
-        named = "" if units == "sentences" else f",focused={units}" + (
-            "" if flat is None else f":{flat:g}")
+        named = "" if units == DEFAULT_FOCUSED_UNITS and flat is None else (
+            f",focused={units}" + ("" if flat is None else f":{flat:g}"))
         specs.append(PolicySpec(
             "scar-sentences",
             {"lam": lam, "tau": tau, "radius": r,
@@ -151,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentence-rule", default="ratio",
                         help="scar-sentences walk rules, comma-separated: ratio (SCAR's "
                              "τ·cos(q, s)), spread (cos(q, s) − τ·σ of the document)")
-    parser.add_argument("--sentence-focused-units", default="sentences",
+    parser.add_argument("--sentence-focused-units", default=DEFAULT_FOCUSED_UNITS,
                         help="scar-sentences focused_units, comma-separated: sentences (a "
                              "query searched within the document it names is walked like the "
                              "rest), chunks (it gets scar over chunks), auto (chunks where "

@@ -73,12 +73,14 @@ def test_a_query_naming_its_document_is_focused_on_its_question(index: Index) ->
     assert index.retrieve(QUERY, focus=False).focus is None
     keep = index.retrieve('Consider "Keep"\'s privacy policy; how long is my data kept?')
     assert keep.focus is not None and keep.focus.doc_id == "Keep.txt"
-    # the search and the policy both ran on normalise(e(query) + e(question))
+    # the search and the policy both ran on normalise(e(query) + e(question)) (walked
+    # alike: unfocused, `focused_units="auto"` would walk what it assembles over chunks)
     vector = focused_vector(index.embedder.embed_query(QUERY),
                             index.embedder.embed_query(QUESTION))
+    walked = index.retrieve(QUERY, focused_units="sentences")
     by_hand = index.retrieve(QUERY, query_vector=vector, focus=False)
-    assert _spans(focused) == _spans(by_hand)
-    assert _spans(focused) != _spans(index.retrieve(QUERY, focus=False))
+    assert _spans(walked) == _spans(by_hand)
+    assert _spans(walked) != _spans(index.retrieve(QUERY, focus=False))
 
 
 def test_focused_units_chunks_assembles_a_focused_query_over_chunks(index: Index) -> None:
@@ -90,7 +92,8 @@ def test_focused_units_chunks_assembles_a_focused_query_over_chunks(index: Index
         by_scar = index.retrieve(query, "scar", 3, lam=0.25, tau=0.3, radius=1,
                                  retriever="dense-sentences")
         assert _spans(over_chunks) == _spans(by_scar)
-        assert _spans(over_chunks) != _spans(index.retrieve(query, k=3))
+        assert _spans(over_chunks) != _spans(index.retrieve(query, k=3,
+                                                            focused_units="sentences"))
     chunk_starts = {(c.doc_id, c.start) for doc in ("Fiverr.txt", "Keep.txt")
                     for c in index.store.neighbours([(doc, 0, 10_000)])[0]}
     assert all((s.doc_id, s.start) in chunk_starts

@@ -571,7 +571,7 @@ class Index:
 
     def default_pipeline(self) -> str:
         """What a query that names no policy runs, as the index resolves it now: "scar-sentences
-        (lam=0.0, tau=0.9, radius=12, extra_hits=0, rule=ratio, focused_units=sentences) on
+        (lam=0.0, tau=0.9, radius=12, extra_hits=0, rule=ratio, focused_units=auto, ...) on
         dense-sentences"."""
         chosen, retriever = self._pipeline(DEFAULT_POLICY, {}, None, None)
         settings = ", ".join(f"{name}={value}" for name, value in chosen.params().items())

@@ -429,7 +429,7 @@ def test_scar_sentences_chooses_what_focused_queries_are_assembled_from(
     queries = privacy.subset(20)
     walk = {"lam": "0", "tau": "0.9", "radius": "12", "extra_hits": "0"}
     grid = calibration_grid("scar-sentences", walk)
-    assert grid["focused_units"] == ["sentences", "chunks"]
+    assert grid["focused_units"] == ["auto", "sentences", "chunks"]
     assert "focused_units" not in calibration_grid("scar-sentences", walk, focus=False)
     evaluator = Evaluator(privacy_index, queries, show_progress=False)
     result = calibrate(evaluator, grid=grid, policy="scar-sentences", max_loss=0.5,

@@ -201,7 +201,7 @@ def test_a_focused_request_is_assembled_by_scar_over_chunks(index: Index, lam: f
     table = index.sentence_table()
     sentences = get_policy("scar-sentences", focused_units="chunks", focused_lam=lam,
                            focused_tau=tau, focused_radius=radius)
-    walked_alike = get_policy("scar-sentences")  # focused_units="sentences"
+    walked_alike = get_policy("scar-sentences", focused_units="sentences")
     for question in QUESTIONS:
         query = index.embedder.embed_query(question)
         hits = index.retriever("dense").retrieve(question, query, 3)
@@ -267,7 +267,7 @@ def test_the_default_policy_is_scar_sentences_on_chunk_and_sentence_vectors(
 
 def test_the_focused_chunk_settings_are_reported_only_where_they_are_read() -> None:
     # a report or `suture info` line lists what decides the result, no unread setting
-    walked = get_policy("scar-sentences", focused_lam=0.5).params()
+    walked = get_policy("scar-sentences", focused_units="sentences", focused_lam=0.5).params()
     assert walked["focused_units"] == "sentences" and "focused_lam" not in walked
     over_chunks = get_policy("scar-sentences", focused_units="chunks", focused_lam=0.5,
                              focused_tau=0.4, focused_radius=2).params()
@@ -294,7 +294,8 @@ def test_auto_assembles_flat_focused_queries_over_chunks_and_walks_the_rest(inde
         flatness[question] = (cosines.max() - cosines.mean()) / cosines.std()
     line = float(np.median(list(flatness.values())))
     auto = get_policy("scar-sentences", focused_units="auto", focused_flatness=line)
-    chunks, walk = get_policy("scar", lam=0.25, tau=0.3, radius=1), get_policy("scar-sentences")
+    chunks = get_policy("scar", lam=0.25, tau=0.3, radius=1)
+    walk = get_policy("scar-sentences", focused_units="sentences")
     flat = [q for q in QUESTIONS if flatness[q] < line - 1e-6]
     peaked = [q for q in QUESTIONS if flatness[q] > line + 1e-6]
     assert flat and peaked

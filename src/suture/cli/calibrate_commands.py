@@ -104,8 +104,9 @@ def calibrate_command(
         f"{_grid_help('extra_hits')}).", show_default=False)] = None,
     focused_units: Annotated[str | None, typer.Option(
         "--focused-units", help="scar-sentences only: what a query that names its document "
-        "is assembled from, sentences (the walk) or chunks (scar over chunks), or both to "
-        f"choose (default: {_grid_help('focused_units')}; sentences alone with --no-focus).",
+        "is assembled from, auto (chunks where no sentence stands out, else the walk), "
+        "sentences (the walk) or chunks (scar over chunks), several to choose (default: "
+        f"{_grid_help('focused_units')}; not searched with --no-focus).",
         show_default=False)] = None,
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="Other policy parameters, fixed for every setting "

@@ -86,7 +86,7 @@ DEFAULT_GRIDS: dict[str, dict[str, list[Any]]] = {
         "tau": [0.5, 0.6, 0.7, 0.8, 0.9],
         "radius": [3, 6, 12],
         "extra_hits": [-3, -2, 0, 2, 5],
-        "focused_units": ["sentences", "chunks"],
+        "focused_units": ["auto", "sentences", "chunks"],
     },
 }
 #: grid parameters whose values are words, not numbers

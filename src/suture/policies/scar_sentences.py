@@ -26,18 +26,17 @@ sentence embedded with its document's title and section path in front), built at
 first query that needs them when the index was not built with that retriever. Any first
 stage can seed it; with `dense-sentences` a chunk is also found by its best sentence.
 
-With `focused_units="chunks"`, a query that names its document and was searched within
-it (`suture.focus`, `PolicyRequest.focused`) is assembled over chunks instead, by SCAR's
-own rule (`suture.policies.scar`) at (λ, τ, r) = (`focused_lam`, `focused_tau`,
-`focused_radius`); queries that name nothing are walked as above. A per-corpus choice,
-not the default (docs/results.md, "Focused queries assembled over chunks"): it wins every
-cell against the peers on privacy-QA, CUAD-mini and six CUAD draws, but hands over less
-recall than the sentence walk at 2,000–4,000 characters on contracts. With
-`focused_units="auto"` only a focused query whose named document has no sentence that
-stands out for it (the best fewer than `focused_flatness` standard deviations above the
-document's mean similarity) is assembled over chunks; any other is walked, its best hit
-handed over as its whole chunk (docs/results.md, "Focused queries by how flat their
-document's scores are").
+A query that names its document and was searched within it (`suture.focus`,
+`PolicyRequest.focused`) is assembled by `focused_units`. With "auto" (the default since
+a pre-registered check on two fresh CUAD draws, docs/results.md, "Focused queries by how
+flat their document's scores are"), a focused query whose named document has no
+sentence that stands out for it (the best fewer than `focused_flatness` standard
+deviations above the document's mean similarity: a vague question over prose) is
+assembled over chunks by SCAR's own rule (`suture.policies.scar`) at (λ, τ, r) =
+(`focused_lam`, `focused_tau`, `focused_radius`); any other is walked as above, its best
+hit handed over as its whole chunk. "chunks" assembles every focused query over chunks
+(docs/results.md, "Focused queries assembled over chunks"), "sentences" walks it like
+the rest. Queries that name nothing are walked as above.
 
 Why and when (docs/results.md, "SCAR over sentences"): a fixed setting does not fit every
 corpus. Where the evidence is one clause (contracts) a strict τ ≈ 0.9 keeps the seed and
@@ -103,7 +102,7 @@ class SentenceScarPolicy(Policy):
     needs_sentences = True
 
     def __init__(self, lam: float = 0.0, tau: float = 0.9, radius: int = 12,
-                 extra_hits: int = 0, rule: str = "ratio", focused_units: str = "sentences",
+                 extra_hits: int = 0, rule: str = "ratio", focused_units: str = "auto",
                  focused_lam: float = 0.25, focused_tau: float = 0.3,
                  focused_radius: int = 1, focused_flatness: float = 2.2) -> None:
         """λ = `lam`, τ = `tau`; `radius` is the most sentences a walk adds on each side;
@@ -117,16 +116,15 @@ class SentenceScarPolicy(Policy):
         fresh sets than `scar` did (docs/results.md, "A pre-registered check"). Uniform
         prose whose answers are passages (privacy policies) wants τ ≈ 0.5.
 
-        A focused query (one searched within the document it names) gets the sentence
-        walk above when `focused_units` is "sentences" (the default), or `scar` over
-        chunks at (`focused_lam`, `focused_tau`, `focused_radius`) when it is "chunks"
-        (the development sets' best; not the default after a pre-registered check:
-        docs/results.md, "Focused queries assembled over chunks"). With "auto" it looks at
-        how the query's similarity is spread over the named document's sentences: when
-        its best sentence stands fewer than `focused_flatness` standard deviations above
-        the document's mean (no sentence answers it alone: a vague question over prose),
-        the query gets `scar` over chunks as with "chunks"; otherwise the sentence walk,
-        with the best hit handed over as its whole chunk.
+        A focused query (one searched within the document it names) gets, with
+        `focused_units` "auto" (the default since a pre-registered check, docs/results.md,
+        "Focused queries by how flat their document's scores are"), a choice by how the
+        query's similarity is spread over the named document's sentences: when its best
+        sentence stands fewer than `focused_flatness` standard deviations above the
+        document's mean (no sentence answers it alone: a vague question over prose), `scar`
+        over chunks at (`focused_lam`, `focused_tau`, `focused_radius`); otherwise the
+        sentence walk, with the best hit handed over as its whole chunk. "chunks" assembles
+        every focused query over chunks, "sentences" walks it like the rest.
         """
         self.lam, self.tau, self.radius = rule_settings("scar-sentences", lam, tau, radius)
         self.extra_hits = hit_offset(extra_hits, "scar-sentences")
