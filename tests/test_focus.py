@@ -100,6 +100,36 @@ def test_focused_units_chunks_assembles_a_focused_query_over_chunks(index: Index
                for s in index.retrieve(QUERY, k=3, focused_units="chunks").spans)
 
 
+def test_explain_says_how_auto_assembled_a_focused_question(index: Index) -> None:
+    """The first row of an explained focused query under `focused_units="auto"` names the
+    branch and how far the named document's best sentence stands out (here from the
+    sentence table by hand), and the spans are that branch's."""
+    import numpy as np
+    from rich.console import Console
+
+    from suture.explain import render_trace
+    from suture.policies.scar_sentences import BEST_HIT_WHOLE, OVER_CHUNKS
+
+    vector = np.asarray(focused_vector(index.embedder.embed_query(QUERY),
+                                       index.embedder.embed_query(QUESTION))).reshape(-1)
+    table = index.sentence_table()
+    rows = table.document_rows["Fiverr.txt"]
+    cosines = table.matrix[rows.start:rows.stop] @ vector
+    standing = (cosines.max() - cosines.mean()) / cosines.std()
+    over_chunks = _spans(index.retrieve(QUERY, k=3, focused_units="chunks"))
+    for line, decision in ((standing + 0.5, OVER_CHUNKS), (standing - 0.5, BEST_HIT_WHOLE)):
+        context = index.retrieve(QUERY, k=3, explain=True, focused_flatness=line)
+        first = context.trace[0]
+        assert first["decision"] == decision
+        assert first["standing"] == pytest.approx(standing, abs=1e-4)
+        assert (_spans(context) == over_chunks) == (decision == OVER_CHUNKS)
+        console = Console(width=250, record=True, color_system=None)
+        console.print(render_trace(context))
+        assert decision in console.export_text()
+    walked = index.retrieve(QUERY, k=3, explain=True, focused_units="sentences").trace
+    assert not {row.get("decision") for row in walked} & {OVER_CHUNKS, BEST_HIT_WHOLE}
+
+
 def _spans(context: Any) -> list[tuple[str, int, int]]:
     return [(s.doc_id, s.start, s.end) for s in context.spans]
 

@@ -34,6 +34,8 @@ HEADERS: dict[str, str] = {
     "first_stage_score": "first score",
     "rerank_rank": "rerank rank",
     "rerank_score": "rerank score",
+    "standing": "best sentence (σ above mean)",
+    "flatness": "flat below",
 }
 
 #: decision -> rich style
@@ -45,6 +47,8 @@ DECISION_STYLES: dict[str, str] = {
     "already a hit": "cyan",
     "not reached": "dim",
     "duplicate (kept better)": "dim yellow",
+    "flat: over chunks": "bold cyan",
+    "stands out: walked, best hit whole": "bold cyan",
 }
 
 _NUMBER_FORMAT = "{:+.3f}"

@@ -52,7 +52,7 @@ more character budgets than `scar` (docs/results.md, "A pre-registered check").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -86,6 +86,9 @@ if TYPE_CHECKING:
 WALK_RULES = ("ratio", "spread")
 #: what a focused query's context is made of (`SentenceScarPolicy`'s `focused_units`)
 FOCUSED_UNITS = ("auto", "chunks", "sentences")
+#: the decisions `focused_units="auto"` records in an explained trace (its first row)
+OVER_CHUNKS = "flat: over chunks"
+BEST_HIT_WHOLE = "stands out: walked, best hit whole"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,22 +191,30 @@ class SentenceScarPolicy(Policy):
                 "builds them"
             )
         if request.focused and self.focused_units == "auto" and request.hits:
-            if self._flat(table, request):
-                return self._focused_chunks.select(request)
-            return _best_hit_whole(self._walk_all(table, request), request.hits[0])
+            standing = self._standing(table, request)
+            flat = standing < self.focused_flatness
+            result = (self._focused_chunks.select(request) if flat else
+                      _best_hit_whole(self._walk_all(table, request), request.hits[0]))
+            if not request.explain:
+                return result
+            decision = {"decision": OVER_CHUNKS if flat else BEST_HIT_WHOLE,
+                        "standing": standing, "flatness": self.focused_flatness}
+            return replace(result, trace=[decision, *result.trace])
         return self._walk_all(table, request)
 
-    def _flat(self, table: SentenceTable, request: PolicyRequest) -> bool:
-        """Whether no sentence of the focused query's document stands out: its best is
-        fewer than `focused_flatness` standard deviations above the document's mean."""
+    def _standing(self, table: SentenceTable, request: PolicyRequest) -> float:
+        """How far the focused query's best sentence in its document stands above the
+        document's mean similarity, in standard deviations (inf: one sentence, or all
+        alike); below `focused_flatness` no sentence stands out."""
         rows = table.document_rows.get(request.hits[0].chunk.doc_id)
         if rows is None or rows.stop - rows.start < 2:
-            return False
+            return math.inf
         query = np.asarray(request.query_vector, dtype=np.float32).reshape(-1)
         cosines = table.matrix[rows.start:rows.stop] @ query
         spread = float(np.std(cosines))
-        return spread > 0 and (float(cosines.max()) - float(cosines.mean())) < (
-            self.focused_flatness * spread)
+        if spread <= 0:
+            return math.inf
+        return (float(cosines.max()) - float(cosines.mean())) / spread
 
     def _walk_all(self, table: SentenceTable, request: PolicyRequest) -> PolicyResult:
         """Every hit's best sentence and what its walks keep (the module docstring)."""
