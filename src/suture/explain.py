@@ -34,7 +34,7 @@ HEADERS: dict[str, str] = {
     "first_stage_score": "first score",
     "rerank_rank": "rerank rank",
     "rerank_score": "rerank score",
-    "standing": "best sentence (σ above mean)",
+    "standing": "stands out (σ)",
     "flatness": "flat below",
 }
 
