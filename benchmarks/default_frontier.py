@@ -92,29 +92,35 @@ def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
                         retriever: str | None = None,
                         rules: tuple[str, ...] = ("ratio",),
                         focused_units: tuple[str, ...] = (DEFAULT_FOCUSED_UNITS,),
-                        flatness: tuple[float, ...] = ()) -> list[PolicySpec]:
+                        flatness: tuple[float, ...] = (),
+                        fusions: tuple[str, ...] = ()) -> list[PolicySpec]:
     """`scar-sentences` at every (λ, τ, r), walk rule and focused units (with "auto", at
     each `flatness`, or the policy's own without): r counts sentences; a label names its
     rule where it is not SCAR's ratio and its focused units where they are not the
-    default's ("scar-sentences(0,3,6,spread,focused=chunks)", "...,focused=auto:2.2)")."""
+    default's ("scar-sentences(0,3,6,spread,focused=chunks)", "...,focused=auto:2.2)").
+    With `fusions`, each setting once per `dense-sentences` fusion, named in the label
+    ("...,fusion=mean)"; the first stage is then `dense-sentences` whatever `retriever`)."""
     at = f"@{retriever}" if retriever else ""
     variants: list[tuple[str, float | None]] = [
         (units, flat) for units in focused_units
         for flat in (flatness or (None,) if units == "auto" else (None,))]
     specs = []
-    for (units, flat), rule, r, lam, tau in itertools.product(variants, rules, radii, lams, taus):
+    for fusion, (units, flat), rule, r, lam, tau in itertools.product(
+            fusions or (None,), variants, rules, radii, lams, taus):
         focused = {} if units == DEFAULT_FOCUSED_UNITS else {"focused_units": units}
         if flat is not None:
             focused["focused_flatness"] = flat
         named = "" if units == DEFAULT_FOCUSED_UNITS and flat is None else (
             f",focused={units}" + ("" if flat is None else f":{flat:g}"))
+        fused = "" if fusion is None else f",fusion={fusion}"
         specs.append(PolicySpec(
             "scar-sentences",
             {"lam": lam, "tau": tau, "radius": r,
              **({"rule": rule} if rule != "ratio" else {}), **focused},
             label=f"scar-sentences({lam:g},{tau:g},{r}"
-                  f"{'' if rule == 'ratio' else ',' + rule}{named}){at}",
-            retriever=retriever))
+                  f"{'' if rule == 'ratio' else ',' + rule}{named}{fused}){at}",
+            retriever="dense-sentences" if fusion else retriever,
+            retriever_options={"fusion": fusion} if fusion else {}))
     return specs
 
 
@@ -162,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentence-focused-flatness", default="",
                         help="with focused units auto: the focused_flatness values to run, "
                              "comma-separated (default: the policy's own)")
+    parser.add_argument("--sentence-fusion", default="",
+                        help="dense-sentences fusions to run the scar-sentences grid with, "
+                             "comma-separated (max, mean); empty: the retriever's default")
     parser.add_argument("--no-scar-grid", action="store_true",
                         help="run window, window2 and scar's default only (no scar grid)")
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
@@ -190,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                                                tuple(args.sentence_rule.split(",")),
                                                tuple(args.sentence_focused_units.split(",")),
                                                tuple(numbers(args.sentence_focused_flatness,
-                                                             float)))]]
+                                                             float)),
+                                               tuple(numbers(args.sentence_fusion, str)))]]
     for spec in specs:
         summaries = [evaluator.run(spec, k).summary()["all"] for k in ks]
         curves[spec.label] = [(s["characters"], s[metric]) for s in summaries]

@@ -370,9 +370,22 @@ class Index:
         chosen = dict(options or {})
         key = (name, repr(sorted(chosen.items())))
         if key not in self._retrievers:
-            self._retrievers[key] = get_retriever(
-                name, self.store, embedder=lambda: self.embedder, **chosen)
+            made = get_retriever(name, self.store, embedder=lambda: self.embedder, **chosen)
+            self._share_sentences(made)
+            self._retrievers[key] = made
         return self._retrievers[key]
+
+    def _share_sentences(self, made: Retriever) -> None:
+        """A `dense-sentences` retriever of other options reads the sentence vectors the
+        index already holds (one copy in memory, one embedding of each sentence)."""
+        from suture.retrievers.sentences import SentenceRetriever
+
+        if not isinstance(made, SentenceRetriever):
+            return
+        held = next((r for r in self._retrievers.values()
+                     if isinstance(r, SentenceRetriever)), None)
+        if held is not None:
+            made.share_sentences(held)
 
     def _embed_sentences(self, report: IndexReport, *,
                          show_progress: bool | ProgressFactory) -> None:

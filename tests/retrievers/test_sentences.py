@@ -16,6 +16,7 @@ import pytest
 from suture import Index
 from suture.chunking.contextual import embedding_text
 from suture.chunking.sentences import split_sentences
+from suture.exceptions import ConfigurationError
 from suture.retrievers.sentences import SENTENCES_PREFIX, DocumentSentences, SentenceRetriever
 
 DOCS = {
@@ -72,12 +73,14 @@ def sentences_retriever(index: Index) -> SentenceRetriever:
     return retriever
 
 
-def reference_ranking(index: Index, question: str, k: int) -> list[tuple[str, float]]:
-    """max(chunk cosine, best sentence cosine) over every chunk, each sentence embedded
-    on its own, sorted as the retriever sorts (score, then document and position)."""
+def reference_ranking(index: Index, question: str, k: int, fusion: str = "max",
+                      doc_ids: set[str] | None = None) -> list[tuple[str, float]]:
+    """max (or the mean) of chunk cosine and best sentence cosine over every chunk (of
+    `doc_ids`), each sentence embedded on its own, sorted as the retriever sorts (score,
+    then document and position); a chunk without a sentence fuses its cosine with itself."""
     store = index.store
     query = index.embedder.embed_query(question)
-    chunks = list(store.iter_chunks())
+    chunks = [c for c in store.iter_chunks() if doc_ids is None or c.doc_id in doc_ids]
     chunk_vectors = store.vectors([c.chunk_id for c in chunks])
     best: dict[str, float] = {}
     for summary in store.documents_summary():
@@ -92,7 +95,10 @@ def reference_ranking(index: Index, question: str, k: int) -> list[tuple[str, fl
             text = embedding_text(replace(holder, text=sentence), document.title)
             cosine = float(index.embedder.embed_documents([text])[0] @ query)
             best[holder.chunk_id] = max(best.get(holder.chunk_id, -math.inf), cosine)
-    fused = [(max(float(v @ query), best.get(c.chunk_id, -1.0)), c)
+    def fuse(cosine: float, sentence: float) -> float:
+        return max(cosine, sentence) if fusion == "max" else (cosine + sentence) / 2
+
+    fused = [(fuse(float(v @ query), best.get(c.chunk_id, float(v @ query))), c)
              for c, v in zip(chunks, chunk_vectors, strict=True)]
     fused.sort(key=lambda item: (-item[0], item[1].doc_id, item[1].position))
     return [(c.chunk_id, score) for score, c in fused[:k]]
@@ -108,6 +114,65 @@ def test_fused_top_k_matches_a_brute_force_reference(index: Index, k: int) -> No
         for hit, (_, score) in zip(hits, expected, strict=True):
             assert math.isclose(hit.score, score, rel_tol=1e-5, abs_tol=1e-6)
             assert hit.score == max(hit.scores["dense"], hit.scores["sentence"])
+
+
+@pytest.fixture
+def fine_index(tmp_path: Path) -> Index:
+    """Chunks of 80 characters: more chunks than a small k, and some hold no sentence."""
+    return Index.build(write_docs(tmp_path / "docs", {**DOCS, EXTRA[0]: EXTRA[1]}),
+                       tmp_path / "idx", embedder="hashing", chunk_size=80, chunk_overlap=0)
+
+
+@pytest.mark.parametrize("fusion", ["max", "mean"])
+@pytest.mark.parametrize("scoped", [False, True])
+def test_each_fusion_finds_the_brute_force_top_k_without_scoring_every_chunk(
+    fine_index: Index, fusion: str, scoped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    option = "scoped_fusion" if scoped else "fusion"
+    retriever = fine_index.retriever("dense-sentences", {option: fusion})
+    assert isinstance(retriever, SentenceRetriever)
+    assert retriever.table().sentenceless_chunks  # the fallback of such chunks is exercised
+    searched: list[int] = []
+    search = fine_index.store.search
+
+    def counted(vector: object, n: int, **kwargs: object) -> object:
+        searched.append(n)
+        return search(vector, n, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fine_index.store, "search", counted)
+    doc_ids = set(DOCS) if scoped else None
+    total = sum(1 for c in fine_index.store.iter_chunks() if doc_ids is None or c.doc_id in doc_ids)
+    for k in (1, 2, 5):
+        for question in [*QUESTIONS, "termination fee"]:
+            searched.clear()
+            hits = retriever.retrieve(question, fine_index.embedder.embed_query(question), k,
+                                      doc_ids=doc_ids)
+            expected = reference_ranking(fine_index, question, k, fusion, doc_ids)
+            for hit, (_, score) in zip(hits, expected, strict=True):
+                assert math.isclose(hit.score, score, rel_tol=1e-5, abs_tol=1e-6)
+            # chunks tied with the k-th score may be any of the tied ones (the hashing
+            # embedder ties unrelated texts at 0); those above it are these
+            above = [c for c, score in expected if score > expected[-1][1] + 1e-6]
+            assert [h.chunk.chunk_id for h in hits[:len(above)]] == above, (k, question)
+            if fusion == "max":
+                assert searched == [k]  # the bound holds at once
+            elif k == 1:
+                assert max(searched) < total, question  # stopped before scoring everything
+
+
+def test_a_fusion_that_does_not_exist_is_named_with_the_choices(index: Index) -> None:
+    with pytest.raises(ConfigurationError, match=r"fusion='median'.*\['max', 'mean'\]"):
+        index.retriever("dense-sentences", {"fusion": "median"})
+
+
+def test_retrievers_of_other_fusions_share_one_copy_of_the_sentence_vectors(
+        index: Index) -> None:
+    default = sentences_retriever(index)
+    table = default.table()
+    other = index.retriever("dense-sentences", {"fusion": "mean"})
+    assert isinstance(other, SentenceRetriever) and other is not default
+    assert other.table() is table
+    assert other.built_documents == default.built_documents == len(DOCS)
 
 
 def test_some_hit_is_reached_through_its_sentence(index: Index) -> None:

@@ -173,6 +173,7 @@ class Evaluator:
                 query_vector=vector,
                 max_tokens=self.max_tokens,
                 retriever=spec.retriever,
+                retriever_options=dict(spec.retriever_options) or None,
                 focus=self.focus,
                 **dict(spec.params),
             )
@@ -313,8 +314,11 @@ class Evaluator:
         from suture.policies import policy_needs_sentences
 
         policies = [spec for spec in specs if isinstance(spec, PolicySpec)]
-        for name in dict.fromkeys(spec.retriever for spec in policies):
-            self.index.retriever(name).prepare(show_progress=self.show_progress)
+        first_stages = {(spec.retriever, repr(sorted(spec.retriever_options.items()))): spec
+                        for spec in policies}
+        for spec in first_stages.values():
+            self.index.retriever(spec.retriever, dict(spec.retriever_options) or None).prepare(
+                show_progress=self.show_progress)
         if any(policy_needs_sentences(spec.name) for spec in policies):
             self.index.sentence_table(show_progress=self.show_progress)
 

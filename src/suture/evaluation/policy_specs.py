@@ -17,20 +17,28 @@ class PolicySpec:
     """A registered policy with parameters, under a label ("scar", or "scar[lam=0]").
 
     `retriever` names the first-stage retriever the policy expands from (`dense`,
-    `lexical`, `hybrid`); None uses the index's default. A spec with a retriever gets
-    the label suffix "@<retriever>" unless a label is given.
+    `lexical`, `hybrid`); None uses the index's default. `retriever_options` set that
+    retriever's options (e.g. `dense-sentences`' fusion) and need `retriever`. A spec
+    with a retriever gets the label suffix "@<retriever>" (with options,
+    "@<retriever>[option=value]") unless a label is given.
     """
 
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""
     retriever: str | None = None
+    retriever_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.retriever_options and not self.retriever:
+            raise ConfigurationError(
+                f"retriever options {dict(self.retriever_options)} for policy {self.name!r} "
+                "name no retriever; give the retriever they belong to as well"
+            )
         if not self.label:
             label = default_label(self.name, self.params)
             if self.retriever:
-                label += f"@{self.retriever}"
+                label += f"@{default_label(self.retriever, self.retriever_options)}"
             object.__setattr__(self, "label", label)
 
     def effective_params(self) -> dict[str, Any]:

@@ -188,8 +188,9 @@ def _describe_spec(spec: PolicySpec | PeerSpec, index_retriever: str) -> dict[st
     if isinstance(spec, PeerSpec):
         return {"name": spec.name, "params": spec.effective_params(), "peer": True,
                 "retriever": "peer"}
+    options = {"retriever_options": dict(spec.retriever_options)} if spec.retriever_options else {}
     return {"name": spec.name, "params": spec.effective_params(),
-            "retriever": spec.retriever or index_retriever}
+            "retriever": spec.retriever or index_retriever, **options}
 
 
 def _safe(label: str) -> str:

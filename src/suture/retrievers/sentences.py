@@ -1,10 +1,19 @@
 """Dense retrieval over chunk vectors and sentence vectors (`dense-sentences`).
 
-A chunk scores the better of its own cosine and the cosine of its best sentence:
-`score(c) = max(cos(q, e_c), max_{s in c} cos(q, e_s))`. One 600-character vector
-averages several sentences, so in uniform prose (a privacy policy, a contract's
-boilerplate) the one sentence that answers is diluted; its own vector is not
-(docs/results.md, "Peers": the sentence-hits probe and the `dense-sentences` rows).
+A chunk's score fuses its own cosine with the cosine of its best sentence,
+`s(c) = max_{s in c} cos(q, e_s)`. One 600-character vector averages several sentences,
+so in uniform prose (a privacy policy, a contract's boilerplate) the one sentence that
+answers is diluted; its own vector is not (docs/results.md, "Peers": the sentence-hits
+probe and the `dense-sentences` rows). Two fusions (`Fusion`):
+
+- `max`: `max(cos(q, e_c), s(c))`, the chunk the better of its two readings;
+- `mean`: `(cos(q, e_c) + s(c)) / 2`, a chunk that matches as a whole *and* holds a
+  matching sentence ahead of one that only holds a matching sentence.
+
+`fusion` applies to searches over the whole index, `scoped_fusion` to searches kept to
+named documents (a focused query, `suture.focus`); docs/results.md, "s19", says how each
+default was chosen. A chunk without a sentence of its own (its text is the part of a
+long sentence whose middle lies in the next chunk) fuses its own cosine with itself.
 
 Each sentence (`split_sentences`) belongs to the chunk that holds its middle character
 and is embedded as that chunk is, with the document title and the chunk's section path
@@ -19,10 +28,12 @@ the index is built with this retriever as its default (`Index.add` prepares the
 default retriever), or at the first query after a change. A blob that cannot be
 written (a read-only index) is kept in memory.
 
-The fused top k is exact: a chunk in it is either among the k best by its own cosine
-(the store's search) or among the k best by its best sentence (a scan of the sentence
-matrix in memory: n_sentences x d float32, about 2.5 sentences per 600-character
-chunk).
+The fused top k is exact, found as a threshold algorithm does (Fagin et al.): the n best
+chunks by their own cosine (the store's search) and the n best by their best sentence (a
+scan of the sentence matrix in memory: n_sentences x d float32, about 2.5 sentences per
+600-character chunk), each scored in full; no chunk outside both lists can score above
+the fusion of the two lists' n-th scores, so once the k-th best candidate reaches that
+bound the top k is final, and else n doubles. With `max` the bound holds at n = k.
 """
 
 from __future__ import annotations
@@ -33,7 +44,8 @@ import json
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from functools import cached_property
 
 import numpy as np
@@ -54,6 +66,27 @@ SENTENCES_PREFIX = "sentences/"
 _FORMAT = 1
 
 Ints = npt.NDArray[np.int64]
+
+
+class Fusion(StrEnum):
+    """How a chunk's own cosine and its best sentence's cosine become its score."""
+
+    MAX = "max"
+    MEAN = "mean"
+
+    def fuse(self, cosine: float, sentence: float) -> float:
+        return max(cosine, sentence) if self is Fusion.MAX else (cosine + sentence) / 2
+
+
+def _fusion(option: str, value: str) -> Fusion:
+    try:
+        return Fusion(value)
+    except ValueError:
+        raise ConfigurationError(
+            f"dense-sentences {option}={value!r} is not a fusion; choose one of "
+            f"{[f.value for f in Fusion]} (e.g. `suture index --retriever dense-sentences "
+            f"--retriever-param {option}=max`)"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +140,8 @@ class SentenceTable:
     row_groups: Ints
     #: document id -> its rows (a document's sentences are consecutive)
     document_rows: Mapping[str, range]
+    #: whether some stored chunk holds no sentence (so is in no group)
+    sentenceless_chunks: bool = False
 
     def best_per_chunk(self, query: Vectors, doc_ids: Collection[str] | None = None
                        ) -> npt.NDArray[np.float32]:
@@ -172,22 +207,44 @@ def sentence_texts(document_title: str, text: str, chunks: Sequence[Chunk],
     return placed, texts
 
 
+@dataclass(slots=True)
+class _SentenceCache:
+    """The loaded sentence blobs and the current table: one per index, shared by its
+    `dense-sentences` retrievers of different options (`share_sentences`)."""
+
+    documents: dict[str, DocumentSentences] = field(default_factory=dict)
+    table: SentenceTable | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: documents whose sentences were embedded (not loaded) through this cache
+    built_documents: int = 0
+
+
 class SentenceRetriever(Retriever):
-    """Top k chunks by max(own cosine, best sentence cosine)."""
+    """Top k chunks by their own cosine fused with their best sentence's."""
 
     name = "dense-sentences"
     needs_embedder = True
 
     def __init__(self, store: Store, *, embedder: Callable[[], Embedder] | None = None,
-                 persist: bool = True) -> None:
+                 persist: bool = True, fusion: str = Fusion.MAX.value,
+                 scoped_fusion: str = Fusion.MAX.value) -> None:
         super().__init__(store)
         self._embedder = embedder
         self.persist = persist
-        self._documents: dict[str, DocumentSentences] = {}
-        self._table: SentenceTable | None = None
-        self._lock = threading.Lock()
-        #: documents whose sentences were embedded (not loaded) by this retriever
-        self.built_documents = 0
+        self.fusion = _fusion("fusion", fusion)
+        self.scoped_fusion = _fusion("scoped_fusion", scoped_fusion)
+        self._cache = _SentenceCache()
+
+    def share_sentences(self, other: SentenceRetriever) -> None:
+        """Read and build sentence vectors through `other`'s cache (same store)."""
+        if other.store is not self.store:
+            raise ValueError("sentence vectors are shared only between retrievers of one store")
+        self._cache = other._cache
+
+    @property
+    def built_documents(self) -> int:
+        """Documents whose sentences were embedded (not loaded), through this cache."""
+        return self._cache.built_documents
 
     # -- derived data ---------------------------------------------------------------
     @cached_property
@@ -211,7 +268,8 @@ class SentenceRetriever(Retriever):
         return self._embedder()
 
     def _document(self, summary: DocumentSummary) -> DocumentSentences:
-        found = self._documents.get(summary.content_hash)
+        cache = self._cache
+        found = cache.documents.get(summary.content_hash)
         if found is not None:
             return found
         dimension = self.store.manifest.dimension
@@ -220,12 +278,12 @@ class SentenceRetriever(Retriever):
         loaded = None if data is None else DocumentSentences.from_bytes(data, dimension)
         if loaded is None:
             loaded = self._embed_document(summary, dimension)
-            self.built_documents += 1
+            cache.built_documents += 1
             if self.persist:
                 # a read-only index still works: the vectors live in memory
                 with suppress(OSError):
                     self.store.derived.write(key, loaded.to_bytes())
-        self._documents[summary.content_hash] = loaded
+        cache.documents[summary.content_hash] = loaded
         return loaded
 
     def _embed_document(self, summary: DocumentSummary, dimension: int) -> DocumentSentences:
@@ -242,13 +300,14 @@ class SentenceRetriever(Retriever):
     def table(self, show_progress: bool | ProgressFactory = False) -> SentenceTable:
         """The sentence table for the store's current generation (loaded or built); the
         progress bar (`suture.progress`) counts documents, stage "sentence vectors"."""
-        current = self._table
+        cache = self._cache
+        current = cache.table
         if current is not None and current.generation == self.store.generation:
             return current
-        with self._lock:
+        with cache.lock:
             generation = self.store.generation  # read before the documents: see lexical
-            if self._table is not None and self._table.generation == generation:
-                return self._table
+            if cache.table is not None and cache.table.generation == generation:
+                return cache.table
             summaries = self.store.documents_summary()
             bar = progress_bar(show_progress, desc="sentence vectors", unit="doc")
             if bar is not None:
@@ -277,12 +336,12 @@ class SentenceRetriever(Retriever):
                 if bar is not None:
                     bar.close()
             live = {s.content_hash for s in summaries}
-            self._documents = {h: d for h, d in self._documents.items() if h in live}
+            cache.documents = {h: d for h, d in cache.documents.items() if h in live}
             dimension = self.store.manifest.dimension
             starts_array = np.array(group_starts, dtype=np.int64)
             row_groups = np.zeros(offset, dtype=np.int64)
             row_groups[starts_array[1:]] = 1  # a new group begins at each later start
-            self._table = SentenceTable(
+            cache.table = SentenceTable(
                 generation=generation,
                 chunk_ids=tuple(chunk_ids),
                 group_starts=starts_array,
@@ -293,8 +352,9 @@ class SentenceRetriever(Retriever):
                 ends=_joined([p.ends for p in parts]),
                 row_groups=np.cumsum(row_groups),
                 document_rows=document_rows,
+                sentenceless_chunks=sum(s.chunks for s in summaries) > len(chunk_ids),
             )
-            return self._table
+            return cache.table
 
     def prepare(self, show_progress: bool = False) -> None:
         """Embed the sentences of every document that has none yet (e.g. after indexing),
@@ -312,26 +372,63 @@ class SentenceRetriever(Retriever):
     # -- retrieval ------------------------------------------------------------------
     def retrieve(self, query: str, query_vector: Vectors, k: int,
                  doc_ids: Collection[str] | None = None) -> list[Hit]:
+        if k < 1:
+            return []
+        fusion = self.fusion if doc_ids is None else self.scoped_fusion
         table = self.table()
-        found = {s.chunk.chunk_id: (s.chunk, s.score)
-                 for s in self.store.search(query_vector, k, doc_ids=doc_ids)}
-        best = table.best_per_chunk(query_vector, doc_ids)
+        vector = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+        best = table.best_per_chunk(vector, doc_ids)
         groups = np.arange(len(best)) if doc_ids is None else np.flatnonzero(np.isfinite(best))
-        top = (groups[np.argpartition(-best[groups], k - 1)[:k]] if len(groups) > k
-               else groups)
-        missing = [table.chunk_ids[i] for i in top if table.chunk_ids[i] not in found]
-        if missing:  # one fetch of the chunks and their vectors
-            chunks, vectors = self.store.neighbours(
-                [(doc_id, position, position) for doc_id, position in map(split_chunk_id, missing)])
-            cosines = vectors @ np.asarray(query_vector, dtype=np.float32).reshape(-1)
-            for chunk, cosine in zip(chunks, cosines, strict=True):
-                found[chunk.chunk_id] = (chunk, float(cosine))
+        found: dict[str, tuple[Chunk, float]] = {}
+        n = k
+        while True:
+            by_chunk = self.store.search(vector, n, doc_ids=doc_ids)
+            found.update((s.chunk.chunk_id, (s.chunk, s.score)) for s in by_chunk)
+            by_sentence = (groups[np.argpartition(-best[groups], n - 1)[:n]]
+                           if len(groups) > n else groups)
+            self._fetch(found, [table.chunk_ids[i] for i in by_sentence], vector)
+            hits = self._fused(found, table, best, fusion)
+            if len(by_chunk) < n:  # every chunk in scope is found
+                return hits[:k]
+            sentence_last = float(best[by_sentence].min()) if len(groups) > n else -np.inf
+            bound = _unseen_bound(fusion, by_chunk[-1].score, sentence_last,
+                                  table.sentenceless_chunks)
+            if len(hits) >= k and hits[k - 1].score >= bound:
+                return hits[:k]
+            n *= 2
+
+    def _fetch(self, found: dict[str, tuple[Chunk, float]], chunk_ids: Sequence[str],
+               vector: Vectors) -> None:
+        """Add the chunks of `chunk_ids` not in `found`, with their cosines (one fetch)."""
+        missing = [chunk_id for chunk_id in chunk_ids if chunk_id not in found]
+        if not missing:
+            return
+        chunks, vectors = self.store.neighbours(
+            [(doc_id, position, position) for doc_id, position in map(split_chunk_id, missing)])
+        for chunk, cosine in zip(chunks, vectors @ vector, strict=True):
+            found[chunk.chunk_id] = (chunk, float(cosine))
+
+    def _fused(self, found: Mapping[str, tuple[Chunk, float]], table: SentenceTable,
+               best: npt.NDArray[np.float32], fusion: Fusion) -> list[Hit]:
+        """Every found chunk as a hit with its fused score, best first."""
         hits = []
         for chunk_id, (chunk, cosine) in found.items():
             group = table.group_of.get(chunk_id)
-            sentence = float(best[group]) if group is not None else -1.0
-            fused = max(cosine, sentence)
+            sentence = float(best[group]) if group is not None else None
+            fused = fusion.fuse(cosine, cosine if sentence is None else sentence)
             hits.append(Hit(chunk=chunk, score=fused, retriever=self.name,
-                            scores={"dense": cosine, "sentence": sentence, self.name: fused}))
+                            scores={"dense": cosine,
+                                    "sentence": -1.0 if sentence is None else sentence,
+                                    self.name: fused}))
         hits.sort(key=lambda h: (-h.score, h.chunk.doc_id, h.chunk.position))
-        return hits[:k]
+        return hits
+
+
+def _unseen_bound(fusion: Fusion, chunk_last: float, sentence_last: float,
+                  sentenceless_chunks: bool) -> float:
+    """The highest fused score a chunk in neither list can have: its own cosine is at
+    most the chunk list's last, its best sentence at most the sentence list's last (−inf
+    when that list holds every chunk with sentences); a chunk without sentences fuses its
+    cosine with itself."""
+    bound = fusion.fuse(chunk_last, sentence_last)
+    return max(bound, chunk_last) if sentenceless_chunks else bound
