@@ -35,7 +35,12 @@ from suture.policies import DEFAULT_POLICY, Policy, get_policy, policy_needs_sen
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
 from suture.progress import ProgressFactory
-from suture.retrievers import Retriever, RetrieverName, get_retriever
+from suture.retrievers import (
+    Retriever,
+    RetrieverName,
+    check_retriever_options,
+    get_retriever,
+)
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import POLICY_RETRIEVER, DocumentSummary, Manifest
 from suture.textfile import is_blank
@@ -119,8 +124,8 @@ class Index:
         than `max_file_size` (bytes, "500MB"; "auto", the default: larger than the memory
         available can index; None: no limit) is skipped with a reason before it is read.
         """
-        if retriever is not None:
-            lookup("retriever", RetrieverName, retriever)  # fail before any work
+        if retriever is not None:  # fail before any work
+            check_retriever_options(retriever, retriever_options or {})
         if ray is not None:
             from suture.distributed import require_ray
 
@@ -628,8 +633,10 @@ class Index:
 
     def with_manifest(self, **changes: Any) -> None:
         """Persist manifest changes (e.g. the default retriever and its options)."""
-        if "retriever" in changes:
-            lookup("retriever", RetrieverName, str(changes["retriever"]))
+        if "retriever" in changes or "retriever_options" in changes:
+            check_retriever_options(str(changes.get("retriever", self.manifest.retriever)),
+                                    changes.get("retriever_options",
+                                                self.manifest.retriever_options))
         self.store.update_manifest(replace(self.manifest, **changes))
         self._retrievers.clear()
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from suture import Index
 from tests.cli.conftest import suture
 
 
@@ -384,6 +385,34 @@ def test_retriever_option_chooses_the_first_stage(rfc_hashing_index: Path) -> No
     assert "SYN-RECEIVED" in lexical["spans"][0]["text"]
     bad = suture(*args, "--retriever", "nope")
     assert bad.returncode == 2 and "unknown retriever 'nope'" in bad.stderr
+
+
+def test_a_retriever_option_is_checked_before_indexing_and_kept_by_the_index(
+        docs: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    base = ["index", docs, "--index", idx, "--embedder", "hashing", "-q",
+            "--retriever", "dense-sentences"]
+    bad = suture(*base, "--retriever-param", "fusion=median")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "fusion='median' is not a fusion; choose one of ['max', 'mean']" in bad.stderr
+    unknown = suture(*base, "--retriever-param", "fusoin=mean")
+    assert unknown.returncode == 2
+    assert "has no option 'fusoin'; it takes persist, fusion, scoped_fusion" in unknown.stderr
+    assert not idx.exists()  # refused before anything was written
+    assert suture(*base, "--retriever-param", "fusion=mean").returncode == 0
+    info = json.loads(suture("info", "--index", idx, "--json").stdout)
+    assert info["retriever_options"] == {"fusion": "mean"}
+    question = "How is a connection closed?"
+    hits = json.loads(suture("query", question, "--index", idx, "--policy", "topk", "--k", "3",
+                             "--json").stdout)["hits"]
+    index = Index.open(idx)
+    vector = index.embedder.embed_query(question)
+    for hit in hits:
+        scores = hit["scores"]
+        assert hit["retriever"] == "dense-sentences"
+        assert abs(hit["score"] - (scores["dense"] + scores["sentence"]) / 2) < 1e-6
+    expected = index.retriever("dense-sentences", {"fusion": "mean"}).retrieve(question, vector, 3)
+    assert [h["chunk_id"] for h in hits] == [h.chunk.chunk_id for h in expected]
 
 
 def test_files_over_the_size_limit_are_skipped_with_a_reason(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from default_frontier import grid_specs, judge, reach
+from default_frontier import grid_specs, judge, reach, sentence_grid_specs
 
 CURVES = {
     "suture": [(1000.0, 0.2), (3000.0, 0.5)],
@@ -44,3 +44,14 @@ def test_links_run_the_scar_grid_again_with_logical_neighbours() -> None:
     assert [spec.label for spec in extra] == ["scar(0.5,0.3,1,links=all)@dense"]
     assert extra[0].params == {"lam": 0.5, "tau": 0.3, "radius": 1, "links": "all"}
     assert extra[0].retriever == "dense"
+
+
+def test_sentence_fusions_run_each_setting_on_dense_sentences_with_that_option() -> None:
+    specs = sentence_grid_specs([0.0], [0.9], [12], fusions=("max", "mean"))
+    assert [spec.label for spec in specs] == ["scar-sentences(0,0.9,12,fusion=max)",
+                                              "scar-sentences(0,0.9,12,fusion=mean)"]
+    assert [dict(spec.retriever_options) for spec in specs] == [{"fusion": "max"},
+                                                                {"fusion": "mean"}]
+    assert {spec.retriever for spec in specs} == {"dense-sentences"}
+    assert [spec.label for spec in sentence_grid_specs([0.0], [0.9], [12])] == [
+        "scar-sentences(0,0.9,12)"]  # without fusions: the retriever's default, unnamed

@@ -131,6 +131,26 @@ def test_evaluator_call_and_query_vectors_reused(privacy_index: Any, privacy: Be
     assert window["chunks"] >= topk["chunks"]
 
 
+def test_a_spec_runs_its_first_stage_with_the_options_it_carries(
+        privacy_index: Any, privacy: Benchmark) -> None:
+    """Retriever options reach the first stage (each query's chunks are those the index
+    returns with the same options), name the label, and need a retriever."""
+    evaluator = Evaluator(privacy_index, privacy.subset(8), show_progress=False, focus=False)
+    runs = {}
+    for fusion in ("max", "mean"):
+        spec = PolicySpec("topk", retriever="dense-sentences",
+                          retriever_options={"fusion": fusion})
+        assert spec.label == f"topk@dense-sentences[fusion={fusion}]"
+        runs[fusion] = {r.query_id: r.chunk_ids for r in evaluator.run(spec, 5).records}
+        for query in privacy.subset(8).queries:
+            context = privacy_index.retrieve(query.text, "topk", 5, retriever="dense-sentences",
+                                             retriever_options={"fusion": fusion}, focus=False)
+            assert set(runs[fusion][query.query_id]) == {h.chunk.chunk_id for h in context.hits}
+    assert runs["max"] != runs["mean"]  # the option changed what was retrieved
+    with pytest.raises(ConfigurationError, match="name no retriever"):
+        PolicySpec("topk", retriever_options={"fusion": "mean"})
+
+
 def test_parse_policy_specs() -> None:
     specs = parse_policy_specs("topk, scar", ["scar.lam=0", "scar.penalty_against=previous"],
                                '{"scar": {"tau": 0.3, "lam": 0.9}}')

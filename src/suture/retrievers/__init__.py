@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -42,6 +43,24 @@ def retriever_names() -> list[str]:
     return [r.value for r in RetrieverName]
 
 
+def check_retriever_options(name: str, options: Mapping[str, Any]) -> None:
+    """Raise, naming the problem and the choices, unless retriever `name` takes these
+    options: checked before an index is built or its manifest changed, so a bad option
+    never reaches a stored index."""
+    key = lookup("retriever", RetrieverName, name)
+    module_name, class_name, _ = _REGISTRY[key]
+    cls = load_class(module_name, class_name)
+    accepted = [p for p in inspect.signature(cls.__init__).parameters
+                if p not in ("self", "store", "embedder")]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ConfigurationError(
+            f"retriever {name!r} has no option {', '.join(map(repr, unknown))}; it takes "
+            f"{', '.join(accepted) or 'none'}"
+        )
+    cls.check_options(options)
+
+
 def get_retriever(name: str, store: Store, *, embedder: Callable[[], Embedder] | None = None,
                   **options: Any) -> Retriever:
     """Instantiate a retriever over `store` by registry name with its options.
@@ -66,4 +85,11 @@ def get_retriever(name: str, store: Store, *, embedder: Callable[[], Embedder] |
     return retriever
 
 
-__all__ = ["DEFAULT_RETRIEVER", "Retriever", "RetrieverName", "get_retriever", "retriever_names"]
+__all__ = [
+    "DEFAULT_RETRIEVER",
+    "Retriever",
+    "RetrieverName",
+    "check_retriever_options",
+    "get_retriever",
+    "retriever_names",
+]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from suture.embedders.base import Vectors
 from suture.stores.base import Store
@@ -20,6 +21,12 @@ class Retriever(ABC):
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Raise `ConfigurationError` for option values this retriever refuses, before a
+        store exists (`check_retriever_options` has checked the names)."""
+        return None
 
     @abstractmethod
     def retrieve(self, query: str, query_vector: Vectors, k: int,

@@ -47,6 +47,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -234,6 +235,12 @@ class SentenceRetriever(Retriever):
         self.fusion = _fusion("fusion", fusion)
         self.scoped_fusion = _fusion("scoped_fusion", scoped_fusion)
         self._cache = _SentenceCache()
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        for option in ("fusion", "scoped_fusion"):
+            if option in options:
+                _fusion(option, str(options[option]))
 
     def share_sentences(self, other: SentenceRetriever) -> None:
         """Read and build sentence vectors through `other`'s cache (same store)."""
