@@ -1,0 +1,72 @@
+"""What each `dense-sentences` fusion costs per query: the exact fused top k from the
+query vector (embedding excluded), `max` and `mean` in alternating order, median over
+repeats of a pass over the benchmark's questions, with the store searches each took.
+
+`max` needs one search of k; `mean` doubles its pool until no unseen chunk can outscore
+the k-th (`suture.retrievers.sentences`), so it pays one search or more.
+
+    python benchmarks/bench_sentence_fusion.py --index out/s19/idx-hotpotqa_q101-150 \\
+        --benchmark out/s19/hotpotqa_q101-150.jsonl \\
+        --corpus out/s19/eval-hotpotqa_q101-150-peers/hotpotqa_paragraphs --k 5,20
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from default_frontier import load  # this folder's: the benchmarks as the frontier reads them
+
+from suture.index import Index
+from suture.retrievers.sentences import Fusion
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--index", type=Path, required=True)
+    parser.add_argument("--benchmark", type=Path, required=True)
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--k", default="5,20")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    benchmark = load(args.benchmark, args.corpus, args.limit)
+    index = Index.open(args.index)
+    questions = [q.text for q in benchmark.queries]
+    vectors = index.embed_queries(questions)
+    store = index.store
+    searched: list[int] = []
+    search = store.search
+
+    def counted(vector: Any, n: int, **options: Any) -> Any:
+        searched.append(n)
+        return search(vector, n, **options)
+
+    store.search = counted  # type: ignore[method-assign]
+    retrievers = {f: index.retriever("dense-sentences", {"fusion": f.value}) for f in Fusion}
+    chunks = sum(s.chunks for s in store.documents_summary())
+    print(f"{len(questions)} questions, {chunks} chunks")
+    print("| k | fusion | ms per query | searches per query | deepest pool |")
+    print("|---:|---|---:|---:|---:|")
+    for k in (int(x) for x in args.k.split(",")):
+        times: dict[Fusion, list[float]] = {f: [] for f in Fusion}
+        searches: dict[Fusion, list[int]] = {f: [] for f in Fusion}
+        for _ in range(args.repeats):
+            for fusion, retriever in retrievers.items():
+                searched.clear()
+                started = time.perf_counter()
+                for question, vector in zip(questions, vectors, strict=True):
+                    retriever.retrieve(question, vector, k)
+                times[fusion].append((time.perf_counter() - started) / len(questions))
+                searches[fusion] = list(searched)
+        for fusion in Fusion:
+            print(f"| {k} | {fusion.value} | {statistics.median(times[fusion]) * 1000:.2f} | "
+                  f"{len(searches[fusion]) / len(questions):.2f} | {max(searches[fusion])} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
