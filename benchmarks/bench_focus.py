@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
-from default_frontier import load  # this folder's: the benchmarks as the frontier reads them
+from default_frontier import (  # this folder's: the benchmarks as the frontier reads them
+    add_set_arguments,
+    load,
+)
 
 from suture.index import Index
 
@@ -26,10 +28,7 @@ MODES = ("off", "on, fresh question", "on, question cached")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--index", type=Path, required=True)
-    parser.add_argument("--benchmark", type=Path, required=True)
-    parser.add_argument("--corpus", type=Path, required=True)
-    parser.add_argument("--limit", type=int, default=None)
+    add_set_arguments(parser)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)

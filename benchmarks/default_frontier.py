@@ -135,12 +135,17 @@ def load(path: Path, corpus: Path, limit: int | None) -> Benchmark:
     return benchmark.subset(limit) if limit else benchmark
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_set_arguments(parser: argparse.ArgumentParser) -> None:
+    """--benchmark, --corpus, --limit (a set as `load` reads it) and --index."""
     parser.add_argument("--benchmark", type=Path, required=True)
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--limit", type=int, default=None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_set_arguments(parser)
     parser.add_argument("--k", default="1,3,5,10,20")
     parser.add_argument("--budgets", default="2000,4000,6000,8000")
     parser.add_argument("--lam", default="0.1,0.5,1.0")
