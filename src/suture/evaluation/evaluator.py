@@ -314,11 +314,11 @@ class Evaluator:
         from suture.policies import policy_needs_sentences
 
         policies = [spec for spec in specs if isinstance(spec, PolicySpec)]
-        first_stages = {(spec.retriever, repr(sorted(spec.retriever_options.items()))): spec
-                        for spec in policies}
-        for spec in first_stages.values():
-            self.index.retriever(spec.retriever, dict(spec.retriever_options) or None).prepare(
-                show_progress=self.show_progress)
+        first_stages = dict.fromkeys(  # the index keeps one retriever per name and options
+            self.index.retriever(spec.retriever, dict(spec.retriever_options) or None)
+            for spec in policies)
+        for first_stage in first_stages:
+            first_stage.prepare(show_progress=self.show_progress)
         if any(policy_needs_sentences(spec.name) for spec in policies):
             self.index.sentence_table(show_progress=self.show_progress)
 

@@ -47,9 +47,7 @@ def check_retriever_options(name: str, options: Mapping[str, Any]) -> None:
     """Raise, naming the problem and the choices, unless retriever `name` takes these
     options: checked before an index is built or its manifest changed, so a bad option
     never reaches a stored index."""
-    key = lookup("retriever", RetrieverName, name)
-    module_name, class_name, _ = _REGISTRY[key]
-    cls = load_class(module_name, class_name)
+    cls = load_class(*_REGISTRY[lookup("retriever", RetrieverName, name)][:2])
     accepted = [p for p in inspect.signature(cls.__init__).parameters
                 if p not in ("self", "store", "embedder")]
     unknown = sorted(set(options) - set(accepted))
