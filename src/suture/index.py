@@ -111,8 +111,8 @@ class Index:
         `suture.stores`). Unchanged documents are skipped by content hash, changed ones
         replaced, and an interrupted run resumes from the embedding cache and committed
         documents. Nothing is created when no document can be read
-        (`NothingToIndexError`). `retriever` (+ `retriever_options`) sets the index's
-        default first stage. `sprout` (or `sprout_weights`, a file from
+        (`NothingToIndexError`). `retriever` (+ `retriever_options`, refused without it)
+        sets the index's default first stage. `sprout` (or `sprout_weights`, a file from
         `suture train-sprout`) also builds SproutRAG trees; once an index has trees,
         later runs keep them up to date. `report` is filled in as the run goes. `ray`
         embeds (and, on a server store, writes) on a Ray cluster (`suture.distributed`).
@@ -124,7 +124,13 @@ class Index:
         than `max_file_size` (bytes, "500MB"; "auto", the default: larger than the memory
         available can index; None: no limit) is skipped with a reason before it is read.
         """
-        if retriever is not None:  # fail before any work
+        if retriever is None and retriever_options:  # fail before any work
+            raise ConfigurationError(
+                f"retriever options {', '.join(map(repr, sorted(retriever_options)))} were "
+                "given without the retriever they are for; name it too (retriever=..., "
+                "CLI --retriever, e.g. dense-sentences)"
+            )
+        if retriever is not None:
             check_retriever_options(retriever, retriever_options or {})
         if ray is not None:
             from suture.distributed import require_ray

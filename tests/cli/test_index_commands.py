@@ -398,6 +398,9 @@ def test_a_retriever_option_is_checked_before_indexing_and_kept_by_the_index(
     unknown = suture(*base, "--retriever-param", "fusoin=mean")
     assert unknown.returncode == 2
     assert "has no option 'fusoin'; it takes persist, fusion, scoped_fusion" in unknown.stderr
+    unnamed = suture(*base[:-2], "--retriever-param", "fusion=mean")  # no --retriever
+    assert unnamed.returncode == 2 and "Traceback" not in unnamed.stderr
+    assert "'fusion' were given without the retriever they are for" in unnamed.stderr
     assert not idx.exists()  # refused before anything was written
     assert suture(*base, "--retriever-param", "fusion=mean").returncode == 0
     info = json.loads(suture("info", "--index", idx, "--json").stdout)
