@@ -93,34 +93,43 @@ def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
                         rules: tuple[str, ...] = ("ratio",),
                         focused_units: tuple[str, ...] = (DEFAULT_FOCUSED_UNITS,),
                         flatness: tuple[float, ...] = (),
-                        fusions: tuple[str, ...] = ()) -> list[PolicySpec]:
+                        fusions: tuple[str, ...] = (),
+                        lexical_weights: tuple[float, ...] = ()) -> list[PolicySpec]:
     """`scar-sentences` at every (λ, τ, r), walk rule and focused units (with "auto", at
     each `flatness`, or the policy's own without): r counts sentences; a label names its
     rule where it is not SCAR's ratio and its focused units where they are not the
     default's ("scar-sentences(0,3,6,spread,focused=chunks)", "...,focused=auto:2.2)").
-    With `fusions`, each setting once per `dense-sentences` fusion, named in the label
-    ("...,fusion=mean)"; the first stage is then `dense-sentences` whatever `retriever`)."""
+    With `fusions` or `lexical_weights`, each setting once per `dense-sentences` fusion
+    and BM25 weight, named in the label ("...,fusion=mean,lexical=0.3)"; the first stage
+    is then `dense-sentences` whatever `retriever`)."""
     at = f"@{retriever}" if retriever else ""
     variants: list[tuple[str, float | None]] = [
         (units, flat) for units in focused_units
         for flat in (flatness or (None,) if units == "auto" else (None,))]
     specs = []
-    for fusion, (units, flat), rule, r, lam, tau in itertools.product(
-            fusions or (None,), variants, rules, radii, lams, taus):
+    for fusion, weight, (units, flat), rule, r, lam, tau in itertools.product(
+            fusions or (None,), lexical_weights or (None,), variants, rules, radii, lams, taus):
         focused = {} if units == DEFAULT_FOCUSED_UNITS else {"focused_units": units}
         if flat is not None:
             focused["focused_flatness"] = flat
         named = "" if units == DEFAULT_FOCUSED_UNITS and flat is None else (
             f",focused={units}" + ("" if flat is None else f":{flat:g}"))
-        fused = "" if fusion is None else f",fusion={fusion}"
+        options: dict[str, Any] = {}
+        if fusion is not None:
+            options["fusion"] = fusion
+        if weight is not None:
+            options["lexical_weight"] = weight
+        fused = "".join(f",{name.removesuffix('_weight')}={value:g}"
+                        if isinstance(value, float) else f",{name}={value}"
+                        for name, value in options.items())
         specs.append(PolicySpec(
             "scar-sentences",
             {"lam": lam, "tau": tau, "radius": r,
              **({"rule": rule} if rule != "ratio" else {}), **focused},
             label=f"scar-sentences({lam:g},{tau:g},{r}"
                   f"{'' if rule == 'ratio' else ',' + rule}{named}{fused}){at}",
-            retriever="dense-sentences" if fusion else retriever,
-            retriever_options={"fusion": fusion} if fusion else {}))
+            retriever="dense-sentences" if options else retriever,
+            retriever_options=options))
     return specs
 
 
@@ -176,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentence-fusion", default="",
                         help="dense-sentences fusions to run the scar-sentences grid with, "
                              "comma-separated (max, mean); empty: the retriever's default")
+    parser.add_argument("--sentence-lexical-weight", default="",
+                        help="dense-sentences lexical_weight values (BM25's weight in a "
+                             "whole-index search) to run the scar-sentences grid with, "
+                             "comma-separated; empty: the retriever's default")
     parser.add_argument("--no-scar-grid", action="store_true",
                         help="run window, window2 and scar's default only (no scar grid)")
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
@@ -205,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
                                                tuple(args.sentence_focused_units.split(",")),
                                                tuple(numbers(args.sentence_focused_flatness,
                                                              float)),
-                                               tuple(numbers(args.sentence_fusion, str)))]]
+                                               tuple(numbers(args.sentence_fusion, str)),
+                                               tuple(numbers(args.sentence_lexical_weight,
+                                                             float)))]]
     for spec in specs:
         summaries = [evaluator.run(spec, k).summary()["all"] for k in ks]
         curves[spec.label] = [(s["characters"], s[metric]) for s in summaries]

@@ -55,3 +55,13 @@ def test_sentence_fusions_run_each_setting_on_dense_sentences_with_that_option()
     assert {spec.retriever for spec in specs} == {"dense-sentences"}
     assert [spec.label for spec in sentence_grid_specs([0.0], [0.9], [12])] == [
         "scar-sentences(0,0.9,12)"]  # without fusions: the retriever's default, unnamed
+
+
+def test_lexical_weights_run_each_setting_with_that_option_named_in_the_label() -> None:
+    specs = sentence_grid_specs([0.0], [0.9], [12], fusions=("max",), lexical_weights=(0.0, 0.3))
+    assert [spec.label for spec in specs] == [
+        "scar-sentences(0,0.9,12,fusion=max,lexical=0)",
+        "scar-sentences(0,0.9,12,fusion=max,lexical=0.3)"]
+    assert [dict(spec.retriever_options) for spec in specs] == [
+        {"fusion": "max", "lexical_weight": 0.0}, {"fusion": "max", "lexical_weight": 0.3}]
+    assert {spec.retriever for spec in specs} == {"dense-sentences"}

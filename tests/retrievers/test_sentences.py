@@ -17,6 +17,7 @@ from suture import Index
 from suture.chunking.contextual import embedding_text
 from suture.chunking.sentences import split_sentences
 from suture.exceptions import ConfigurationError
+from suture.retrievers.lexical import LexicalRetriever
 from suture.retrievers.sentences import SENTENCES_PREFIX, DocumentSentences, SentenceRetriever
 
 DOCS = {
@@ -158,6 +159,64 @@ def test_each_fusion_finds_the_brute_force_top_k_without_scoring_every_chunk(
                 assert searched == [k]  # the bound holds at once
             elif k == 1:
                 assert max(searched) < total, question  # stopped before scoring everything
+
+
+def weighted_rrf(rankings: list[list[str]], weights: tuple[float, float]) -> dict[str, float]:
+    """Σ w / (60 + rank) over the rankings that hold an id (1-based ranks)."""
+    fused: dict[str, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        for rank, chunk_id in enumerate(ranking, start=1):
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (60 + rank)
+    return fused
+
+
+def test_a_lexical_weight_ranks_whole_index_searches_by_rank_fusion_with_bm25(
+        fine_index: Index) -> None:
+    """lexical_weight=0.3: the top k by weighted RRF (1.4, 0.6) of the vector ranking and
+    BM25's (each max(50, 4k) deep); each hit keeps its vector score, with its BM25 score
+    and its rank fusion beside it."""
+    vectors = sentences_retriever(fine_index)
+    mixed = fine_index.retriever("dense-sentences", {"lexical_weight": 0.3})
+    bm25 = fine_index.retriever("lexical")
+    assert isinstance(bm25, LexicalRetriever)
+    changed = 0
+    for k in (1, 3, 5):
+        for question in [*QUESTIONS, "termination fee", "registered mail notices"]:
+            query = fine_index.embedder.embed_query(question)
+            depth = max(50, 4 * k)
+            by_vectors = vectors.retrieve(question, query, depth)
+            by_terms = bm25.rank(question, depth)
+            fused = weighted_rrf([[h.chunk.chunk_id for h in by_vectors],
+                                  [chunk_id for chunk_id, _ in by_terms]], (1.4, 0.6))
+            expected = sorted(fused.items(), key=lambda item: -item[1])[:k]
+            hits = mixed.retrieve(question, query, k)
+            assert len(hits) == len(expected)
+            above = [c for c, score in expected if score > expected[-1][1] + 1e-12]
+            assert [h.chunk.chunk_id for h in hits[:len(above)]] == above, (k, question)
+            vector_score = {h.chunk.chunk_id: h.score for h in by_vectors}
+            lexical_score = dict(bm25.rank(question, 10_000))
+            for hit in hits:
+                assert math.isclose(hit.scores["rrf"], fused[hit.chunk.chunk_id])
+                assert math.isclose(hit.score, vector_score[hit.chunk.chunk_id], abs_tol=1e-6)
+                assert math.isclose(hit.scores["lexical"],
+                                    lexical_score.get(hit.chunk.chunk_id, 0.0), abs_tol=1e-6)
+            plain = [h.chunk.chunk_id for h in vectors.retrieve(question, query, k)]
+            changed += [h.chunk.chunk_id for h in hits] != plain
+            # kept to named documents, or with no term BM25 knows: the vectors alone
+            scoped = mixed.retrieve(question, query, k, doc_ids=set(DOCS))
+            assert [h.chunk.chunk_id for h in scoped] == [
+                h.chunk.chunk_id for h in vectors.retrieve(question, query, k, doc_ids=set(DOCS))]
+    assert changed  # BM25 moved some top k (else this proves nothing)
+    query = fine_index.embedder.embed_query("what is it?")
+    assert ([h.chunk.chunk_id for h in mixed.retrieve("what is it?", query, 3)]
+            == [h.chunk.chunk_id for h in vectors.retrieve("what is it?", query, 3)])
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.5, "some", float("nan")])
+def test_a_lexical_weight_outside_zero_to_one_is_refused_with_the_fix(
+        index: Index, weight: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"lexical_weight=.* from 0 .* to 1"):
+        index.retriever("dense-sentences", {"lexical_weight": weight})
 
 
 def test_a_fusion_that_does_not_exist_is_named_with_the_choices(index: Index) -> None:

@@ -25,6 +25,11 @@ K = TypeVar("K", bound=Hashable)
 DEFAULT_RRF_K = 60.0
 
 
+def candidate_depth(k: int) -> int:
+    """How many candidates each ranking contributes to a fused top k: max(50, 4k)."""
+    return max(50, 4 * k)
+
+
 def reciprocal_rank_fusion(
     rankings: Sequence[Sequence[K]],
     k: float = DEFAULT_RRF_K,

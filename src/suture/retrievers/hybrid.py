@@ -38,7 +38,12 @@ import numpy as np
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.retrievers.base import Retriever
-from suture.retrievers.fusion import DEFAULT_RRF_K, normalised_blend, reciprocal_rank_fusion
+from suture.retrievers.fusion import (
+    DEFAULT_RRF_K,
+    candidate_depth,
+    normalised_blend,
+    reciprocal_rank_fusion,
+)
 from suture.retrievers.lexical import LexicalRetriever
 from suture.stores.base import Store
 from suture.types import Chunk, Hit
@@ -118,7 +123,7 @@ class HybridRetriever(Retriever):
         self.lexical.prepare()
 
     def candidate_depth(self, k: int) -> int:
-        return self.depth if self.depth is not None else max(50, 4 * k)
+        return self.depth if self.depth is not None else candidate_depth(k)
 
     def retrieve(self, query: str, query_vector: Vectors, k: int,
                  doc_ids: Collection[str] | None = None) -> list[Hit]:

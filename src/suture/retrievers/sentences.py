@@ -28,6 +28,16 @@ the index is built with this retriever as its default (`Index.add` prepares the
 default retriever), or at the first query after a change. A blob that cannot be
 written (a read-only index) is kept in memory.
 
+`lexical_weight` w > 0 also ranks a whole-index search by BM25: the top
+``max(50, 4k)`` chunks by the fused vector score and by BM25 (`LexicalRetriever`, the
+same engine as `hybrid`) are fused by weighted reciprocal rank fusion (weights
+2(1 − w), 2w; `hybrid`'s `alpha` is 1 − w) and cut to k. Exact terms (a drug, a person,
+a gene) find what a vector blurs, most on questions that name no document. A hit's
+`score` stays its fused vector score (a cosine: the policies compare it with neighbours'
+cosines), `scores` adds its BM25 score (`lexical`) and the rank fusion (`rrf`) that
+ordered it. A search kept to named documents ranks by the vectors alone. docs/results.md,
+"s21", says how the default was chosen.
+
 The fused top k is exact, found as a threshold algorithm does (Fagin et al.): the n best
 chunks by their own cosine (the store's search) and the n best by their best sentence (a
 scan of the sentence matrix in memory: n_sentences x d float32, about 2.5 sentences per
@@ -58,6 +68,8 @@ from suture.embedders.base import Embedder, Vectors
 from suture.exceptions import ConfigurationError
 from suture.progress import ProgressFactory, progress_bar
 from suture.retrievers.base import Retriever
+from suture.retrievers.fusion import DEFAULT_RRF_K, candidate_depth, reciprocal_rank_fusion
+from suture.retrievers.lexical import LexicalRetriever
 from suture.stores.base import DocumentSummary, Store, split_chunk_id
 from suture.types import Chunk, Hit
 
@@ -67,6 +79,8 @@ SENTENCES_PREFIX = "sentences/"
 _FORMAT = 1
 
 Ints = npt.NDArray[np.int64]
+#: BM25's weight in a whole-index search's rank fusion (0: vectors alone)
+DEFAULT_LEXICAL_WEIGHT = 0.0
 
 
 class Fusion(StrEnum):
@@ -88,6 +102,19 @@ def _fusion(option: str, value: str) -> Fusion:
             f"{[f.value for f in Fusion]} (e.g. `suture index --retriever dense-sentences "
             f"--retriever-param {option}=max`)"
         ) from None
+
+
+def _lexical_weight(value: Any) -> float:
+    try:
+        weight = float(value)
+    except (TypeError, ValueError):
+        weight = float("nan")
+    if not 0.0 <= weight <= 1.0:  # also refuses nan
+        raise ConfigurationError(
+            f"dense-sentences lexical_weight={value!r} must be a number from 0 (vectors "
+            "alone) to 1 (BM25 alone), e.g. `--retriever-param lexical_weight=0.3`"
+        )
+    return weight
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,19 +255,25 @@ class SentenceRetriever(Retriever):
 
     def __init__(self, store: Store, *, embedder: Callable[[], Embedder] | None = None,
                  persist: bool = True, fusion: str = Fusion.MAX.value,
-                 scoped_fusion: str = Fusion.MAX.value) -> None:
+                 scoped_fusion: str = Fusion.MAX.value,
+                 lexical_weight: float = DEFAULT_LEXICAL_WEIGHT) -> None:
         super().__init__(store)
         self._embedder = embedder
         self.persist = persist
         self.fusion = _fusion("fusion", fusion)
         self.scoped_fusion = _fusion("scoped_fusion", scoped_fusion)
+        self.lexical_weight = _lexical_weight(lexical_weight)
         self._cache = _SentenceCache()
+        self._lexical_retriever: LexicalRetriever | None = None
+        self._lexical_lock = threading.Lock()
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
         for option in ("fusion", "scoped_fusion"):
             if option in options:
                 _fusion(option, str(options[option]))
+        if "lexical_weight" in options:
+            _lexical_weight(options["lexical_weight"])
 
     def share_sentences(self, other: SentenceRetriever) -> None:
         """Read and build sentence vectors through `other`'s cache (same store)."""
@@ -367,6 +400,8 @@ class SentenceRetriever(Retriever):
         """Embed the sentences of every document that has none yet (e.g. after indexing),
         and drop the blobs of document versions no longer stored."""
         self.table(show_progress)
+        if self.lexical_weight > 0:
+            self._lexical().prepare()
         if not self.persist:
             return
         live = {self._key(h) for h in self.store.document_hashes().values()}
@@ -385,6 +420,47 @@ class SentenceRetriever(Retriever):
         table = self.table()
         vector = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         best = table.best_per_chunk(vector, doc_ids)
+        if doc_ids is None and self.lexical_weight > 0:
+            return self._with_lexical(query, vector, k, table, best, fusion)
+        return self._by_vectors(vector, k, doc_ids, table, best, fusion)
+
+    def _lexical(self) -> LexicalRetriever:
+        with self._lexical_lock:
+            if self._lexical_retriever is None:
+                self._lexical_retriever = LexicalRetriever(self.store, persist=self.persist)
+            return self._lexical_retriever
+
+    def _with_lexical(self, query: str, vector: Vectors, k: int, table: SentenceTable,
+                      best: npt.NDArray[np.float32], fusion: Fusion) -> list[Hit]:
+        """The top k of the vector ranking and BM25's, fused by weighted RRF."""
+        depth = max(candidate_depth(k), k)
+        by_vectors = self._by_vectors(vector, depth, None, table, best, fusion)
+        engine = self._lexical().engine
+        terms = engine.terms(query)
+        if not terms:  # nothing BM25 can match: the vectors alone
+            return by_vectors[:k]
+        by_terms = engine.top(terms, depth)
+        weights = (2 * (1 - self.lexical_weight), 2 * self.lexical_weight)
+        ranked = reciprocal_rank_fusion(
+            [[hit.chunk.chunk_id for hit in by_vectors], [chunk_id for chunk_id, _ in by_terms]],
+            k=DEFAULT_RRF_K, weights=weights)[:k]
+        hits = {hit.chunk.chunk_id: hit for hit in by_vectors}
+        found: dict[str, tuple[Chunk, float]] = {}
+        self._fetch(found, [chunk_id for chunk_id, _ in ranked if chunk_id not in hits], vector)
+        hits.update((hit.chunk.chunk_id, hit) for hit in self._fused(found, table, best, fusion))
+        lexical = dict(by_terms)
+        unscored = [chunk_id for chunk_id, _ in ranked if chunk_id not in lexical]
+        if unscored:
+            lexical.update(engine.scores(terms, unscored))
+        return [replace(hits[chunk_id], scores={**hits[chunk_id].scores,
+                                                "lexical": float(lexical[chunk_id]),
+                                                "rrf": rrf})
+                for chunk_id, rrf in ranked]
+
+    def _by_vectors(self, vector: Vectors, k: int, doc_ids: Collection[str] | None,
+                    table: SentenceTable, best: npt.NDArray[np.float32],
+                    fusion: Fusion) -> list[Hit]:
+        """The exact top k by the fused vector score (the module docstring)."""
         groups = np.arange(len(best)) if doc_ids is None else np.flatnonzero(np.isfinite(best))
         found: dict[str, tuple[Chunk, float]] = {}
         n = k
