@@ -54,6 +54,10 @@ def index(privacy_corpus: Path, tmp_path_factory: pytest.TempPathFactory,
      ("Under the lease between Acme, Inc. and Beta", "who pays for repairs?")),
     ("In what year, or decade, was it built?", None),  # the phrase asks, it names nothing
     ("Which film came first, Tron or Heat?", None),  # no opening preposition
+    ("Which film came first: Tron or Heat?", None),  # the clause asks, it names nothing
+    ("  what football club plays between the gates: Brook Bar and Trafford Bar?", None),
+    ("Consider the agreement between Acme, Inc. which does business as Beta; who pays?",
+     ("Consider the agreement between Acme, Inc. which does business as Beta", "who pays?")),
     ("In 1990 the band released Heat", None),  # no question word after a comma
     ("How do I call std::sort on a vector?", None),  # colons that end no clause
     ("Which meetings start at 10:30 in the handbook?", None),

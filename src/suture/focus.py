@@ -13,7 +13,8 @@ of 20 (docs/results.md, "Query focus").
 The rule (`QueryFocus.find`): the query splits at its first `;`, `:` (not in "::",
 "10:30" or "https://") or line break into a leading clause and the rest (without one,
 a leading phrase such as "In the Acme NDA," followed by a question word counts as the
-clause). The leading clause *names* the
+clause). A clause that opens with a question word asks and names nothing ("Which film
+came first: Tron or Heat?"). The leading clause *names* the
 document of the best hit when it holds at least two content terms (BM25's tokenizer:
 lower case, English stopwords dropped) and at least 60% of them occur in that
 document's title or its first 1,000 characters (the naming test of `document-hybrid`,
@@ -61,19 +62,23 @@ _ASKING = (r"what|which|who|whom|whose|when|where|why|how|is|are|was|were|does|d
 _COMMA_ASKING = re.compile(rf",\s*(?=(?:{_ASKING})\b)", re.IGNORECASE)
 _QUESTION_WORD = re.compile(r"\b(?:what|which|who|whom|whose|when|where|why|how)\b",
                             re.IGNORECASE)
+#: "Which film came first: Tron or Heat?": a clause that opens with a question word asks
+_ASKS = re.compile(rf"\s*{_QUESTION_WORD.pattern}", re.IGNORECASE)
 
 
 def split_leading_clause(query: str) -> tuple[str, str] | None:
     """(leading clause, rest) at the query's first `;`, `:` or line break, else after a
     leading phrase such as "In the Acme NDA," (it opens with a preposition, holds no
-    question word, and a question word follows its comma); None when there is none or
-    either side is blank."""
+    question word, and a question word follows its comma); None when there is none,
+    either side is blank, or the clause opens with a question word ("Which dog's
+    ancestors include setters: the Manchester Terrier or the Scotch Collie?" asks in its
+    leading clause, and confining it to one document loses the other one named)."""
     parts = _CLAUSE_END.split(query, maxsplit=1)
     if len(parts) < 2 and _OPENING.match(query):
         parts = _COMMA_ASKING.split(query, maxsplit=1)
         if len(parts) == 2 and _QUESTION_WORD.search(parts[0]):
             return None  # "In what year, ...": the phrase asks, it names nothing
-    if len(parts) < 2:
+    if len(parts) < 2 or _ASKS.match(parts[0]):
         return None
     lead, rest = parts[0].strip(), parts[1].strip()
     return (lead, rest) if lead and rest else None
