@@ -127,6 +127,19 @@ def test_retrievers_agree_with_the_reference(
         assert_same(comparable(got), comparable(expected), f"{retriever}/{policy} {question!r}")
 
 
+def test_bm25_fused_into_dense_sentences_agrees_with_the_reference(
+        reference: Index, other: Index) -> None:
+    """`lexical_weight` reads each backend's BM25 engine (its own where it has one)."""
+    options = {"lexical_weight": 0.3}
+    for question in QUESTIONS:
+        expected = reference.retrieve(question, policy="topk", k=5, retriever="dense-sentences",
+                                      retriever_options=options)
+        assert {"lexical", "rrf"} <= set(expected.hits[0].scores)
+        got = other.retrieve(question, policy="topk", k=5, retriever="dense-sentences",
+                             retriever_options=options)
+        assert_same(comparable(got), comparable(expected), f"lexical_weight {question!r}")
+
+
 #: questions that name their document: focus searches them within it (`Store.search(doc_ids=…)`)
 FOCUSED_QUESTIONS = {
     "RFC 9293 Transmission Control Protocol: how is a connection established?": "rfc9293.txt",

@@ -264,8 +264,10 @@ class SentenceRetriever(Retriever):
         self.scoped_fusion = _fusion("scoped_fusion", scoped_fusion)
         self.lexical_weight = _lexical_weight(lexical_weight)
         self._cache = _SentenceCache()
-        self._lexical_retriever: LexicalRetriever | None = None
-        self._lexical_lock = threading.Lock()
+        # made here, before any query: a server store's BM25 engine fills in its postings
+        # when it is made, which a query's read snapshot would not see
+        self._lexical_retriever = (LexicalRetriever(store, persist=persist)
+                                   if self.lexical_weight > 0 else None)
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
@@ -425,10 +427,9 @@ class SentenceRetriever(Retriever):
         return self._by_vectors(vector, k, doc_ids, table, best, fusion)
 
     def _lexical(self) -> LexicalRetriever:
-        with self._lexical_lock:
-            if self._lexical_retriever is None:
-                self._lexical_retriever = LexicalRetriever(self.store, persist=self.persist)
-            return self._lexical_retriever
+        if self._lexical_retriever is None:
+            raise RuntimeError("BM25 is fused in only with lexical_weight > 0")
+        return self._lexical_retriever
 
     def _with_lexical(self, query: str, vector: Vectors, k: int, table: SentenceTable,
                       best: npt.NDArray[np.float32], fusion: Fusion) -> list[Hit]:
