@@ -115,13 +115,13 @@ def sentence_grid_specs(lams: list[float], taus: list[float], radii: list[int],
         named = "" if units == DEFAULT_FOCUSED_UNITS and flat is None else (
             f",focused={units}" + ("" if flat is None else f":{flat:g}"))
         options: dict[str, Any] = {}
+        fused = ""
         if fusion is not None:
             options["fusion"] = fusion
+            fused += f",fusion={fusion}"
         if weight is not None:
             options["lexical_weight"] = weight
-        fused = "".join(f",{name.removesuffix('_weight')}={value:g}"
-                        if isinstance(value, float) else f",{name}={value}"
-                        for name, value in options.items())
+            fused += f",lexical={weight:g}"
         specs.append(PolicySpec(
             "scar-sentences",
             {"lam": lam, "tau": tau, "radius": r,

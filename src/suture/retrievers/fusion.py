@@ -30,6 +30,12 @@ def candidate_depth(k: int) -> int:
     return max(50, 4 * k)
 
 
+def dense_lexical_weights(alpha: float) -> tuple[float, float]:
+    """RRF weights of a dense and a lexical ranking for dense share `alpha`: (2 alpha,
+    2 (1 - alpha)), so 0.5 is plain RRF."""
+    return 2 * alpha, 2 * (1 - alpha)
+
+
 def reciprocal_rank_fusion(
     rankings: Sequence[Sequence[K]],
     k: float = DEFAULT_RRF_K,

@@ -41,6 +41,7 @@ from suture.retrievers.base import Retriever
 from suture.retrievers.fusion import (
     DEFAULT_RRF_K,
     candidate_depth,
+    dense_lexical_weights,
     normalised_blend,
     reciprocal_rank_fusion,
 )
@@ -140,7 +141,7 @@ class HybridRetriever(Retriever):
             naming = engine.naming_terms(chosen, self.head_chars)
             terms = [t for t in terms if t not in naming]
         local = self.lexical_scope == "documents" and scope is not None
-        weights = (2 * self.alpha, 2 * (1 - self.alpha))
+        weights = dense_lexical_weights(self.alpha)
         known: dict[str, Chunk] = {}
 
         # A store that fuses by RRF itself, as this would, does it in one request.

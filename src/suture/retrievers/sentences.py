@@ -68,7 +68,12 @@ from suture.embedders.base import Embedder, Vectors
 from suture.exceptions import ConfigurationError
 from suture.progress import ProgressFactory, progress_bar
 from suture.retrievers.base import Retriever
-from suture.retrievers.fusion import DEFAULT_RRF_K, candidate_depth, reciprocal_rank_fusion
+from suture.retrievers.fusion import (
+    DEFAULT_RRF_K,
+    candidate_depth,
+    dense_lexical_weights,
+    reciprocal_rank_fusion,
+)
 from suture.retrievers.lexical import LexicalRetriever
 from suture.stores.base import DocumentSummary, Store, split_chunk_id
 from suture.types import Chunk, Hit
@@ -264,10 +269,10 @@ class SentenceRetriever(Retriever):
         self.scoped_fusion = _fusion("scoped_fusion", scoped_fusion)
         self.lexical_weight = _lexical_weight(lexical_weight)
         self._cache = _SentenceCache()
-        # made here, before any query: a server store's BM25 engine fills in its postings
-        # when it is made, which a query's read snapshot would not see
-        self._lexical_retriever = (LexicalRetriever(store, persist=persist)
-                                   if self.lexical_weight > 0 else None)
+        #: BM25 for `lexical_weight` > 0 (else None); made here, before any query: a server
+        #: store's engine fills in its postings when made, which a query's snapshot misses
+        self.lexical = (LexicalRetriever(store, persist=persist)
+                        if self.lexical_weight > 0 else None)
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
@@ -402,8 +407,8 @@ class SentenceRetriever(Retriever):
         """Embed the sentences of every document that has none yet (e.g. after indexing),
         and drop the blobs of document versions no longer stored."""
         self.table(show_progress)
-        if self.lexical_weight > 0:
-            self._lexical().prepare()
+        if self.lexical is not None:
+            self.lexical.prepare()
         if not self.persist:
             return
         live = {self._key(h) for h in self.store.document_hashes().values()}
@@ -422,39 +427,34 @@ class SentenceRetriever(Retriever):
         table = self.table()
         vector = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         best = table.best_per_chunk(vector, doc_ids)
-        if doc_ids is None and self.lexical_weight > 0:
-            return self._with_lexical(query, vector, k, table, best, fusion)
+        if doc_ids is None and self.lexical is not None:
+            return self._with_lexical(self.lexical, query, vector, k, table, best, fusion)
         return self._by_vectors(vector, k, doc_ids, table, best, fusion)
 
-    def _lexical(self) -> LexicalRetriever:
-        if self._lexical_retriever is None:
-            raise RuntimeError("BM25 is fused in only with lexical_weight > 0")
-        return self._lexical_retriever
-
-    def _with_lexical(self, query: str, vector: Vectors, k: int, table: SentenceTable,
-                      best: npt.NDArray[np.float32], fusion: Fusion) -> list[Hit]:
+    def _with_lexical(self, lexical: LexicalRetriever, query: str, vector: Vectors, k: int,
+                      table: SentenceTable, best: npt.NDArray[np.float32],
+                      fusion: Fusion) -> list[Hit]:
         """The top k of the vector ranking and BM25's, fused by weighted RRF."""
-        depth = max(candidate_depth(k), k)
+        depth = candidate_depth(k)  # >= k
         by_vectors = self._by_vectors(vector, depth, None, table, best, fusion)
-        engine = self._lexical().engine
+        engine = lexical.engine
         terms = engine.terms(query)
         if not terms:  # nothing BM25 can match: the vectors alone
             return by_vectors[:k]
         by_terms = engine.top(terms, depth)
-        weights = (2 * (1 - self.lexical_weight), 2 * self.lexical_weight)
         ranked = reciprocal_rank_fusion(
             [[hit.chunk.chunk_id for hit in by_vectors], [chunk_id for chunk_id, _ in by_terms]],
-            k=DEFAULT_RRF_K, weights=weights)[:k]
+            k=DEFAULT_RRF_K, weights=dense_lexical_weights(1 - self.lexical_weight))[:k]
         hits = {hit.chunk.chunk_id: hit for hit in by_vectors}
         found: dict[str, tuple[Chunk, float]] = {}
         self._fetch(found, [chunk_id for chunk_id, _ in ranked if chunk_id not in hits], vector)
         hits.update((hit.chunk.chunk_id, hit) for hit in self._fused(found, table, best, fusion))
-        lexical = dict(by_terms)
-        unscored = [chunk_id for chunk_id, _ in ranked if chunk_id not in lexical]
+        bm25 = dict(by_terms)
+        unscored = [chunk_id for chunk_id, _ in ranked if chunk_id not in bm25]
         if unscored:
-            lexical.update(engine.scores(terms, unscored))
+            bm25.update(engine.scores(terms, unscored))
         return [replace(hits[chunk_id], scores={**hits[chunk_id].scores,
-                                                "lexical": float(lexical[chunk_id]),
+                                                "lexical": float(bm25[chunk_id]),
                                                 "rrf": rrf})
                 for chunk_id, rrf in ranked]
 
