@@ -266,6 +266,30 @@ def test_compare_equals_one_retrieve_per_policy(tmp_path: Path) -> None:
         assert context == alone
 
 
+def test_first_stages_with_a_calls_own_options_are_kept_sixteen_at_a_time(
+        tmp_path: Path) -> None:
+    """A long-lived reader (a server) asked for ever other retriever options keeps the
+    16 used most recently; the index's own first stages are never let go."""
+    from suture.index import RETRIEVER_VARIANTS_KEPT
+
+    index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing",
+                        retriever="hybrid", retriever_options={"alpha": 0.9})
+    own, lexical = index.retriever(), index.retriever("lexical")
+    first = index.retriever("hybrid", {"alpha": 0.0})
+    for step in range(1, RETRIEVER_VARIANTS_KEPT):
+        index.retriever("hybrid", {"alpha": step / 100})
+        assert index.retriever("hybrid", {"alpha": 0.0}) is first  # used again: kept
+    newer = [index.retriever("hybrid", {"alpha": step / 100})  # 16 others after it
+             for step in range(RETRIEVER_VARIANTS_KEPT, 2 * RETRIEVER_VARIANTS_KEPT)]
+    assert [index.retriever("hybrid", {"alpha": step / 100}) for step in range(
+        RETRIEVER_VARIANTS_KEPT, 2 * RETRIEVER_VARIANTS_KEPT)] == newer  # all kept
+    assert index.retriever("hybrid", {"alpha": 0.0}) is not first  # let go, made again
+    latest = newer[-1]
+    assert index.retriever() is own and index.retriever("hybrid", {"alpha": 0.9}) is own
+    assert index.retriever("lexical") is lexical
+    assert latest.bm25() is not None and latest.bm25().engine is lexical.bm25().engine
+
+
 def test_a_policys_stored_first_stage_is_used_unless_the_call_names_one(tmp_path: Path) -> None:
     """`policy_defaults[policy]["retriever"]` (what `suture calibrate` writes) picks the
     first stage of that policy's queries; a named retriever wins; other policies keep the

@@ -65,6 +65,7 @@ class Client:
         k: int = 5,
         *,
         retriever: str | None = None,
+        retriever_options: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         explain: bool = False,
         focus: bool = True,
@@ -72,8 +73,8 @@ class Client:
     ) -> Context:
         """The context of one policy for one query (`Index.retrieve`)."""
         body = {"query": query, "policy": policy, "k": k, "params": params,
-                "retriever": retriever, "max_tokens": max_tokens, "explain": explain,
-                "focus": focus}
+                "retriever": retriever, "retriever_options": dict(retriever_options or {}),
+                "max_tokens": max_tokens, "explain": explain, "focus": focus}
         return Context.from_dict(self._call("POST", "/v1/retrieve", json=body))
 
     def compare(
@@ -83,13 +84,15 @@ class Client:
         k: int = 5,
         *,
         retriever: str | None = None,
+        retriever_options: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         explain: bool = False,
         focus: bool = True,
     ) -> list[Context]:
         """The contexts of several policies for one query (`Index.compare`)."""
         body = {"query": query, "policies": list(policies), "k": k, "retriever": retriever,
-                "max_tokens": max_tokens, "explain": explain, "focus": focus}
+                "retriever_options": dict(retriever_options or {}), "max_tokens": max_tokens,
+                "explain": explain, "focus": focus}
         answer = self._call("POST", "/v1/compare", json=body)
         return [Context.from_dict(c) for c in answer["contexts"]]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -54,6 +55,9 @@ if TYPE_CHECKING:
 _UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
 #: embedded question parts kept by an `Index` (`Index._question_vector`)
 QUESTION_VECTORS_KEPT = 1024
+#: first stages made with options of a call's own (not the index's) kept at once; the one
+#: used least recently goes first (a server's requests may each ask for other options)
+RETRIEVER_VARIANTS_KEPT = 16
 
 __all__ = ["Index", "IndexReport"]
 
@@ -72,7 +76,11 @@ class Index:
         self._embedder = embedder
         #: options the user gave on this call; the only source of model paths and URLs
         self._embedder_options = dict(embedder_options or {})
+        #: first stages by (name, options): without options or with the index's own ...
         self._retrievers: dict[tuple[str, str], Retriever] = {}
+        #: ... and with a call's own options, least recently used first
+        self._variants: OrderedDict[tuple[str, str], Retriever] = OrderedDict()
+        self._retrievers_lock = threading.Lock()  # `suture serve` reads in several threads
         self._identical: IdenticalDocuments | None = None
         self._focus: QueryFocus | None = None
         #: the question parts of recent focused queries, embedded (`suture.focus`)
@@ -380,23 +388,21 @@ class Index:
             options = self.manifest.retriever_options
         chosen = dict(options or {})
         key = (name, repr(sorted(chosen.items())))
-        if key not in self._retrievers:
-            made = get_retriever(name, self.store, embedder=lambda: self.embedder, **chosen)
-            self._share_sentences(made)
-            self._retrievers[key] = made
-        return self._retrievers[key]
-
-    def _share_sentences(self, made: Retriever) -> None:
-        """A `dense-sentences` retriever of other options reads the sentence vectors the
-        index already holds (one copy in memory, one embedding of each sentence)."""
-        from suture.retrievers.sentences import SentenceRetriever
-
-        if not isinstance(made, SentenceRetriever):
-            return
-        held = next((r for r in self._retrievers.values()
-                     if isinstance(r, SentenceRetriever)), None)
-        if held is not None:
-            made.share_sentences(held)
+        own = not chosen or (name == self.manifest.retriever
+                             and chosen == dict(self.manifest.retriever_options))
+        kept = self._retrievers if own else self._variants
+        with self._retrievers_lock:
+            made = kept.get(key)
+            if made is None:
+                made = get_retriever(name, self.store, embedder=lambda: self.embedder, **chosen)
+                for held in [*self._retrievers.values(), *self._variants.values()]:
+                    made.share_from(held)  # one copy of sentence vectors, of each BM25 index
+                kept[key] = made
+            if not own:
+                self._variants.move_to_end(key)
+                while len(self._variants) > RETRIEVER_VARIANTS_KEPT:
+                    self._variants.popitem(last=False)
+        return made
 
     def _embed_sentences(self, report: IndexReport, *,
                          show_progress: bool | ProgressFactory) -> None:
@@ -559,6 +565,7 @@ class Index:
         *,
         query_vector: Vectors | None = None,
         retriever: str | None = None,
+        retriever_options: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         explain: bool = False,
         focus: bool = True,
@@ -568,7 +575,8 @@ class Index:
             query_vector = self.embed_queries([query])[0]
         return [
             self.retrieve(query, policy, k, query_vector=query_vector, retriever=retriever,
-                          max_tokens=max_tokens, explain=explain, focus=focus)
+                          retriever_options=retriever_options, max_tokens=max_tokens,
+                          explain=explain, focus=focus)
             for policy in policies
         ]
 
@@ -644,7 +652,9 @@ class Index:
                                     changes.get("retriever_options",
                                                 self.manifest.retriever_options))
         self.store.update_manifest(replace(self.manifest, **changes))
-        self._retrievers.clear()
+        with self._retrievers_lock:
+            self._retrievers.clear()
+            self._variants.clear()
 
 
 def check_policy_settings(policy: str, settings: Mapping[str, Any]) -> None:

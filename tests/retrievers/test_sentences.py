@@ -234,6 +234,26 @@ def test_retrievers_of_other_fusions_share_one_copy_of_the_sentence_vectors(
     assert other.built_documents == default.built_documents == len(DOCS)
 
 
+def test_the_first_stages_of_one_index_share_one_bm25_index_per_setting(
+        index: Index) -> None:
+    """lexical, hybrid and dense-sentences with a lexical weight score with one BM25 engine
+    (one index of the chunks in memory, built once); other BM25 settings get their own."""
+    from suture.retrievers.lexical import MemoryLexicalEngine
+
+    made = [index.retriever("dense-sentences", {"lexical_weight": 0.3}),
+            index.retriever("lexical"), index.retriever("hybrid", {"alpha": 0.2})]
+    engines = {id(bm25.engine) for r in made if (bm25 := r.bm25()) is not None}
+    assert len(engines) == 1 and len(made) == 3
+    query = index.embedder.embed_query(QUESTIONS[0])
+    for retriever in made:
+        assert retriever.retrieve(QUESTIONS[0], query, 2)
+    engine = made[1].bm25().engine  # type: ignore[union-attr]
+    assert isinstance(engine, MemoryLexicalEngine) and engine.builds == 1
+    stemmed = index.retriever("lexical", {"stemmer": "english"}).bm25()
+    assert stemmed is not None and stemmed.engine is not engine
+    assert index.retriever("dense-sentences").bm25() is None  # vectors alone: no BM25
+
+
 def test_some_hit_is_reached_through_its_sentence(index: Index) -> None:
     """The fused ranking differs from chunk cosines alone (else the test above proves
     nothing beyond dense retrieval)."""

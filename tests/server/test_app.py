@@ -53,6 +53,43 @@ def test_compare_equals_the_index(served: Server) -> None:
     assert answer.json()["contexts"] == [json.loads(json.dumps(c.to_dict())) for c in local]
 
 
+def test_a_request_sets_the_scoring_options_of_its_retriever(served: Server) -> None:
+    """`retriever_options` reach the retriever (BM25 rank-fused into the sentence search
+    here: each hit's scores then hold its BM25 score); options that would build another
+    index, options without a retriever and bad values are refused with the fix."""
+    mixed = {"retriever": "dense-sentences", "retriever_options": {"lexical_weight": 0.3}}
+    with served.client(READ_KEY) as http:
+        answer = http.post("/v1/retrieve", json={"query": QUESTION, "k": 4, **mixed})
+        compared = http.post("/v1/compare", json={"query": QUESTION, "k": 4,
+                                                  "policies": ["topk", "scar"], **mixed})
+        listed = http.get("/v1/info").json()["request_retriever_options"]
+        builds_index = http.post("/v1/retrieve", json={
+            "query": QUESTION, "retriever": "lexical", "retriever_options": {"k1": 1.2}})
+        nameless = http.post("/v1/retrieve", json={
+            "query": QUESTION, "retriever_options": {"lexical_weight": 0.3}})
+        bad_value = http.post("/v1/retrieve", json={
+            "query": QUESTION, "retriever": "dense-sentences",
+            "retriever_options": {"lexical_weight": 2}})
+    assert answer.status_code == 200, answer.text
+    local = Index.open(served.index)
+    options = mixed["retriever_options"]
+    expected = local.retrieve(QUESTION, k=4, retriever="dense-sentences",
+                              retriever_options=options)
+    assert answer.json() == json.loads(json.dumps(expected.to_dict()))
+    assert all("lexical" in hit["scores"] for hit in answer.json()["hits"])
+    assert compared.status_code == 200, compared.text
+    assert compared.json()["contexts"] == [json.loads(json.dumps(c.to_dict())) for c in
+                                           local.compare(QUESTION, ["topk", "scar"], 4,
+                                                         retriever="dense-sentences",
+                                                         retriever_options=options)]
+    assert "lexical_weight" in listed["dense-sentences"] and "lexical" not in listed
+    assert builds_index.status_code == 400
+    assert "'k1' cannot be set by a request" in builds_index.json()["message"]
+    assert "--retriever-param" in builds_index.json()["message"]
+    assert nameless.status_code == 400 and "name it" in nameless.json()["message"]
+    assert bad_value.status_code == 400 and "from 0" in bad_value.json()["message"]
+
+
 def test_keys_and_scopes(served: Server) -> None:
     document = {"doc_id": "scope-test", "text": "A document that must not be written."}
     with served.client() as anonymous:

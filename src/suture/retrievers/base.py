@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from suture.embedders.base import Vectors
 from suture.stores.base import Store
 from suture.types import Hit
+
+if TYPE_CHECKING:
+    from suture.retrievers.lexical import LexicalRetriever
 
 
 class Retriever(ABC):
@@ -37,3 +40,15 @@ class Retriever(ABC):
     def prepare(self, show_progress: bool = False) -> None:
         """Bring derived structures (e.g. a lexical index) up to date with the store."""
         return None
+
+    def bm25(self) -> LexicalRetriever | None:
+        """The BM25 retriever this one ranks with, if any."""
+        return None
+
+    def share_from(self, held: Retriever) -> None:
+        """Read through what `held`, another first stage of the same index, already holds
+        instead of building it again (a BM25 engine of the same settings, sentence
+        vectors): one copy in memory however many retrievers an index serves."""
+        own = self.bm25()
+        if own is not None:
+            own.share_engine(held.bm25())

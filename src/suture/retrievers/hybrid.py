@@ -123,6 +123,9 @@ class HybridRetriever(Retriever):
         """Build (or load) the lexical index now."""
         self.lexical.prepare()
 
+    def bm25(self) -> LexicalRetriever:
+        return self.lexical
+
     def candidate_depth(self, k: int) -> int:
         return self.depth if self.depth is not None else candidate_depth(k)
 

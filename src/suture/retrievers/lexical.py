@@ -246,7 +246,17 @@ class LexicalRetriever(Retriever):
         super().__init__(store)
         self.settings = LexicalSettings(k1=k1, b=b, method=method, stopwords=stopwords,
                                         stemmer=stemmer)
+        self.persist = persist
         self.engine = lexical_engine(store, self.settings, persist)
+
+    def bm25(self) -> LexicalRetriever:
+        return self
+
+    def share_engine(self, other: LexicalRetriever | None) -> None:
+        """Score with `other`'s engine when it indexes the same store the same way."""
+        if (other is not None and other is not self and other.store is self.store
+                and other.settings == self.settings and other.persist == self.persist):
+            self.engine = other.engine
 
     def prepare(self, show_progress: bool = False) -> None:
         """Build (or load) the lexical index now, e.g. right after indexing documents."""

@@ -288,6 +288,14 @@ class SentenceRetriever(Retriever):
             raise ValueError("sentence vectors are shared only between retrievers of one store")
         self._cache = other._cache
 
+    def bm25(self) -> LexicalRetriever | None:
+        return self.lexical
+
+    def share_from(self, held: Retriever) -> None:
+        super().share_from(held)
+        if isinstance(held, SentenceRetriever) and held.store is self.store:
+            self.share_sentences(held)
+
     @property
     def built_documents(self) -> int:
         """Documents whose sentences were embedded (not loaded), through this cache."""

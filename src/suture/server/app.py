@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from suture._registry import lookup
 from suture._version import __version__
 from suture.documents import SUPPORTED_SUFFIXES, document_from_record
 from suture.exceptions import ConfigurationError, DocumentError, SutureError
@@ -64,6 +65,13 @@ from suture.server.settings import ServerSettings
 
 log = logging.getLogger("suture.server")
 STATIC = Path(__file__).parent / "static"
+#: the retriever options a request may set (`retriever_options`): those that change how
+#: hits are scored and build nothing new (BM25 is the index's one engine per setting)
+REQUEST_RETRIEVER_OPTIONS: dict[RetrieverName, tuple[str, ...]] = {
+    RetrieverName.DENSE_SENTENCES: ("fusion", "scoped_fusion", "lexical_weight"),
+    RetrieverName.HYBRID: ("fusion", "alpha", "rrf_k"),
+    RetrieverName.DOCUMENT_HYBRID: ("fusion", "alpha", "rrf_k"),
+}
 
 
 #: `?wait=true` on a write: answer when its job ends (or when the request time limit passes)
@@ -123,6 +131,8 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             "index": await service.read(service.info),
             "policies": policy_names(),
             "retrievers": [r.value for r in RetrieverName],
+            "request_retriever_options": {
+                name.value: list(options) for name, options in REQUEST_RETRIEVER_OPTIONS.items()},
             "trace_headers": HEADERS,
             "limits": {
                 "max_body_bytes": settings.max_body_bytes,
@@ -138,9 +148,11 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         """One policy's context: the same JSON as `suture query --json`."""
         _check_query(body.query, settings)
         params = _policy_params(body.policy, body.params, settings)
+        options = _retriever_options(body.retriever, body.retriever_options)
         context = await service.read(lambda: service.retrieve(
             body.query, body.policy, body.k, retriever=body.retriever,
-            max_tokens=body.max_tokens, explain=body.explain, focus=body.focus, **params))
+            retriever_options=options, max_tokens=body.max_tokens, explain=body.explain,
+            focus=body.focus, **params))
         return context.to_dict()
 
     @app.post("/v1/compare", tags=["retrieval"], dependencies=[read],
@@ -151,9 +163,11 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         if "rerank" in body.policies:
             raise ApiError(400, "invalid_request", "compare runs policies without parameters; "
                            "ask /v1/retrieve for rerank")
+        options = _retriever_options(body.retriever, body.retriever_options)
         contexts = await service.read(lambda: service.compare(
             body.query, body.policies, body.k, retriever=body.retriever,
-            max_tokens=body.max_tokens, explain=body.explain, focus=body.focus))
+            retriever_options=options, max_tokens=body.max_tokens, explain=body.explain,
+            focus=body.focus))
         return {"contexts": [c.to_dict() for c in contexts]}
 
     @app.get("/v1/documents/{doc_id:path}", tags=["documents"], dependencies=[read],
@@ -311,6 +325,31 @@ def _check_query(query: str, settings: ServerSettings) -> None:
         raise ApiError(422, "query_too_long",
                        f"the query has {len(query)} characters; this server accepts at most "
                        f"{settings.max_query_chars} (suture serve --max-query-chars)")
+
+
+def _retriever_options(retriever: str | None, options: dict[str, Any]
+                       ) -> dict[str, Any] | None:
+    """The request's retriever options (None: the retriever's own): only those that change
+    how hits are scored. The others (BM25's k1, b, stopwords, ...) would make and save
+    another index of the corpus per request; they are the index's to set."""
+    if not options:
+        return None
+    if retriever is None:
+        raise ApiError(400, "invalid_request",
+                       "retriever_options need the retriever they are for; name it, e.g. "
+                       '{"retriever": "dense-sentences", "retriever_options": '
+                       '{"lexical_weight": 0.3}}')
+    name = lookup("retriever", RetrieverName, retriever)
+    allowed = REQUEST_RETRIEVER_OPTIONS.get(name, ())
+    refused = sorted(set(options) - set(allowed))
+    if refused:
+        may = (f"a request may set {', '.join(allowed)}" if allowed
+               else "a request may set none of its options")
+        raise ApiError(400, "invalid_request",
+                       f"retriever {name.value!r}: {', '.join(map(repr, refused))} cannot be "
+                       f"set by a request ({may}); set it on the index: suture index "
+                       f"--retriever {name.value} --retriever-param NAME=VALUE")
+    return options
 
 
 def _policy_params(policy: str, params: dict[str, Any], settings: ServerSettings

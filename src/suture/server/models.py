@@ -20,6 +20,11 @@ MAX_POLICIES = 8
 ParamValue = str | int | float | bool | None
 
 
+RETRIEVER_OPTIONS_HELP = (
+    "Options of the named retriever for this request, e.g. {\"lexical_weight\": 0.3} for "
+    "dense-sentences; only those that change how hits are scored (GET /v1/info lists them).")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -34,6 +39,8 @@ class RetrieveRequest(_Strict):
     )
     retriever: str | None = Field(
         None, description="dense, lexical, hybrid, document-hybrid, dense-sentences.")
+    retriever_options: dict[str, ParamValue] = Field(
+        default_factory=dict, description=RETRIEVER_OPTIONS_HELP)
     max_tokens: int | None = Field(None, ge=1, description="Token budget for the context.")
     explain: bool = Field(False, description="Include every expansion decision (`trace`).")
     focus: bool = Field(True, description="Search a query whose leading clause names the "
@@ -59,6 +66,8 @@ class CompareRequest(_Strict):
     )
     k: int = Field(5, ge=1, le=MAX_K)
     retriever: str | None = None
+    retriever_options: dict[str, ParamValue] = Field(
+        default_factory=dict, description=RETRIEVER_OPTIONS_HELP)
     max_tokens: int | None = Field(None, ge=1)
     explain: bool = False
     focus: bool = Field(True, description="Search a query whose leading clause names the "
