@@ -48,7 +48,7 @@ def sentence_spans(record: Mapping[str, Any]) -> list[tuple[int, int]]:
     return spans
 
 
-def _claims(folder: Path, split: str) -> Iterable[tuple[str, str, dict[str, list[int]]]]:
+def read_claims(folder: Path, split: str) -> Iterable[tuple[str, str, dict[str, list[int]]]]:
     """(claim id, claim, {abstract id: rationale sentence indices}) per claim with evidence."""
     if split == "dev":
         with (folder / SPLIT_FILES["dev"]).open(encoding="utf-8") as handle:
@@ -77,7 +77,7 @@ def _claims(folder: Path, split: str) -> Iterable[tuple[str, str, dict[str, list
 
 def evidence_documents(folder: str | Path, split: str) -> set[str]:
     """Ids of the abstracts the claims of `split` cite as evidence."""
-    return {doc for _, _, evidence in _claims(Path(folder), split) for doc in evidence}
+    return {doc for _, _, evidence in read_claims(Path(folder), split) for doc in evidence}
 
 
 def load_scifact(folder: str | Path, corpus: str | Path, split: str = "dev") -> Benchmark:
@@ -90,7 +90,7 @@ def load_scifact(folder: str | Path, corpus: str | Path, split: str = "dev") -> 
         raise ConfigurationError(
             f"{folder} has no SciFact {SPLIT_FILES.get(split, split)!r} file; sentence-level "
             f"SciFact needs split dev or train and the files {sorted(SPLIT_FILES.values())}")
-    claims = list(_claims(folder, split))
+    claims = list(read_claims(folder, split))
     wanted = {doc for _, _, evidence in claims for doc in evidence}
     sentences: dict[str, list[tuple[int, int]]] = {}
     with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
@@ -131,5 +131,6 @@ __all__ = [
     "evidence_documents",
     "is_scifact_folder",
     "load_scifact",
+    "read_claims",
     "sentence_spans",
 ]
