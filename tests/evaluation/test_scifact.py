@@ -37,3 +37,36 @@ def test_train_claims_are_not_dev_claims(shared_data: Path, tmp_path: Path) -> N
     assert {q.query_id for q in dev.queries}.isdisjoint(q.query_id for q in train.queries)
     # BEIR's document-level test split is still what split="test" reads
     assert load_benchmark(folder, split="test", work_dir=tmp_path).level == "document"
+
+
+def test_train_claims_become_a_document_level_beir_set(shared_data: Path, tmp_path: Path) -> None:
+    """`scripts/subsample_beir.py --claims --split train`: each claim judged by the abstracts
+    claims_train.csv cites for it, with distractors beside them, read back by `suture eval`'s
+    loader as BEIR's test split."""
+    import csv
+    import subprocess
+    import sys
+
+    folder = shared_data / "scifact"
+    out = tmp_path / "train-claims"
+    script = Path(__file__).parents[2] / "scripts" / "subsample_beir.py"
+    subprocess.run([sys.executable, str(script), str(folder), "--claims", "--split", "train",
+                    "--queries", "30", "--distractors", "20", "--out", str(out)], check=True,
+                   capture_output=True)
+    cited: dict[str, set[str]] = {}
+    claims: dict[str, str] = {}
+    with (folder / "claims_train.csv").open(encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["evidence_doc_id"].strip():
+                cited.setdefault(row["id"], set()).add(row["evidence_doc_id"].strip())
+                claims[row["id"]] = row["claim"]
+    first = sorted(cited, key=int)[:30]
+    bench = load_benchmark(out, split="test", work_dir=tmp_path)
+    assert bench.level == "document"
+    assert [q.query_id for q in bench.queries] == first
+    for query in bench.queries:
+        assert query.text == claims[query.query_id]
+        assert {g.doc_id for g in query.gold} == {f"{doc}.txt" for doc in cited[query.query_id]}
+    written = {str(r["_id"]) for r in _abstracts(out).values()}
+    gold = set().union(*(cited[c] for c in first))
+    assert gold < written and len(written - gold) == 20
