@@ -479,6 +479,9 @@ class Index:
             query_vector = self.embedder.embed_query(query)
         # built (and stored) before the read snapshot, which refuses writes
         sentences = self.sentence_table() if chosen.needs_sentences else None
+        bm25 = first_stage.bm25()
+        if bm25 is not None:  # postings of what other writers stored meanwhile, filled in
+            bm25.prepare()    # where the snapshot will see them (PostgreSQL: a side write)
         with self.store.reading():  # one state of the store for search, policy and assembly
             identical = self.identical_documents()
 

@@ -140,3 +140,31 @@ def test_the_first_hybrid_query_matches_sqlite(postgres_url: str, shared_data: P
         [s.score for s in first[1].spans], rel=1e-5)
     assert ([(r["neighbour"], r["decision"]) for r in first[0].trace]
             == [(r["neighbour"], r["decision"]) for r in first[1].trace])
+
+
+def test_a_query_sees_the_postings_of_a_writer_that_missed_its_tokenisation(
+        postgres_url: str, shared_data: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process's writer that read the index's tokenisations before this engine
+    registered its own stores a document without its postings; the engine fills them in
+    before the next query's read snapshot, so that very query finds the document (a fill
+    inside the snapshot would be a write the snapshot cannot see)."""
+    from suture.stores import postgres_bm25
+
+    rfc = (shared_data / "corpora" / "rfc9293" / "rfc9293.txt").read_text("utf-8")
+    gdpr = (shared_data / "corpora" / "gdpr" / "gdpr_en.md").read_text("utf-8")
+    first, later = tmp_path / "first", tmp_path / "later"
+    first.mkdir()
+    later.mkdir()
+    (first / "tcp.txt").write_text(rfc[:30_000], "utf-8")
+    (later / "gdpr.md").write_text(gdpr[:30_000], "utf-8")
+    name = f"bm25_{next(_names)}"
+    reader = Index.build([first], name, store=postgres_url, embedder="hashing")
+    reader.retriever("lexical")  # registers its tokenisation and fills tcp.txt in
+    writer = Index.open(name, store=postgres_url)
+    with monkeypatch.context() as patch:  # the writer read the tokenisations just before
+        patch.setattr(postgres_bm25, "tokenisations", lambda conn, t: [])
+        writer.add([later])
+    question = "supervisory authority personal data breach controller"
+    hits = reader.retrieve(question, "topk", k=3, retriever="lexical").hits
+    assert [h.chunk.doc_id for h in hits] == ["gdpr.md"] * 3
