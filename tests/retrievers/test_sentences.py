@@ -18,7 +18,13 @@ from suture.chunking.contextual import embedding_text
 from suture.chunking.sentences import split_sentences
 from suture.exceptions import ConfigurationError
 from suture.retrievers.lexical import LexicalRetriever
-from suture.retrievers.sentences import SENTENCES_PREFIX, DocumentSentences, SentenceRetriever
+from suture.retrievers.sentences import (
+    SENTENCES_PREFIX,
+    DocumentSentences,
+    Fusion,
+    SentenceRetriever,
+    _unseen_bound,
+)
 
 DOCS = {
     "fox_glu_license.txt": (
@@ -352,3 +358,21 @@ def test_an_index_built_with_it_embeds_sentences_at_build_and_queries_in_another
     expected = built.retrieve(QUESTIONS[0], "topk", 2).hits
     assert [h["chunk_id"] for h in hits] == [h.chunk.chunk_id for h in expected]
     assert [b.stat().st_mtime_ns for b in blobs] == written  # read, not rebuilt
+
+
+@pytest.mark.parametrize("fusion", list(Fusion))
+def test_no_unseen_chunk_can_score_above_the_search_bound(fusion: Fusion) -> None:
+    """The exact top-k search stops once its k-th hit reaches `_unseen_bound`; any chunk
+    outside both lists (its cosine at most the chunk list's last, its best sentence at most
+    the sentence list's last, or no sentence at all: it fuses its cosine with itself) must
+    score at most that bound, else the search would stop too early and miss it."""
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        chunk_last, sentence_last = (float(x) for x in rng.uniform(-1, 1, 2))
+        cosine = chunk_last - float(rng.uniform(0, 1))
+        sentence = sentence_last - float(rng.uniform(0, 1))
+        with_sentences = _unseen_bound(fusion, chunk_last, sentence_last, False)
+        assert fusion.fuse(cosine, sentence) <= with_sentences + 1e-12
+        some_without = _unseen_bound(fusion, chunk_last, sentence_last, True)
+        assert fusion.fuse(cosine, sentence) <= some_without + 1e-12
+        assert fusion.fuse(cosine, cosine) <= some_without + 1e-12
