@@ -32,9 +32,8 @@ Judged = tuple[str, str, list[str]]  # query id, text, its relevant documents' f
 def judged_queries(folder: Path, split: str, claims: bool) -> list[Judged]:
     """The judged queries of `split` in natural order: BEIR's, or SciFact's claims."""
     if claims:
-        found = [(claim_id, text, [beir_doc_file(doc) for doc in evidence])
-                 for claim_id, text, evidence in read_claims(folder, split)]
-        return sorted(found, key=lambda q: (len(q[0]), q[0]))
+        return [(claim_id, text, [beir_doc_file(doc) for doc in evidence])
+                for claim_id, text, evidence in read_claims(folder, split)]
     # load_beir orders judged queries naturally and keeps only documents that exist
     full = load_beir(folder, folder, split=split)  # the corpus folder is not read
     return [(q.query_id, q.text, [g.doc_id for g in q.gold]) for q in full.queries]

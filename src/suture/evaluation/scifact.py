@@ -48,8 +48,16 @@ def sentence_spans(record: Mapping[str, Any]) -> list[tuple[int, int]]:
     return spans
 
 
-def read_claims(folder: Path, split: str) -> Iterable[tuple[str, str, dict[str, list[int]]]]:
-    """(claim id, claim, {abstract id: rationale sentence indices}) per claim with evidence."""
+Claim = tuple[str, str, dict[str, list[int]]]
+
+
+def read_claims(folder: Path, split: str) -> list[Claim]:
+    """(claim id, claim, {abstract id: rationale sentence indices}) per claim with evidence,
+    in natural order of the claim ids."""
+    return sorted(_claims_as_stored(folder, split), key=lambda c: _natural(c[0]))
+
+
+def _claims_as_stored(folder: Path, split: str) -> Iterable[Claim]:
     if split == "dev":
         with (folder / SPLIT_FILES["dev"]).open(encoding="utf-8") as handle:
             for line in handle:
@@ -90,7 +98,7 @@ def load_scifact(folder: str | Path, corpus: str | Path, split: str = "dev") -> 
         raise ConfigurationError(
             f"{folder} has no SciFact {SPLIT_FILES.get(split, split)!r} file; sentence-level "
             f"SciFact needs split dev or train and the files {sorted(SPLIT_FILES.values())}")
-    claims = list(read_claims(folder, split))
+    claims = read_claims(folder, split)
     wanted = {doc for _, _, evidence in claims for doc in evidence}
     sentences: dict[str, list[tuple[int, int]]] = {}
     with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
@@ -100,7 +108,7 @@ def load_scifact(folder: str | Path, corpus: str | Path, split: str = "dev") -> 
                 sentences[str(record["_id"])] = sentence_spans(record)
     queries: list[BenchmarkQuery] = []
     file_paths: dict[str, str] = {}
-    for claim_id, claim, evidence in sorted(claims, key=lambda c: _natural(c[0])):
+    for claim_id, claim, evidence in claims:
         gold: list[GoldSpan] = []
         for doc, indices in evidence.items():
             if doc not in sentences:
