@@ -13,6 +13,7 @@ from suture._version import __version__
 from suture.exceptions import (
     ConfigurationError,
     DocumentError,
+    DocumentIdError,
     EmbedderMismatchError,
     EmbeddingError,
     IndexError_,
@@ -44,6 +45,7 @@ __all__ = [
     "Context",
     "Document",
     "DocumentError",
+    "DocumentIdError",
     "EmbedderMismatchError",
     "EmbeddingError",
     "Hit",

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import httpx
 
-from suture.documents import Skipped, document_files
+from suture.documents import MAX_DOC_ID_CHARS, Skipped, document_files
 from suture.exceptions import ServiceError
 from suture.index import IndexReport
 from suture.policies import DEFAULT_POLICY
@@ -103,7 +103,7 @@ class Client:
 
     def document(self, doc_id: str) -> Document:
         """A stored document's extracted text (span offsets index into it)."""
-        data = self._call("GET", f"/v1/documents/{_quoted(doc_id)}")
+        data = self._call("GET", "/v1/documents", params={"id": doc_id})
         return Document(doc_id=data["doc_id"], text=data["text"], title=data["title"],
                         source=data["source"], metadata=data["metadata"])
 
@@ -148,11 +148,19 @@ class Client:
         return self._report([self.wait(job["job_id"]) for job in jobs])
 
     def delete(self, doc_ids: Iterable[str]) -> list[str]:
-        """Delete documents; returns the ids that were stored (`Index.delete`)."""
+        """Delete documents; returns the ids that were stored (`Index.delete`).
+
+        Each id is sent as `?id=` (any id, line breaks included), or in a JSON body when
+        it is longer than the id rule allows (one an older suture stored), so every
+        stored id can be deleted; a 404 from that route means only "not stored".
+        """
         jobs = []
         for doc_id in doc_ids:
+            named: dict[str, Any] = ({"params": {"id": doc_id}}
+                                     if len(doc_id) <= MAX_DOC_ID_CHARS
+                                     else {"json": {"doc_id": doc_id}})
             try:
-                jobs.append(self._call("DELETE", f"/v1/documents/{_quoted(doc_id)}"))
+                jobs.append(self._call("DELETE", "/v1/documents", **named))
             except ServiceError as error:
                 if error.status != 404:
                     raise

@@ -5,6 +5,7 @@
     │   ├── UnknownPluginError      an embedder / policy / retriever name that is not registered
     │   └── MissingDependencyError  an optional dependency is absent (also an ImportError)
     ├── DocumentError               one input document could not be read (skipped in batches)
+    │   └── DocumentIdError         a document id breaks the id rule (`suture.documents.ids`)
     ├── NothingToIndexError         no input could be read, so no index was created
     ├── IndexError_                 the index is missing, incompatible or damaged
     │   ├── IndexNotFoundError      there is no index by that name (yet)
@@ -41,6 +42,11 @@ class MissingDependencyError(SutureError, ImportError):
 
 class DocumentError(SutureError):
     """One input document could not be read or decoded."""
+
+
+class DocumentIdError(DocumentError, ValueError):
+    """A document id is too long, blank or holds a control character (the message says
+    which and the fix; the rule is in `suture.documents.ids`)."""
 
 
 class IndexError_(SutureError):  # trailing underscore: do not shadow the builtin IndexError

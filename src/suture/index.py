@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from suture._registry import lookup
 from suture._version import __version__
-from suture.documents import Newlines, Skipped, iter_documents
+from suture.documents import Newlines, Skipped, check_doc_id, iter_documents
 from suture.documents.limits import file_size_limit
 from suture.embedders import (
     DEFAULT_EMBEDDER,
@@ -314,8 +314,14 @@ class Index:
         """Index `Document`s (e.g. from a service or a framework) like `add` does files.
 
         `show_progress` may also be a factory of tqdm-like bars (see `suture.indexing`),
-        e.g. one that reports into a `suture serve` write job.
+        e.g. one that reports into a `suture serve` write job. A document id that breaks
+        the id rule (`suture.documents.ids`) raises `DocumentIdError`: for a list, before
+        anything is written; for a stream, when that document is reached.
         """
+        if isinstance(documents, Sequence):
+            for item in documents:
+                if not isinstance(item, Skipped):
+                    check_doc_id(item.doc_id)
         report = report if report is not None else IndexReport()
         seen: set[str] = set()
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from suture.allocator import release_free_memory
 from suture.chunking import ChunkLayout, chunk_layout, embedding_text
-from suture.documents import Skipped, content_hash, same_file_key
+from suture.documents import Skipped, check_doc_id, content_hash, same_file_key
 from suture.embedders import Embedder, Vectors
 from suture.exceptions import IndexError_
 from suture.progress import ProgressFactory, progress_bar
@@ -160,7 +160,8 @@ def plan_documents(
     Unchanged documents (same content hash) are skipped; so is a file already stored
     under another id (reached before through another folder: same name and content, see
     `same_file_key`). An unchanged document written by an older suture without a token
-    map gets one, without re-embedding.
+    map gets one, without re-embedding. A document whose id breaks the id rule
+    (`suture.documents.ids`) raises `DocumentIdError` before it is hashed or written.
     """
     stored = store.document_hashes()
     unmapped = store.documents_without_token_map()
@@ -169,6 +170,7 @@ def plan_documents(
         if isinstance(item, Skipped):
             report.skipped.append(item)
             continue
+        check_doc_id(item.doc_id)  # the last gate before a store: every executor plans here
         digest = content_hash(item)
         key = same_file_key(item.doc_id, digest)
         if item.doc_id not in stored and key in same_file:

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from suture.documents import Skipped
+from suture.documents import Skipped, shown_id
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -81,8 +81,10 @@ _read_only = False
 
 def print_skipped(skipped: Skipped) -> None:
     """One yellow line per input that was not indexed, with its reason."""
+    # a file name may hold a line break: shown escaped, so each skip stays one line
+    source = skipped.source if skipped.source.isprintable() else shown_id(skipped.source)
     reason = (skipped.reason if skipped.source in skipped.reason
-              else f"{skipped.source}: {skipped.reason}")
+              else f"{source}: {skipped.reason}")
     err_console.print(f"[yellow]skipped[/] {escape(reason)}", markup=True, highlight=False)
 
 

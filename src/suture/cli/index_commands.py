@@ -26,9 +26,9 @@ from suture.cli.common import (
     print_skipped,
     writes_nothing,
 )
-from suture.documents import Newlines
+from suture.documents import MAX_DOC_ID_CHARS, Newlines, shown_id
 from suture.documents.limits import MEMORY_PER_FILE_BYTE
-from suture.exceptions import SutureError
+from suture.exceptions import ConfigurationError, SutureError
 from suture.indexing import IndexReport
 from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
 from suture.types import Focus
@@ -390,22 +390,57 @@ def info_command(
 
 @app.command("delete")
 def delete_command(
-    doc_ids: Annotated[list[str], typer.Argument(help="Document ids (see `suture ls`).")],
     index: IndexOption,
+    doc_ids: Annotated[list[str] | None, typer.Argument(
+        help="Document ids (see `suture ls`).")] = None,
+    id_file: Annotated[Path | None, typer.Option(
+        "--id-file", help="Also delete the ids in FILE ('-': standard input), one JSON "
+        "string a line, which holds any id (line breaks, very long ids): e.g. "
+        "`suture ls --json --index IDX | jq -c '.[].doc_id'`.",
+        dir_okay=False)] = None,
     store: StoreOption = None,
 ) -> None:
     """Delete documents from an index."""
     from suture.index import Index
 
     try:
-        deleted = Index.open(index, store=store).delete(doc_ids)
+        wanted = [*(doc_ids or []), *(read_id_file(id_file) if id_file else [])]
+        if not wanted:
+            raise ConfigurationError("name the documents to delete: ids as arguments or "
+                                     "--id-file FILE (see `suture ls`)")
+        deleted = Index.open(index, store=store).delete(wanted)
     except SutureError as exc:
         raise fail(exc) from None
-    missing = sorted(set(doc_ids) - set(deleted))
+    missing = sorted(set(wanted) - set(deleted))
     console.print(f"deleted {len(deleted)} document(s)")
     if missing:
-        err_console.print(f"[yellow]not in the index:[/] {', '.join(missing)}")
+        err_console.print(f"[yellow]not in the index:[/] "
+                          f"{escape(', '.join(map(shown_id, missing)))}", highlight=False)
         raise typer.Exit(code=1)
+
+
+def read_id_file(path: Path) -> list[str]:
+    """The ids in a file of JSON strings, one a line (blank lines skipped); '-' reads
+    standard input. JSON holds any id, which one id a plain line cannot (a line break)."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"cannot read --id-file {path}: {exc}") from None
+    ids = []
+    # split at "\n" only: a JSON string may hold U+2028 or U+0085 as they are
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            value = None
+        if not isinstance(value, str):
+            raise ConfigurationError(
+                f"--id-file {path} line {number}: not a JSON string; write one id a line "
+                'as JSON, e.g. "notes/a.md" (quotes included)')
+        ids.append(value)
+    return ids
 
 
 @app.command("ls")
@@ -435,7 +470,9 @@ def ls_command(
     table.add_column("chunks", justify="right")
     for row in rows:
         table.add_row(
-            escape(row["doc_id"]), escape(row["title"]), str(row["characters"]), str(row["chunks"])
+            escape(row["doc_id"] if row["doc_id"].isprintable()
+                   and len(row["doc_id"]) <= MAX_DOC_ID_CHARS else shown_id(row["doc_id"])),
+            escape(row["title"]), str(row["characters"]), str(row["chunks"])
         )
     console.print(table)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from suture.documents.ids import MAX_DOC_ID_CHARS, check_doc_id, doc_id_problem, shown_id
 from suture.documents.ingest import (
     SUPPORTED_SUFFIXES,
     Skipped,
@@ -22,14 +23,17 @@ from suture.documents.loaders import (
 from suture.documents.sections import Heading, build_sections, detect_sections
 
 __all__ = [
+    "MAX_DOC_ID_CHARS",
     "PAGE_SEPARATOR",
     "SUPPORTED_SUFFIXES",
     "Heading",
     "Newlines",
     "Skipped",
     "build_sections",
+    "check_doc_id",
     "content_hash",
     "detect_sections",
+    "doc_id_problem",
     "document_files",
     "document_from_record",
     "iter_documents",
@@ -37,5 +41,6 @@ __all__ = [
     "normalise_newlines",
     "read_text",
     "same_file_key",
+    "shown_id",
     "title_from_filename",
 ]

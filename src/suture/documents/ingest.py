@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from suture.documents.ids import check_doc_id
 from suture.documents.limits import AUTO, FileSizeLimit, file_size_limit, too_large
 from suture.documents.loaders import (
     FORMAT_BY_SUFFIX,
@@ -87,6 +88,7 @@ def load_document(
         raise DocumentError(problem)
     if path.is_dir():
         raise DocumentError(f"{path}: a folder, not a file; use iter_documents")
+    check_doc_id(doc_id or path.name)  # before anything is read
     extracted = LOADERS[fmt](path, Newlines(newlines))
     sections = extracted.sections
     if sections is None:

@@ -19,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from suture.documents.ids import check_doc_id
 from suture.documents.sections import Heading, build_sections, detect_sections
 from suture.exceptions import DocumentError
 from suture.textfile import BLOCK_CHARS, SPOOL_ABOVE_BYTES, TextFile
@@ -467,8 +468,9 @@ def document_from_record(record: Any, source: str,
     if not isinstance(record, dict):
         raise DocumentError(f"expected a JSON object, got {type(record).__name__}")
     doc_id, text = record.get("doc_id"), record.get("text")
-    if not isinstance(doc_id, str) or not doc_id.strip():
+    if doc_id is None or doc_id == "":
         raise DocumentError("missing or empty \"doc_id\" (a non-empty string is required)")
+    doc_id = check_doc_id(doc_id)
     if not isinstance(text, str):
         raise DocumentError(f"document {doc_id!r}: missing \"text\" (a string is required)")
     if not text.strip():

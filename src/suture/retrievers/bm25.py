@@ -22,10 +22,12 @@ import numpy.typing as npt
 
 from suture.exceptions import ConfigurationError
 from suture.stores.lexical import LexicalSettings, Tokenizer
+from suture.stores.packed import pack_strings, unpack_strings
 
 _META_FILE = "suture_lexical.json"
-_CHUNK_IDS_FILE = "chunk_ids.npy"
-_FORMAT = 1
+_CHUNK_IDS_FILE = "chunk_ids.npz"
+#: 2: chunk ids packed (`stores.packed`), not a fixed-width "<U" array
+_FORMAT = 2
 
 Scores = npt.NDArray[np.float32]
 
@@ -110,7 +112,8 @@ class LexicalIndex:
                 for path in sorted(Path(tmp).iterdir()):
                     archive.write(path, path.name)
             ids = io.BytesIO()
-            np.save(ids, np.array(self.chunk_ids, dtype=str))
+            packed: dict[str, Any] = pack_strings("chunk_ids", self.chunk_ids)
+            np.savez(ids, **packed)  # (numpy types savez's keywords loosely)
             archive.writestr(_CHUNK_IDS_FILE, ids.getvalue())
             archive.writestr(_META_FILE, json.dumps(meta, indent=2))
         return buffer.getvalue()
@@ -134,8 +137,9 @@ class LexicalIndex:
                     or meta.get("settings") != asdict(settings)
                 ):
                     return None
-                chunk_ids = np.load(io.BytesIO(archive.read(_CHUNK_IDS_FILE)),
-                                    allow_pickle=False).tolist()
+                with np.load(io.BytesIO(archive.read(_CHUNK_IDS_FILE)),
+                             allow_pickle=False) as arrays:
+                    chunk_ids = unpack_strings("chunk_ids", arrays)
                 if len(chunk_ids) != meta.get("chunks"):
                     return None
                 if meta.get("indexed"):

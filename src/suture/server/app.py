@@ -7,9 +7,11 @@ Routes (all JSON; `/docs` shows them with their schemas):
     GET    /v1/info                   index, policies, limits                read
     POST   /v1/retrieve               one policy's context                   read
     POST   /v1/compare                several policies, one query embedding  read
-    GET    /v1/documents/{doc_id}     a stored document's text               read
+    GET    /v1/documents?id=          a stored document's text (any id)      read
+    GET    /v1/documents/{doc_id}     the same, the id as a path             read
     POST   /v1/documents              add (JSON text or a file upload): job  write
-    DELETE /v1/documents/{doc_id}     delete: a job                          write
+    DELETE /v1/documents?id=          delete (or a JSON body {doc_id}): job  write
+    DELETE /v1/documents/{doc_id}     the same, the id as a path             write
     GET    /v1/jobs/{job_id}          a write job's state and progress       read
     PUT    /v1/defaults/{policy}      the index's own settings: a job        write
     DELETE /v1/defaults/{policy}      forget them: a job                     write
@@ -28,7 +30,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
@@ -40,7 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from suture._registry import lookup
 from suture._version import __version__
-from suture.documents import SUPPORTED_SUFFIXES, document_from_record
+from suture.documents import SUPPORTED_SUFFIXES, doc_id_problem, document_from_record, shown_id
 from suture.exceptions import ConfigurationError, DocumentError, SutureError
 from suture.explain import HEADERS
 from suture.policies import policy_names
@@ -53,6 +55,7 @@ from suture.server.models import (
     CompareRequest,
     CompareResponse,
     ContextResponse,
+    DocumentAddress,
     DocumentResponse,
     ErrorResponse,
     JobResponse,
@@ -73,6 +76,10 @@ REQUEST_RETRIEVER_OPTIONS: dict[RetrieverName, tuple[str, ...]] = {
     RetrieverName.DOCUMENT_HYBRID: ("fusion", "alpha", "rrf_k"),
 }
 
+
+#: `?id=`: a document named in the query string, which carries any id (a path segment
+#: cannot carry a line break: Starlette's `{path}` converter does not match one)
+DocumentIdQuery = Annotated[str, Query(alias="id", description="The document's id.")]
 
 #: `?wait=true` on a write: answer when its job ends (or when the request time limit passes)
 WaitForJob = Annotated[bool, Query(
@@ -170,16 +177,27 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             focus=body.focus))
         return {"contexts": [c.to_dict() for c in contexts]}
 
+    async def read_document(doc_id: str) -> dict[str, Any]:
+        try:
+            found = await service.read(lambda: service.document(doc_id))
+        except KeyError:
+            raise ApiError(404, "not_found",
+                           f"no document {shown_id(doc_id)} in the index") from None
+        return {"doc_id": found.doc_id, "title": found.title, "text": found.text,
+                "metadata": dict(found.metadata), "source": found.source}
+
+    @app.get("/v1/documents", tags=["documents"], dependencies=[read],
+             response_model=DocumentResponse, responses=errors)
+    async def document_by_id(doc_id: DocumentIdQuery) -> dict[str, Any]:
+        """A stored document's extracted text, named by `?id=` (any id, line breaks
+        included; the path form below cannot carry a line break)."""
+        return await read_document(doc_id)
+
     @app.get("/v1/documents/{doc_id:path}", tags=["documents"], dependencies=[read],
              response_model=DocumentResponse, responses=errors)
     async def document(doc_id: str) -> dict[str, Any]:
         """A stored document's extracted text (span offsets index into it)."""
-        try:
-            found = await service.read(lambda: service.document(doc_id))
-        except KeyError:
-            raise ApiError(404, "not_found", f"no document {doc_id!r} in the index") from None
-        return {"doc_id": found.doc_id, "title": found.title, "text": found.text,
-                "metadata": dict(found.metadata), "source": found.source}
+        return await read_document(doc_id)
 
     @app.post("/v1/documents", tags=["documents"], dependencies=[write], status_code=202,
               response_model=JobResponse, responses=errors, openapi_extra=_UPLOAD_SCHEMA)
@@ -204,6 +222,33 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
                            "multipart/form-data upload with a `file` field")
         return await _job_answer(job, wait, response, service)
 
+    async def delete(doc_id: str, response: Response, wait: bool) -> dict[str, Any]:
+        if not service.jobs.pending(doc_id) and not await service.read(
+            lambda: service.has_document(doc_id)
+        ):
+            raise ApiError(404, "not_found", f"no document {shown_id(doc_id)} in the index")
+        return await _job_answer(service.submit_delete(doc_id), wait, response, service)
+
+    @app.delete("/v1/documents", tags=["documents"], dependencies=[write],
+                status_code=202, response_model=JobResponse, responses=errors)
+    async def delete_document_by_id(
+        response: Response,
+        doc_id: Annotated[str | None, Query(
+            alias="id", description="The document's id (or send a JSON body).")] = None,
+        body: Annotated[DocumentAddress | None, Body(
+            description="The document's id, for any id `?id=` cannot carry (one longer "
+            "than a URL may be, stored by an older suture).")] = None,
+        wait: WaitForJob = False,
+    ) -> dict[str, Any]:
+        """Delete the document named by `?id=` or by a JSON body `{doc_id}`: any stored
+        id, line breaks included (a job, run after every write queued before it)."""
+        if (doc_id is None) == (body is None):
+            raise ApiError(400, "invalid_request", "name the document to delete by ?id=ID "
+                           "or by a JSON body {\"doc_id\": ID}, not both")
+        named = body.doc_id if body is not None else doc_id
+        assert named is not None
+        return await delete(named, response, wait)
+
     @app.delete("/v1/documents/{doc_id:path}", tags=["documents"], dependencies=[write],
                 status_code=202, response_model=JobResponse, responses=errors)
     async def delete_document(
@@ -211,11 +256,7 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         wait: WaitForJob = False,
     ) -> dict[str, Any]:
         """Delete a document (a job, run after every write queued before it)."""
-        if not service.jobs.pending(doc_id) and not await service.read(
-            lambda: service.has_document(doc_id)
-        ):
-            raise ApiError(404, "not_found", f"no document {doc_id!r} in the index")
-        return await _job_answer(service.submit_delete(doc_id), wait, response, service)
+        return await delete(doc_id, response, wait)
 
     @app.put("/v1/defaults/{policy}", tags=["index"], dependencies=[write], status_code=202,
              response_model=JobResponse, responses=errors)
@@ -407,6 +448,9 @@ async def _upload(request: Request, service: IndexService) -> Any:
         raise ApiError(400, "invalid_request", "metadata must be a JSON object")
     data = await upload.read()
     effective_id = doc_id or (None if suffix == ".jsonl" else filename)
+    problem = None if effective_id is None else doc_id_problem(effective_id)
+    if problem is not None:
+        raise ApiError(400, "invalid_request", problem)
     return service.submit_upload(data, filename, suffix, effective_id, title, metadata)
 
 

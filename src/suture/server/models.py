@@ -134,10 +134,18 @@ class CompareResponse(BaseModel):
 class TextDocument(_Strict):
     """A document given as text (`POST /v1/documents` with a JSON body)."""
 
-    doc_id: str = Field(min_length=1, description="Any string; never used as a path.")
+    doc_id: str = Field(min_length=1, description=(
+        "1 to 1,024 characters, not only whitespace, no control characters "
+        "(suture.documents.ids); never used as a path."))
     text: str = Field(min_length=1)
     title: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class DocumentAddress(_Strict):
+    """A document named in a JSON body (`DELETE /v1/documents`): any stored id."""
+
+    doc_id: str
 
 
 class JobProgress(BaseModel):

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from suture.documents import Skipped, iter_documents, title_from_filename
+from suture.documents import Skipped, iter_documents, shown_id, title_from_filename
 from suture.index import Index, IndexReport, check_policy_settings
 from suture.policies import DEFAULT_POLICY, PolicyName, get_policy
 from suture.server.jobs import Job, JobFailed, JobQueue, Progress
@@ -179,7 +179,7 @@ class IndexService:
         def work(job: Job) -> dict[str, Any]:
             deleted = self.index.delete([doc_id])
             if not deleted:
-                raise JobFailed(f"no document {doc_id!r} in the index")
+                raise JobFailed(f"no document {shown_id(doc_id)} in the index")
             return {"deleted": deleted}
 
         return self.jobs.submit("delete", (doc_id,), work)

@@ -63,6 +63,7 @@ from suture.stores.base import (
     check_vectors,
 )
 from suture.stores.derived import FolderData
+from suture.stores.packed import pack_strings, packed_keys, unpack_strings
 from suture.stores.table import ChunkTable
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, Section, SourceDocument, Text
@@ -73,8 +74,8 @@ MATRIX_FILE = "matrix.npz"
 #: seconds a writer waits for another process's write to finish before failing
 BUSY_TIMEOUT_S = 60.0
 #: version of matrix.npz's layout; rows are in (doc_id, position) order since 2, with
-#: their SQLite row ids since 3
-_MATRIX_LAYOUT = 3
+#: their SQLite row ids since 3; ids and section paths packed (`stores.packed`) since 4
+_MATRIX_LAYOUT = 4
 #: how `search` finds the top k (see `suture.stores.ann`)
 SEARCH_MODES = ("auto", "exact", "ann")
 
@@ -714,11 +715,10 @@ class SQLiteStore(Store):
             # Row by row into columns made to size: a list of every row (≈ 700 bytes a
             # chunk with its vector) was the peak of indexing one very large document.
             matrix = np.empty((count, dim), dtype=np.float32)
-            keys, positions, starts, ends, paths = (array("q") for _ in range(5))
+            keys, positions, starts, ends, paths, docs = (array("q") for _ in range(6))
             chunk_ids: list[str] = []
-            doc_ids: list[str] = []
             path_number: dict[str, int] = {}
-            doc_names: dict[str, str] = {}
+            doc_number: dict[str, int] = {}
             rows = connection.execute(
                 'SELECT id, chunk_id, doc_id, position, start, "end", section_path, vector '
                 "FROM chunks ORDER BY doc_id, position"
@@ -738,22 +738,25 @@ class SQLiteStore(Store):
                 ends.append(r[5])
                 paths.append(path_number.setdefault(r[6], len(path_number)))
                 chunk_ids.append(r[1])
-                doc_ids.append(doc_names.setdefault(r[2], r[2]))  # one str a document
+                docs.append(doc_number.setdefault(r[2], len(doc_number)))
         finally:
             if own:
                 connection.rollback()
+        # Strings packed, never as numpy's fixed-width "<U" arrays (count × longest × 4
+        # bytes: one 1M-character id made them 17 GiB); documents by number.
         arrays: dict[str, Any] = {  # Any: numpy.savez types its keywords loosely
             "matrix": matrix,
-            "chunk_ids": np.array(chunk_ids, dtype=str),
-            "doc_ids": np.array(doc_ids, dtype=str),
+            **pack_strings("chunk_ids", chunk_ids),
+            **pack_strings("doc_names", list(doc_number)),
+            "doc_numbers": np.frombuffer(docs, dtype=np.int64),
             "positions": np.frombuffer(positions, dtype=np.int64),
             "starts": np.frombuffer(starts, dtype=np.int64),
             "ends": np.frombuffer(ends, dtype=np.int64),
             "section_path_numbers": np.frombuffer(paths, dtype=np.int64),
-            "section_path_texts": np.array(list(path_number), dtype=str),
+            **pack_strings("section_path_texts", list(path_number)),
             "keys": np.frombuffer(keys, dtype=np.int64),
         }
-        del chunk_ids, doc_ids
+        del chunk_ids, doc_number, path_number
         if not self.read_only:
 
             def save(path: Path) -> None:  # straight to the file: no copy in memory
@@ -1044,8 +1047,9 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
 
 
 #: the arrays of a search state, as saved in matrix.npz
-_STATE_ARRAYS = ("matrix", "chunk_ids", "doc_ids", "positions", "starts", "ends",
-                 "section_path_numbers", "section_path_texts", "keys")
+_STATE_ARRAYS = ("matrix", *packed_keys("chunk_ids"), *packed_keys("doc_names"),
+                 "doc_numbers", "positions", "starts", "ends", "section_path_numbers",
+                 *packed_keys("section_path_texts"), "keys")
 
 
 @dataclass(frozen=True, slots=True)
@@ -1061,12 +1065,13 @@ class _GraphInput:
 
 
 def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> ChunkTable:
-    paths = [_section_path(raw) for raw in arrays["section_path_texts"].tolist()]
+    paths = [_section_path(raw) for raw in unpack_strings("section_path_texts", arrays)]
+    names = unpack_strings("doc_names", arrays)  # one str a document, shared by its rows
     return ChunkTable.build(
         generation=generation,
         matrix=arrays["matrix"],
-        chunk_ids=arrays["chunk_ids"].tolist(),
-        doc_ids=arrays["doc_ids"].tolist(),
+        chunk_ids=unpack_strings("chunk_ids", arrays),
+        doc_ids=[names[i] for i in arrays["doc_numbers"].tolist()],
         positions=arrays["positions"].tolist(),
         starts=arrays["starts"].tolist(),
         ends=arrays["ends"].tolist(),

@@ -30,7 +30,7 @@ function setStatus(text, isError = false) {
 
 function fetchDocument(docId) {
   if (!documents.has(docId)) {
-    documents.set(docId, apiJson("GET", "/v1/documents/" + encodeURIComponent(docId)));
+    documents.set(docId, apiJson("GET", "/v1/documents?id=" + encodeURIComponent(docId)));
   }
   return documents.get(docId);
 }
