@@ -10,10 +10,16 @@ import pytest
 
 from suture import Index
 from suture.embedders.hashing import HashingEmbedder
-from suture.exceptions import ConfigurationError, EmbedderMismatchError, IndexError_
+from suture.exceptions import (
+    ConfigurationError,
+    DocumentIdError,
+    EmbedderMismatchError,
+    IndexError_,
+)
 from suture.stores.sqlite import DATABASE_FILE
 from suture.tokens import count_tokens
-from suture.types import Context
+from suture.types import Context, Document
+from tests.legacy_ids import write_unchecked
 
 PARA = (
     "The receiver acknowledges every segment it accepts. Acknowledgments carry the next "
@@ -311,3 +317,55 @@ def test_a_policys_stored_first_stage_is_used_unless_the_call_names_one(tmp_path
     assert {h.retriever for h in index.retrieve(question, "topk", k=3).hits} == {"hybrid"}
     assert index.retriever("hybrid") is index.retriever()
     assert index.retriever("hybrid", {"alpha": 0.1}) is not index.retriever()
+
+
+def test_an_id_breaking_the_rule_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """A 60,000-character id (which once made every query allocate chunks × 60,000 × 4
+    bytes) and a line break are refused with the rule and the fix; a list holding one
+    such document writes none of the others either."""
+    index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing")
+    before = (index.store.generation, index.store.document_hashes())
+    good = Document("fine.md", PARA * 10)
+    for bad_id, problem in [("y" * 60_000, r"60,000 characters\) is longer than the 1,024"),
+                            ("nl\nid", r"control character, U\+000A, at position 2"),
+                            ("  ", "not only whitespace")]:
+        with pytest.raises(DocumentIdError, match=problem) as raised:
+            index.ingest([good, Document(bad_id, "x")])
+        assert len(str(raised.value)) < 400  # the id is shown cut, never whole
+        assert (index.store.generation, index.store.document_hashes()) == before
+    with pytest.raises(DocumentIdError):  # a stream is checked as it is planned
+        index.ingest(iter([Document("y" * 60_000, "x")]))
+    assert (index.store.generation, index.store.document_hashes()) == before
+
+
+def test_an_index_holding_a_long_id_opens_queries_and_deletes_in_bounded_memory(
+        tmp_path: Path) -> None:
+    """An id stored before the rule (60,000 characters here) costs its own length, not
+    chunks × its length: the search table, its matrix.npz and the BM25 index keep ids
+    packed. Before, the first query of this 300-chunk index allocated over 140 MB."""
+    import tracemalloc
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(25):
+        (docs / f"d{i}.txt").write_text(f"Document {i}. " + PARA * 60)
+    index = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    long_id = "y" * 60_000
+    write_unchecked(index, long_id, "The long named document is about window probes. " * 30)
+    opened = Index.open(tmp_path / "idx")
+    assert opened.info()["chunks"] >= 300
+    opened.embed_queries(["warm the embedder up"])
+    tracemalloc.start()
+    try:
+        found = {h.chunk.doc_id for retriever in ("dense", "lexical")
+                 for h in opened.retrieve("window probes", policy="topk", k=3,
+                                          retriever=retriever).hits}
+        assert opened.delete([long_id]) == [long_id]
+        assert opened.retrieve("acknowledges every segment", policy="topk", k=3,
+                               retriever="lexical").hits
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert long_id in found
+    assert peak < 40e6, f"{peak / 1e6:.0f} MB"
+    assert long_id not in Index.open(tmp_path / "idx").store.document_hashes()

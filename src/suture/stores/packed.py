@@ -35,8 +35,7 @@ def unpack_strings(name: str, arrays: Mapping[str, npt.NDArray[Any]]) -> list[st
     if (ends[-1] if ends else 0) != len(joined):
         raise ValueError(f"packed strings {name!r} are damaged: the offsets end at "
                          f"{ends[-1] if ends else 0}, the text at {len(joined)}")
-    starts = [0, *ends[:-1]]
-    return [joined[a:b] for a, b in zip(starts, ends, strict=True)]
+    return [joined[a:b] for a, b in zip([0, *ends], ends, strict=False)]  # (start, end)s
 
 
 def packed_keys(name: str) -> tuple[str, str]:
