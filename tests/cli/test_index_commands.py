@@ -16,6 +16,7 @@ import pytest
 
 from suture import Index
 from tests.cli.conftest import suture
+from tests.legacy_ids import write_unchecked
 
 
 def test_index_query_info_delete(docs: Path, tmp_path: Path) -> None:
@@ -459,3 +460,55 @@ def test_files_over_the_size_limit_are_skipped_with_a_reason(
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "max file size '12x' is not a size" in bad.stderr
     assert not (tmp_path / "other").exists()
+
+
+def test_files_whose_ids_break_the_rule_are_skipped_with_one_line_each(tmp_path: Path) -> None:
+    """A relative path over 1,024 characters or a file name with a line break is not a
+    valid id: skipped with the reason, the rest indexed, no traceback."""
+    folder = tmp_path / "docs"
+    deep = folder.joinpath(*["d" * 200] * 6)
+    deep.mkdir(parents=True)
+    (deep / "deep.txt").write_text("A document nested too deep to be named. " * 20)
+    (folder / "line\nbreak.txt").write_text("A document whose name breaks a line. " * 20)
+    (folder / "ok.txt").write_text("An ordinary document about window probes. " * 20)
+    built = suture("index", folder, "--index", tmp_path / "idx", "--embedder", "hashing", "-q")
+    assert built.returncode == 0, built.stderr
+    assert "1 added" in built.stdout and "2 skipped" in built.stdout
+    assert "Traceback" not in built.stderr
+    flat = re.sub(r"\s+", " ", built.stderr)
+    assert "(1,214 characters) is longer than the 1,024 characters allowed" in flat
+    assert r"'line\nbreak.txt' holds a control character, U+000A, at position 4" in flat
+    assert flat.count("skipped") == 2
+    listed = json.loads(suture("ls", "--index", tmp_path / "idx", "--json").stdout)
+    assert [row["doc_id"] for row in listed] == ["ok.txt"]
+
+
+def test_delete_id_file_deletes_any_stored_id(docs: Path, tmp_path: Path) -> None:
+    """Ids that no shell argument holds well (a line break; 5,000 characters, stored
+    before the id rule) are deleted from a file of JSON strings, one a line, as
+    `suture ls --json | jq -c '.[].doc_id'` writes them."""
+    idx = tmp_path / "idx"
+    assert suture("index", docs, "--index", idx, "--embedder", "hashing", "-q").returncode == 0
+    odd = ["nl\nid", "z" * 5000]
+    index = Index.open(idx)
+    for doc_id in odd:
+        write_unchecked(index, doc_id, "Stored under an odd id. " * 20)
+    listed = json.loads(suture("ls", "--index", idx, "--json").stdout)
+    assert {row["doc_id"] for row in listed} >= set(odd)
+    id_file = tmp_path / "ids.jsonl"
+    id_file.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n"
+                               for i in [*odd, "never stored"]) + "\n")
+    deleted = suture("delete", "--id-file", id_file, "--index", idx)
+    assert deleted.returncode == 1, deleted.stderr  # one id was not stored
+    assert "deleted 2 document(s)" in deleted.stdout
+    assert "not in the index: 'never stored'" in re.sub(r"\s+", " ", deleted.stderr)
+    assert not set(odd) & set(Index.open(idx).store.document_hashes())
+
+    id_file.write_text('"j1"\nnotes/a.md\n')
+    bad = suture("delete", "--id-file", id_file, "--index", idx)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "line 2: not a JSON string" in re.sub(r"\s+", " ", bad.stderr)
+    assert "j1" in {row["doc_id"] for row in json.loads(
+        suture("ls", "--index", idx, "--json").stdout)}  # nothing deleted
+    nothing = suture("delete", "--index", idx)
+    assert nothing.returncode == 2 and "name the documents to delete" in nothing.stderr
