@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from suture import Index
 from suture.embedders.hashing import HashingEmbedder
+from suture.exceptions import DocumentIdError
 from suture.indexing import IndexReport, batches, embed_batch, plan_documents, write_batch
 from suture.stores import create_store
+from suture.stores.base import Manifest
+from suture.types import Document
 
 
 def test_a_document_in_pieces_is_stored_as_if_written_whole(
@@ -44,3 +48,17 @@ def test_a_document_in_pieces_is_stored_as_if_written_whole(
     assert chunks == list(whole.iter_chunks())
     ids = [c.chunk_id for c in chunks]
     np.testing.assert_array_equal(store.vectors(ids), whole.vectors(ids))
+
+
+def test_planning_refuses_an_id_breaking_the_rule_before_hashing_it(tmp_path: Path) -> None:
+    """`plan_documents` is where every executor (one process, Ray's driver, the server's
+    writer) plans a document, so its check guards every way into a store."""
+    store = create_store(str(tmp_path / "idx"), Manifest(
+        suture_version="test", embedder="hashing", dimension=64, chunk_size=600,
+        chunk_overlap=60, contextual=True))
+    planned = plan_documents(store, iter([Document("ok.md", "fine text"),
+                                          Document("y" * 2000, "text")]), IndexReport())
+    assert next(planned).document.doc_id == "ok.md"
+    with pytest.raises(DocumentIdError, match=r"\(2,000 characters\) is longer than"):
+        next(planned)
+    assert store.document_hashes() == {}
