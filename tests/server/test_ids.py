@@ -14,6 +14,7 @@ import pytest
 
 from suture import Index
 from suture.client import Client
+from suture.documents import MAX_DOC_ID_CHARS
 from tests.legacy_ids import write_unchecked
 from tests.server.fixtures import READ_KEY, WRITE_KEY, Server, run_server
 
@@ -73,6 +74,8 @@ def test_any_stored_id_is_read_and_deleted_over_http(id_server: Server) -> None:
         by_path = http.get("/v1/documents/nl%0Aid")  # a path segment cannot carry "\n"
         read = http.get("/v1/documents", params={"id": NEWLINE_ID})
         missing = http.get("/v1/documents", params={"id": "never stored"})
+        # the longest id allowed, every character 12 bytes once percent-encoded, fits a URL
+        widest = http.get("/v1/documents", params={"id": "\U0001d538" * MAX_DOC_ID_CHARS})
         deleted = http.delete("/v1/documents", params={"id": NEWLINE_ID, "wait": "true"})
         long_deleted = http.request("DELETE", "/v1/documents", params={"wait": "true"},
                                     json={"doc_id": LONG_ID})
@@ -82,6 +85,7 @@ def test_any_stored_id_is_read_and_deleted_over_http(id_server: Server) -> None:
     assert read.status_code == 200 and read.json()["doc_id"] == NEWLINE_ID
     assert read.json()["text"].startswith("Stored under an odd id.")
     assert missing.status_code == 404 and "'never stored'" in missing.json()["message"]
+    assert widest.status_code == 404 and widest.json()["error"] == "not_found"
     assert deleted.status_code == 200 and deleted.json()["result"]["deleted"] == [NEWLINE_ID]
     assert long_deleted.status_code == 200
     assert long_deleted.json()["result"]["deleted"] == [LONG_ID]
