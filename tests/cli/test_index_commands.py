@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import json
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -459,3 +461,32 @@ def test_files_over_the_size_limit_are_skipped_with_a_reason(
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "max file size '12x' is not a size" in bad.stderr
     assert not (tmp_path / "other").exists()
+
+
+def test_fifos_sockets_and_devices_are_skipped_without_being_opened(tmp_path: Path) -> None:
+    """Only regular files are read: a FIFO (whose open() blocks until a writer comes), a
+    socket and a link to a device are skipped with a reason; the run ends (a hang fails
+    the test through the timeout) and indexes the regular file beside them."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "a.txt").write_text("hi there, a regular file")
+    os.mkfifo(folder / "p.txt")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(folder / "s.txt"))
+    (folder / "zero.txt").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "alone.md")
+    idx = tmp_path / "idx"
+    try:
+        built = suture("index", folder, tmp_path / "alone.md", "--index", idx,
+                       "--embedder", "hashing", "-q", timeout=60)
+    finally:
+        server.close()
+    assert built.returncode == 0, built.stderr
+    assert "1 added" in built.stdout and "4 skipped" in built.stdout
+    stderr = re.sub(r"\s+", " ", built.stderr)
+    assert f"{folder / 'p.txt'}: a named pipe (FIFO), not a regular file" in stderr
+    assert f"{folder / 's.txt'}: a socket, not a regular file" in stderr
+    assert f"{folder / 'zero.txt'}: a character device (through a symbolic link)" in stderr
+    assert f"{tmp_path / 'alone.md'}: a named pipe (FIFO)" in stderr
+    listed = json.loads(suture("ls", "--index", idx, "--json").stdout)
+    assert [row["doc_id"] for row in listed] == ["a.txt"]
