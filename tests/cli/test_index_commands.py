@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import json
+import os
 import re
 import signal
 import socket

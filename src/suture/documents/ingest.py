@@ -192,7 +192,8 @@ def _special_file(path: Path, mode: int) -> str | None:
         return None
     kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "a special file")
     via = " (through a symbolic link)" if os.path.islink(path) else ""
-    return f"{path}: {kind}{via}, not a regular file; only regular files are indexed, so leave it out"
+    return (f"{path}: {kind}{via}, not a regular file; "
+            "only regular files are indexed, so leave it out")
 
 
 def _walk(root: Path) -> list[Path | Skipped]:
