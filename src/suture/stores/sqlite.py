@@ -417,13 +417,25 @@ class SQLiteStore(Store):
         return dict(self._connection().execute("SELECT doc_id, content_hash FROM documents"))
 
     def documents_summary(self) -> list[DocumentSummary]:
-        rows = self._connection().execute(
-            "SELECT d.doc_id, d.title, length(CAST(d.text AS TEXT)), "
+        connection = self._connection()
+        # SQLite's length() stops at the first NUL character: a text that holds one is
+        # counted from its bytes instead (rare, so the others are still counted in SQL).
+        rows = connection.execute(
+            "SELECT d.doc_id, d.title, CASE WHEN instr(CAST(d.text AS BLOB), x'00') "
+            "THEN NULL ELSE length(CAST(d.text AS TEXT)) END, "
             "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.doc_id), d.content_hash "
             "FROM documents d ORDER BY d.doc_id"
-        )
-        return [DocumentSummary(str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]))
-                for r in rows]
+        ).fetchall()
+
+        def characters(doc_id: str, counted: int | None) -> int:
+            if counted is not None:
+                return int(counted)
+            data = connection.execute("SELECT CAST(text AS BLOB) FROM documents WHERE "
+                                      "doc_id = ?", (doc_id,)).fetchone()[0]
+            return len(bytes(data).decode("utf-8"))
+
+        return [DocumentSummary(str(r[0]), str(r[1]), characters(r[0], r[2]), int(r[3]),
+                                str(r[4])) for r in rows]
 
     def document(self, doc_id: str) -> Document:
         return self._document_entry(doc_id)[0]
