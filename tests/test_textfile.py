@@ -59,7 +59,8 @@ def test_slices_find_and_count_are_those_of_the_str(text: str, bounds: list[int 
         assert spooled[:] == text
         assert spooled.find(sub, start, end) == text.find(sub, start, end)
         assert spooled.count(sub, start, end) == text.count(sub, start, end)
-        assert is_blank(spooled) == (not text or text.isspace())
+        # empty: nothing but white space and byte-order marks
+        assert is_blank(spooled) == (not text.replace("\ufeff", "").strip())
         for at in (0, len(text) // 2):
             assert match_end(_SAFE_CUT, spooled, at) == match_end(_SAFE_CUT, text, at)
         spooled.close()

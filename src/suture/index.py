@@ -21,6 +21,7 @@ from suture.embedders import (
     Vectors,
     embedder_class,
     embedder_from_spec,
+    embedder_parameters,
     get_embedder,
 )
 from suture.exceptions import (
@@ -247,6 +248,14 @@ class Index:
         cls = embedder_class(m.embedder)
         recorded = {k: v for k, v in m.embedder_options.items()
                     if k not in cls.location_options and k not in _UNRECORDED_OPTIONS}
+        takes = embedder_parameters(cls)
+        unknown = sorted(set(recorded) - takes) if takes is not None else []
+        if unknown:
+            raise IndexError_(
+                f"the index at {self.store.location} records embedder option {unknown[0]!r}, "
+                f"which the {m.embedder} embedder does not take (its options: "
+                f"{', '.join(sorted(takes or ())) or 'none'}); its manifest is damaged or was "
+                "written by another suture version: rebuild the index with this one")
         return m.embedder, {**recorded, **self._embedder_options}
 
     def _check_embedder(self, model: Embedder) -> None:

@@ -35,6 +35,7 @@ from suture.embedders import Embedder, Vectors
 from suture.exceptions import IndexError_
 from suture.progress import ProgressFactory, progress_bar
 from suture.stores.base import BulkWrites, ChunkPart, Manifest, Store
+from suture.textfile import is_blank
 from suture.tokens import TokenMap
 from suture.types import Chunk, SourceDocument
 
@@ -146,6 +147,8 @@ class Piece:
 def pending_document(document: SourceDocument, digest: str, manifest: Manifest,
                      replaces: bool) -> PendingDocument | None:
     """Chunk `document` as the index does; None when it has no text to index."""
+    if is_blank(document.text):  # (a byte-order mark alone would make one chunk)
+        return None
     layout = chunk_layout(document, manifest.chunk_size, manifest.chunk_overlap)
     if not len(layout):
         return None

@@ -211,8 +211,14 @@ def whole_text(text: Text) -> str:
 
 
 def is_blank(text: Text) -> bool:
-    """Whether `text` holds only white space (or nothing), read a window at a time."""
-    return all(window.isspace() for _, window in windows(text))
+    """Whether `text` holds only white space and byte-order marks (U+FEFF), or nothing:
+    the one test of an empty document (a file of just a mark is as empty as a blank one),
+    read a window at a time."""
+    return all(not window.translate(_BOM_DELETED).strip() for _, window in windows(text))
+
+
+#: `str.translate` table deleting U+FEFF (a byte-order mark; no white space to Python)
+_BOM_DELETED = {0xFEFF: None}
 
 
 @dataclass(frozen=True, slots=True)

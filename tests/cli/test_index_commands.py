@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -512,3 +514,32 @@ def test_delete_id_file_deletes_any_stored_id(docs: Path, tmp_path: Path) -> Non
         suture("ls", "--index", idx, "--json").stdout)}  # nothing deleted
     nothing = suture("delete", "--index", idx)
     assert nothing.returncode == 2 and "name the documents to delete" in nothing.stderr
+
+
+def test_fifos_sockets_and_devices_are_skipped_without_being_opened(tmp_path: Path) -> None:
+    """Only regular files are read: a FIFO (whose open() blocks until a writer comes), a
+    socket and a link to a device are skipped with a reason; the run ends (a hang fails
+    the test through the timeout) and indexes the regular file beside them."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "a.txt").write_text("hi there, a regular file")
+    os.mkfifo(folder / "p.txt")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(folder / "s.txt"))
+    (folder / "zero.txt").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "alone.md")
+    idx = tmp_path / "idx"
+    try:
+        built = suture("index", folder, tmp_path / "alone.md", "--index", idx,
+                       "--embedder", "hashing", "-q", timeout=60)
+    finally:
+        server.close()
+    assert built.returncode == 0, built.stderr
+    assert "1 added" in built.stdout and "4 skipped" in built.stdout
+    stderr = re.sub(r"\s+", " ", built.stderr)
+    assert f"{folder / 'p.txt'}: a named pipe (FIFO), not a regular file" in stderr
+    assert f"{folder / 's.txt'}: a socket, not a regular file" in stderr
+    assert f"{folder / 'zero.txt'}: a character device (through a symbolic link)" in stderr
+    assert f"{tmp_path / 'alone.md'}: a named pipe (FIFO)" in stderr
+    listed = json.loads(suture("ls", "--index", idx, "--json").stdout)
+    assert [row["doc_id"] for row in listed] == ["a.txt"]

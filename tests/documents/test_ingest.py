@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from suture.documents import (
     Skipped,
     content_hash,
+    document_files,
     iter_documents,
     load_document,
     title_from_filename,
@@ -342,3 +343,15 @@ def test_content_hash_is_the_hash_of_the_json_of_the_whole_document(
     finally:
         ingest._HASH_WINDOW = window
     assert content_hash(Document("d", text, title, metadata=metadata)) == plain
+
+
+def test_special_files_are_refused_before_they_are_opened(tmp_path: Path) -> None:
+    """`document_files` (what the HTTP client uploads from) and `load_document` name a FIFO
+    as a skip instead of handing it to open(), which would block until a writer comes."""
+    os.mkfifo(tmp_path / "p.txt")
+    (tmp_path / "a.txt").write_text("text")
+    listed = document_files(tmp_path)
+    assert listed[0] == (tmp_path / "a.txt", "a.txt")
+    assert isinstance(listed[1], Skipped) and "a named pipe (FIFO)" in listed[1].reason
+    with pytest.raises(DocumentError, match="not a regular file"):
+        load_document(tmp_path / "p.txt")

@@ -105,6 +105,18 @@ def test_a_file_of_white_space_is_empty(tmp_path: Path) -> None:
         load_document(path)
 
 
+@pytest.mark.parametrize("data", [b"\xef\xbb\xbf", b"\xef\xbb\xbf \r\n\t",
+                                  b"\xef\xbb\xbf\xef\xbb\xbf", " \ufeff\n".encode("utf-16")])
+def test_a_file_of_byte_order_marks_and_white_space_is_empty(tmp_path: Path,
+                                                             data: bytes) -> None:
+    """UTF-8 keeps a byte-order mark as U+FEFF, which Python does not count as white
+    space: a file of just a mark was a one-character document."""
+    path = tmp_path / "bom.txt"
+    path.write_bytes(data)
+    with pytest.raises(DocumentError, match="empty file"):
+        load_document(path)
+
+
 # -- the line-break convention (LegalBench-RAG: Python's text mode) -------------------------
 
 

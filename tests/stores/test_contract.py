@@ -102,6 +102,25 @@ def test_documents_round_trip(filled: tuple[Store, dict[str, np.ndarray]]) -> No
         store.document("nope")
 
 
+def test_a_text_with_nul_characters_round_trips_and_counts_every_character(
+    store_target: StoreTarget,
+) -> None:
+    """NUL is an ordinary character of a stored text: SQLite's length() stops at the first
+    one, so the summary (`suture ls`) must not count with it."""
+    store = create_store(store_target.index(), manifest(), store_target.store)
+    text = "x" * 10_000 + "\x00é\x00" + "y" * 10_011
+    chunks = [Chunk(Chunk.make_id("nul.txt", 0), "nul.txt", 0, 0, 600, text[:600], ()),
+              Chunk(Chunk.make_id("nul.txt", 1), "nul.txt", 1, 9_990, 10_590,
+                    text[9_990:10_590], ())]
+    doc = Document("nul.txt", text, title="nul", source="/src/nul.txt", metadata={})
+    store.write_document(doc, "hash-nul", chunks, unit_vectors(2, 3), TokenMap.of(text))
+    assert store.document("nul.txt").text == text
+    assert [c.text for c in store.chunks([c.chunk_id for c in chunks])] == \
+        [c.text for c in chunks]
+    assert [(s.doc_id, s.characters) for s in store.documents_summary()] == \
+        [("nul.txt", 20_014)]
+
+
 def test_search_is_exact_cosine_with_ties_by_document_then_position(
     filled: tuple[Store, dict[str, np.ndarray]],
 ) -> None:

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 import pytest
 
-from suture.exceptions import ConfigurationError, MissingDependencyError
+from suture.exceptions import ConfigurationError, DocumentError, MissingDependencyError
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import Manifest
 from suture.types import Chunk, Document
@@ -72,6 +72,18 @@ def test_index_names_that_cannot_name_tables_are_refused(postgres_url: str, name
 def test_an_unknown_search_mode_is_refused(postgres_url: str) -> None:
     with pytest.raises(ConfigurationError, match="search='fast'"):
         open_store("anything", with_option(postgres_url, search="fast"))
+
+
+def test_nul_is_stored_through_a_stand_in_that_a_text_may_not_hold(postgres_url: str) -> None:
+    """PostgreSQL's text cannot hold NUL (the contract test shows it round-trips); a text
+    holding the stand-in itself is refused with the reason, not stored as a NUL later."""
+    store = create_store(fresh_name(), manifest(), postgres_url)
+    text = "a\x00b \uffff c"
+    vector = np.eye(1, DIM, dtype=np.float32)
+    with pytest.raises(DocumentError, match=r"'odd.txt' holds U\+FFFF"):
+        store.write_document(Document("odd.txt", text), "h", [
+            Chunk(Chunk.make_id("odd.txt", 0), "odd.txt", 0, 0, len(text), text)], vector)
+    assert store.documents_summary() == []
 
 
 def uses_hnsw(store: Store, query: np.ndarray) -> bool:

@@ -7,6 +7,7 @@ import errno
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -163,7 +164,7 @@ def document_files(root: Path) -> list[tuple[Path, str] | Skipped]:
 def _unusable(path: Path) -> str | None:
     """Why `path` cannot be used at all (one line naming the fix), or None."""
     try:
-        os.stat(path)
+        mode = os.stat(path).st_mode
     except OSError as error:
         if error.errno == errno.ELOOP:
             return (f"{path}: symbolic link loop (following it leads back to itself); "
@@ -177,7 +178,24 @@ def _unusable(path: Path) -> str | None:
         if error.errno in (errno.ENOENT, errno.ENOTDIR):
             return f"{path}: no such file or folder"
         return f"{path}: cannot read ({error.strerror or error})"
-    return None
+    return _special_file(path, mode)
+
+
+#: what each kind of special file is called in a skip reason
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+                  (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _special_file(path: Path, mode: int) -> str | None:
+    """Why `path` (of stat mode `mode`, links followed) is neither a folder nor a regular
+    file, or None. Such a file is never opened: reading a FIFO or a device could block
+    forever or never end."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "a special file")
+    via = " (through a symbolic link)" if os.path.islink(path) else ""
+    return (f"{path}: {kind}{via}, not a regular file; "
+            "only regular files are indexed, so leave it out")
 
 
 def _walk(root: Path) -> list[Path | Skipped]:
@@ -204,11 +222,23 @@ def _walk(root: Path) -> list[Path | Skipped]:
                           f"{os.path.realpath(link)} itself to index what it holds")
                 found.append((link.relative_to(root).as_posix(), Skipped(str(link), reason)))
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(
-            (Path(folder, name).relative_to(root).as_posix(), Path(folder, name))
-            for name in files if not name.startswith(".")
-        )
+        for name in files:
+            if not name.startswith("."):
+                path = Path(folder, name)
+                special = _special_in_walk(path)
+                found.append((path.relative_to(root).as_posix(),
+                              Skipped(str(path), special) if special else path))
     return [item for _, item in sorted(found, key=lambda pair: pair[0])]
+
+
+def _special_in_walk(path: Path) -> str | None:
+    """`_special_file` for a file found in a walk; one that cannot be stat'ed is left to
+    the loader, which names why (a broken link, a permission)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return _special_file(path, mode)
 
 
 def _load_file(path: Path, doc_id: str, newlines: Newlines,

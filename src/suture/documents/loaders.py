@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from suture.documents.ids import check_doc_id
 from suture.documents.sections import Heading, build_sections, detect_sections
 from suture.exceptions import DocumentError
-from suture.textfile import BLOCK_CHARS, SPOOL_ABOVE_BYTES, TextFile
+from suture.textfile import BLOCK_CHARS, SPOOL_ABOVE_BYTES, TextFile, is_blank
 from suture.types import Document, Section, Text
 
 FORMAT_BY_SUFFIX: Mapping[str, str] = {
@@ -182,7 +182,7 @@ def _read_as(opened: Callable[[], BinaryIO], codec: str, source: str, newlines: 
             nonlocal controls, blank
             while block := reader.read(BLOCK_CHARS):
                 controls += _control_characters(block)
-                blank = blank and block.isspace()
+                blank = blank and is_blank(block)
                 yield block
 
         try:
@@ -204,7 +204,7 @@ def _read_as(opened: Callable[[], BinaryIO], codec: str, source: str, newlines: 
         )
     if blank:
         _close(text)
-        raise DocumentError(f"{source}: empty file (only white space)")
+        raise DocumentError(f"{source}: empty file (only white space or a byte-order mark)")
     metadata: dict[str, Any] = {"encoding": codec, "newlines": newlines.value}
     if "\r\n" in seen:
         metadata["line_endings"] = "crlf"
@@ -339,7 +339,7 @@ def load_html(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
         raise DocumentError(f"{path}: unparsable HTML") from error
     except RecursionError as error:
         raise DocumentError(f"{path}: HTML nested too deeply to read") from error
-    if not extracted or extracted.isspace():
+    if is_blank(extracted):
         raise DocumentError(f"{path}: HTML has no visible text")
     sections = build_sections(headings, len(extracted)) if headings else None
     return Extracted(extracted, title or title_from_filename(path), metadata, sections)
@@ -429,7 +429,7 @@ def load_pdf(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Extracted:
     finally:
         pdf.close()
     text = PAGE_SEPARATOR.join(pages)
-    if not text or text.isspace():
+    if is_blank(text):
         raise DocumentError(f"{path}: PDF has no extractable text (scanned images?)")
     return Extracted(text, info_title or title_from_filename(path), {"pages": len(pages)})
 
@@ -473,7 +473,7 @@ def document_from_record(record: Any, source: str,
     doc_id = check_doc_id(doc_id)
     if not isinstance(text, str):
         raise DocumentError(f"document {doc_id!r}: missing \"text\" (a string is required)")
-    if not text.strip():
+    if is_blank(text):
         raise DocumentError(f"document {doc_id!r}: empty text")
     title = record.get("title") or ""
     metadata = record.get("metadata") or {}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from suture._registry import load_class, lookup
 from suture.embedders.base import Embedder, Vectors, normalise
+from suture.exceptions import ConfigurationError
 
 
 class EmbedderName(StrEnum):
@@ -36,11 +38,32 @@ def embedder_class(name: str) -> type[Embedder]:
     return cls
 
 
+def embedder_parameters(cls: type[Embedder]) -> frozenset[str] | None:
+    """The options `cls` takes (its constructor's keyword names); None when it takes any."""
+    parameters = inspect.signature(cls).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return frozenset(p.name for p in parameters
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
 def get_embedder(name: str | Embedder, **options: Any) -> Embedder:
-    """Return an embedder instance for a registry name (or pass an instance through)."""
+    """Return an embedder instance for a registry name (or pass an instance through);
+    an option the embedder does not take is a `ConfigurationError` naming those it does."""
     if isinstance(name, Embedder):
         return name
-    return embedder_class(name)(**options)
+    cls = embedder_class(name)
+    _check_options(name, cls, options)
+    return cls(**options)
+
+
+def _check_options(name: str, cls: type[Embedder], options: dict[str, Any]) -> None:
+    takes = embedder_parameters(cls)
+    unknown = sorted(set(options) - takes) if takes is not None else []
+    if unknown:
+        raise ConfigurationError(
+            f"the {name} embedder takes no option {unknown[0]!r}; its options: "
+            f"{', '.join(sorted(takes or ())) or 'none'} (--embedder-option NAME=VALUE)")
 
 
 def embedder_from_spec(spec: str | Embedder, **options: Any) -> Embedder:
@@ -55,6 +78,7 @@ def embedder_from_spec(spec: str | Embedder, **options: Any) -> Embedder:
     if folder.is_dir():
         from suture.embedders.minilm import MiniLMEmbedder
 
+        _check_options("minilm", MiniLMEmbedder, {"model_path": folder, **options})
         return MiniLMEmbedder(model_path=str(folder), **options)
     return get_embedder(spec, **options)  # raises UnknownPluginError naming the choices
 
@@ -66,6 +90,7 @@ __all__ = [
     "Vectors",
     "embedder_class",
     "embedder_from_spec",
+    "embedder_parameters",
     "get_embedder",
     "normalise",
 ]

@@ -51,7 +51,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import threading
+import zipfile
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -77,6 +79,8 @@ from suture.retrievers.fusion import (
 from suture.retrievers.lexical import LexicalRetriever
 from suture.stores.base import DocumentSummary, Store, split_chunk_id
 from suture.types import Chunk, Hit
+
+log = logging.getLogger("suture.retrievers.sentences")
 
 #: prefix of the saved sentence vectors in a store's derived data
 SENTENCES_PREFIX = "sentences/"
@@ -144,7 +148,7 @@ class DocumentSentences:
             with np.load(io.BytesIO(data)) as arrays:
                 loaded = cls(*(np.asarray(arrays[name]) for name in
                                ("positions", "starts", "ends", "vectors")))
-        except (OSError, ValueError, KeyError, EOFError):
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return None
         n = len(loaded.positions)
         if loaded.vectors.shape != (n, dimension) or not (
@@ -331,6 +335,9 @@ class SentenceRetriever(Retriever):
         key = self._key(summary.content_hash)
         data = self.store.derived.read(key) if self.persist else None
         loaded = None if data is None else DocumentSentences.from_bytes(data, dimension)
+        if data is not None and loaded is None:
+            log.warning("the saved sentence vectors of %r in the index at %s are damaged; "
+                        "rebuilt from the stored text", summary.doc_id, self.store.location)
         if loaded is None:
             loaded = self._embed_document(summary, dimension)
             cache.built_documents += 1

@@ -40,6 +40,11 @@ READ ONLY transaction, so one query's search, neighbours, documents and BM25 all
 one snapshot while other processes write. Creating an index takes an advisory lock on
 its name, so two processes creating it at once end with one manifest: the second one
 joins it or, with other settings, gets `ConfigurationError` naming both.
+
+PostgreSQL's text type cannot hold the NUL character: texts and titles are stored with
+U+FFFF (a noncharacter, which Unicode reserves for a program's internal use) in its place
+and read back with NUL, so lengths and offsets stay those of the text indexed; a text
+that holds U+FFFF itself is refused.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ import numpy as np
 from suture.embedders.base import Vectors
 from suture.exceptions import (
     ConfigurationError,
+    DocumentError,
     IndexError_,
     IndexNotFoundError,
     missing_dependency,
@@ -422,10 +428,12 @@ class PostgresStore(Store):
                    "EXCLUDED.content_hash, title = EXCLUDED.title, source = EXCLUDED.source, "
                    "metadata = EXCLUDED.metadata, sections = EXCLUDED.sections, text = "
                    "EXCLUDED.text, token_map = EXCLUDED.token_map, chunk_count = 0", t),
-                (document.doc_id, content_hash, document.title, document.source,
+                (document.doc_id, content_hash, _pg_text(document.title, document.doc_id),
+                 document.source,
                  json.dumps(dict(document.metadata), sort_keys=True, default=str),
                  json.dumps([_section_to_json(s) for s in document.sections]),
-                 document.text, token_map.to_bytes() if token_map is not None else None),
+                 _pg_text(document.text, document.doc_id),
+                 token_map.to_bytes() if token_map is not None else None),
             )
             removed = self._delete_rows(conn, document.doc_id)
             lexical = postgres_bm25.tokenisations(conn, t)
@@ -461,7 +469,8 @@ class PostgresStore(Store):
                             self._vector_oid])
             for i, (chunk, chunk_id) in enumerate(zip(chunks, ids, strict=True)):
                 copy.write_row((chunk_id, chunk.doc_id, chunk.position, chunk.start, chunk.end,
-                                json.dumps(list(chunk.section_path)), chunk.text, rows[i]))
+                                json.dumps(list(chunk.section_path)),
+                                _pg_text(chunk.text, chunk.doc_id), rows[i]))
         return ids
 
     def _delete_rows(self, conn: psycopg.Connection[Any], doc_id: str) -> int:
@@ -536,7 +545,8 @@ class PostgresStore(Store):
         rows = self._conn().execute(_q(
             "SELECT doc_id, title, length(text), chunk_count, content_hash FROM {documents} "
             "ORDER BY doc_id", self.tables))
-        return [DocumentSummary(r[0], r[1], int(r[2]), int(r[3]), r[4]) for r in rows]
+        return [DocumentSummary(r[0], _text_from_pg(r[1]), int(r[2]), int(r[3]), r[4])
+                for r in rows]
 
     def document(self, doc_id: str) -> Document:
         return self._document_entry(doc_id)[0]
@@ -558,7 +568,8 @@ class PostgresStore(Store):
             "WHERE doc_id = %s", self.tables), (doc_id,)).fetchone()
         if row is None:
             raise KeyError(f"no document {doc_id!r} in the index at {self.location}")
-        document = Document(doc_id=doc_id, text=row[4], title=row[0], source=row[1],
+        document = Document(doc_id=doc_id, text=_text_from_pg(row[4]),
+                            title=_text_from_pg(row[0]), source=row[1],
                             metadata=json.loads(row[2]),
                             sections=tuple(_section_from_json(s) for s in json.loads(row[3])))
         entry = (document, _token_map(row[5]))
@@ -891,7 +902,28 @@ def _read_manifest(conn: psycopg.Connection[Any], t: Tables) -> Manifest | None:
 
 
 
+#: what a stored text holds in place of NUL, which PostgreSQL's text type cannot hold
+_NUL_STAND_IN = "\uffff"
+
+
+def _pg_text(text: str, doc_id: str) -> str:
+    """`text` as stored: NUL written as `_NUL_STAND_IN` (one character for one, so SQL's
+    length() and offsets are the text's); `DocumentError` when it holds the stand-in."""
+    if _NUL_STAND_IN in text:
+        raise DocumentError(
+            f"document {doc_id!r} holds U+FFFF, the character the PostgreSQL store writes "
+            "in place of NUL (which PostgreSQL cannot store); remove it from the text or "
+            "use another store")
+    return text.replace("\x00", _NUL_STAND_IN)
+
+
+def _text_from_pg(text: str) -> str:
+    """A stored text as it was indexed (NUL in place of `_NUL_STAND_IN`)."""
+    return text.replace(_NUL_STAND_IN, "\x00") if _NUL_STAND_IN in text else text
+
+
 def _chunk(row: Sequence[Any]) -> Chunk:
     """A `Chunk` from (doc_id, position, start, end, section_path, text, ...)."""
-    return Chunk(Chunk.make_id(row[0], row[1]), row[0], row[1], row[2], row[3], row[5],
+    return Chunk(Chunk.make_id(row[0], row[1]), row[0], row[1], row[2], row[3],
+                 _text_from_pg(row[5]),
                  tuple(json.loads(row[4])))

@@ -223,7 +223,7 @@ class PostgresLexicalEngine(LexicalEngine):
 
     def _fill(self, doc_id: str) -> None:
         """Postings of one stored document, in one transaction that holds its row."""
-        from suture.stores.postgres import _chunk, _q
+        from suture.stores.postgres import _chunk, _q, _text_from_pg
 
         assert self._tok is not None
         t = self.store.tables
@@ -238,7 +238,8 @@ class PostgresLexicalEngine(LexicalEngine):
             rows = conn.execute(_q(
                 'SELECT doc_id, position, start, "end", section_path, text, id FROM {chunks} '
                 "WHERE doc_id = %s ORDER BY position", t), (doc_id,)).fetchall()
-            document = Document(doc_id=doc_id, text=row[2], title=row[1])
+            document = Document(doc_id=doc_id, text=_text_from_pg(row[2]),
+                                title=_text_from_pg(row[1]))
             _insert_postings(conn, t, self._tok, self.tokenizer, document, row[0],
                              [_chunk(r) for r in rows], [int(r[6]) for r in rows],
                              self.store.manifest.contextual)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -67,6 +68,8 @@ from suture.stores.packed import pack_strings, packed_keys, unpack_strings
 from suture.stores.table import ChunkTable
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, Section, SourceDocument, Text
+
+log = logging.getLogger("suture.stores.sqlite")
 
 MANIFEST_FILE = "manifest.json"
 DATABASE_FILE = "store.sqlite"
@@ -183,6 +186,7 @@ class SQLiteStore(Store):
                 f"--index {folder} is a file, not a folder; pass a folder for the index "
                 "(it is created when missing)"
             )
+        _check_readable(folder)
         if (folder / MANIFEST_FILE).exists():  # an existing index (perhaps from before 0.3)
             store = cls.open(folder)
             store.check_same_settings(manifest)
@@ -216,6 +220,7 @@ class SQLiteStore(Store):
                 f"--index {folder} is a file, not a folder; pass a folder for the index "
                 "(it is created when missing)"
             )
+        _check_readable(folder)
         if not database.is_file():
             hint = (
                 f"(the folder is there but holds no {DATABASE_FILE})" if folder.is_dir() else ""
@@ -224,11 +229,8 @@ class SQLiteStore(Store):
                 f"no index at {folder} {hint}; build one with "
                 f"`suture index PATH... --index {folder}`".replace("  ", " ")
             )
-        if not os.access(folder, os.R_OK | os.X_OK) or not os.access(database, os.R_OK):
-            raise IndexError_(
-                f"no permission to read the index at {folder}; ask its owner to grant "
-                "read access (chmod -R a+rX) or copy it"
-            )
+        if not os.access(database, os.R_OK):
+            raise _no_permission(folder)
         read_only = not (os.access(folder, os.W_OK) and os.access(database, os.W_OK))
         manifest = _read_manifest(folder, read_only)
         return cls(folder, manifest, read_only=read_only)
@@ -298,7 +300,7 @@ class SQLiteStore(Store):
         connection = self._connection()
         connection.execute("BEGIN")
         try:
-            self._local.generation = _generation(connection)  # fixes the snapshot
+            self._local.generation = _generation(connection, self.path)  # fixes the snapshot
             self._local.table = self._search_state()
             self._local.scores = None
             yield
@@ -412,19 +414,31 @@ class SQLiteStore(Store):
     @property
     def generation(self) -> int:
         pinned = self._pinned_generation()
-        return pinned if pinned is not None else _generation(self._connection())
+        return pinned if pinned is not None else _generation(self._connection(), self.path)
 
     def document_hashes(self) -> dict[str, str]:
         return dict(self._connection().execute("SELECT doc_id, content_hash FROM documents"))
 
     def documents_summary(self) -> list[DocumentSummary]:
-        rows = self._connection().execute(
-            "SELECT d.doc_id, d.title, length(CAST(d.text AS TEXT)), "
+        connection = self._connection()
+        # SQLite's length() stops at the first NUL character: a text that holds one is
+        # counted from its bytes instead (rare, so the others are still counted in SQL).
+        rows = connection.execute(
+            "SELECT d.doc_id, d.title, CASE WHEN instr(CAST(d.text AS BLOB), x'00') "
+            "THEN NULL ELSE length(CAST(d.text AS TEXT)) END, "
             "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.doc_id), d.content_hash "
             "FROM documents d ORDER BY d.doc_id"
-        )
-        return [DocumentSummary(str(r[0]), str(r[1]), int(r[2]), int(r[3]), str(r[4]))
-                for r in rows]
+        ).fetchall()
+
+        def characters(doc_id: str, counted: int | None) -> int:
+            if counted is not None:
+                return int(counted)
+            data = connection.execute("SELECT CAST(text AS BLOB) FROM documents WHERE "
+                                      "doc_id = ?", (doc_id,)).fetchone()[0]
+            return len(bytes(data).decode("utf-8"))
+
+        return [DocumentSummary(str(r[0]), str(r[1]), characters(r[0], r[2]), int(r[3]),
+                                str(r[4])) for r in rows]
 
     def document(self, doc_id: str) -> Document:
         return self._document_entry(doc_id)[0]
@@ -462,13 +476,22 @@ class SQLiteStore(Store):
         ).fetchone()
         if row is None:
             raise KeyError(f"no document {doc_id!r} in the index at {self.path}")
+        def stored(column: str, decode: Any, raw: Any) -> Any:
+            try:
+                return decode(raw)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise IndexError_(
+                    f"the stored {column} of document {doc_id!r} in the index at "
+                    f"{self.path} is damaged ({exc}); delete the document (suture delete "
+                    f"{doc_id} --index {self.path}) and index its file again") from None
+
         document = Document(
             doc_id=row[0],
             title=row[1],
             source=row[2],
-            metadata=json.loads(row[3]),
-            sections=tuple(_section_from_json(s) for s in json.loads(row[4])),
-            text=_stored_text(row[5]),
+            metadata=stored("metadata", _metadata_from_json, row[3]),
+            sections=stored("sections", _sections_from_json, row[4]),
+            text=stored("text", _stored_text, row[5]),
         )
         fresh = (document, _token_map(row[6]))
         with self._lock:
@@ -710,7 +733,7 @@ class SQLiteStore(Store):
             connection.execute("BEGIN")  # the generation and the rows from one snapshot
         dim = self.manifest.dimension
         try:
-            generation = _generation(connection)
+            generation = _generation(connection, self.path)
             count = int(connection.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
             # Row by row into columns made to size: a list of every row (≈ 700 bytes a
             # chunk with its vector) was the peak of indexing one very large document.
@@ -724,14 +747,13 @@ class SQLiteStore(Store):
                 "FROM chunks ORDER BY doc_id, position"
             )
             for i, r in enumerate(rows):
-                vector = np.frombuffer(r[7], dtype=np.float32)
-                if vector.shape != (dim,):
+                if not isinstance(r[7], bytes) or len(r[7]) != 4 * dim:
                     raise IndexError_(
-                        f"the index at {self.path} holds a {vector.shape[0]}-d vector for "
-                        f"chunk {r[1]!r} but its manifest says {dim}-d; the index is "
-                        "damaged: rebuild it into a new folder"
+                        f"the index at {self.path} holds a vector of {_size_of(r[7])} for "
+                        f"chunk {r[1]!r} but its manifest says {dim}-d (4 bytes each); the "
+                        "index is damaged: rebuild it into a new folder"
                     )
-                matrix[i] = vector
+                matrix[i] = np.frombuffer(r[7], dtype=np.float32)
                 keys.append(r[0])
                 positions.append(r[3])
                 starts.append(r[4])
@@ -784,6 +806,19 @@ def _best(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
     best = np.argpartition(-scores, top - 1)[:top] if top < n else np.arange(n)
     ordered: npt.NDArray[np.intp] = best[np.lexsort((best, -scores[best]))]
     return ordered
+
+
+def _check_readable(folder: Path) -> None:
+    """`IndexError_` naming the fix when `folder` is there but this user may not list and
+    enter it (an index folder of mode 700 that another user owns): every path inside it
+    would raise `PermissionError`, even a test for whether a file exists."""
+    if folder.is_dir() and not os.access(folder, os.R_OK | os.X_OK):
+        raise _no_permission(folder)
+
+
+def _no_permission(folder: Path) -> IndexError_:
+    return IndexError_(f"no permission to read the index at {folder}; ask its owner to "
+                       "grant read access (chmod -R a+rX) or copy it")
 
 
 def _connect(database: Path, read_only: bool) -> sqlite3.Connection:
@@ -880,9 +915,22 @@ def _read_manifest(folder: Path, read_only: bool) -> Manifest:
             row = connection.execute("SELECT value FROM meta WHERE key = 'manifest'").fetchone()
         except sqlite3.OperationalError:  # no meta table: not written by suture
             row = None
-        stored = Manifest.from_dict(json.loads(row[0])) if row else None
         path = folder / MANIFEST_FILE
         on_disk = _manifest_file(path)
+        stored, damaged = None, False
+        if row:
+            try:
+                stored = Manifest.from_dict(json.loads(row[0]))
+            except (ValueError, TypeError, AttributeError) as exc:
+                if on_disk is None:
+                    raise IndexError_(
+                        f"the settings stored in {folder / DATABASE_FILE} are damaged ({exc}) "
+                        f"and there is no {MANIFEST_FILE} to restore them from; restore "
+                        f"{MANIFEST_FILE} from a backup, or rebuild the index") from None
+                log.warning("the settings stored in %s are damaged (%s); read from %s%s",
+                            folder / DATABASE_FILE, exc, path,
+                            "" if read_only else ", which restores them")
+                damaged = True
         if stored is None:
             if on_disk is None and _holds_no_documents(connection):
                 # another writer is creating this index and has not recorded its settings
@@ -898,7 +946,8 @@ def _read_manifest(folder: Path, read_only: bool) -> Manifest:
             _check_dimension(connection, folder, on_disk)
             if not read_only:  # an index from before suture 0.3: keep its settings inside
                 connection.execute(
-                    "INSERT OR IGNORE INTO meta VALUES ('manifest', ?)",
+                    f"INSERT OR {'REPLACE' if damaged else 'IGNORE'} INTO meta "
+                    "VALUES ('manifest', ?)",
                     (json.dumps(on_disk.to_dict(), sort_keys=True),),
                 )
             return on_disk
@@ -925,7 +974,7 @@ def _manifest_file(path: Path) -> Manifest | None:
         raise IndexError_(
             f"no permission to read {path}; ask the index's owner to grant read access"
         ) from exc
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, AttributeError) as exc:
         raise IndexError_(
             f"damaged manifest at {path}: {exc}; delete it to have it rewritten from the "
             "database"
@@ -933,18 +982,51 @@ def _manifest_file(path: Path) -> Manifest | None:
 
 
 def _check_dimension(connection: sqlite3.Connection, folder: Path, manifest: Manifest) -> None:
-    row = connection.execute("SELECT length(vector) FROM chunks LIMIT 1").fetchone()
-    if row is not None and int(row[0]) != 4 * manifest.dimension:
+    """The first stored vector has the manifest's dimension; when it has not, either the
+    manifest is another index's or that vector is damaged (other vectors fit)."""
+    row = connection.execute("SELECT chunk_id, length(vector) FROM chunks LIMIT 1").fetchone()
+    if row is None or int(row[1]) == 4 * manifest.dimension:
+        return
+    if connection.execute("SELECT 1 FROM chunks WHERE length(vector) = ? LIMIT 1",
+                          (4 * manifest.dimension,)).fetchone():
         raise IndexError_(
-            f"{folder / MANIFEST_FILE} says {manifest.describe_settings()} but the stored "
-            f"vectors are {int(row[0]) // 4}-d; restore the index's own {MANIFEST_FILE}, or "
-            "rebuild it"
-        )
+            f"the index at {folder} holds a vector of {int(row[1])} bytes for chunk "
+            f"{row[0]!r} but its manifest says {manifest.dimension}-d (4 bytes each); the "
+            "index is damaged: rebuild it into a new folder")
+    raise IndexError_(
+        f"{folder / MANIFEST_FILE} says {manifest.describe_settings()} but the stored "
+        f"vectors are {int(row[1]) // 4}-d; restore the index's own {MANIFEST_FILE}, or "
+        "rebuild it"
+    )
 
 
-def _generation(connection: sqlite3.Connection) -> int:
+def _generation(connection: sqlite3.Connection, folder: Path) -> int:
     row = connection.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-    return int(row[0]) if row else 0
+    if row is None:
+        return 0
+    try:
+        return int(row[0])
+    except (ValueError, TypeError):
+        raise IndexError_(
+            f"the index database {folder / DATABASE_FILE} is damaged: its generation (the "
+            f"count of writes) is {row[0]!r}, not a whole number; rebuild the index into a "
+            "new folder") from None
+
+
+def _size_of(blob: object) -> str:
+    """How long a stored vector is, for a message (it may be damaged into another type)."""
+    return f"{len(blob)} bytes" if isinstance(blob, bytes) else f"type {type(blob).__name__}"
+
+
+def _metadata_from_json(raw: str) -> dict[str, Any]:
+    metadata = json.loads(raw)
+    if not isinstance(metadata, dict):
+        raise ValueError(f"a JSON {type(metadata).__name__}, not an object")
+    return metadata
+
+
+def _sections_from_json(raw: str) -> tuple[Section, ...]:
+    return tuple(_section_from_json(s) for s in json.loads(raw))
 
 
 def _bump_generation(connection: sqlite3.Connection) -> None:
