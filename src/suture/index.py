@@ -6,7 +6,7 @@ import itertools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -319,14 +319,20 @@ class Index:
         prune: bool = False,
         report: IndexReport | None = None,
         ray: RayOptions | None = None,
+        before_write: Callable[[str], None] | None = None,
     ) -> IndexReport:
         """Index `Document`s (e.g. from a service or a framework) like `add` does files.
 
         `show_progress` may also be a factory of tqdm-like bars (see `suture.indexing`),
-        e.g. one that reports into a `suture serve` write job. A document id that breaks
-        the id rule (`suture.documents.ids`) raises `DocumentIdError`: for a list, before
-        anything is written; for a stream, when that document is reached.
+        e.g. one that reports into a `suture serve` write job; `before_write(doc_id)` runs
+        just before each document's write commits (not with `ray`), so a job can report
+        the write no later than readers see it. A document id that breaks the id rule
+        (`suture.documents.ids`) raises `DocumentIdError`: for a list, before anything is
+        written; for a stream, when that document is reached.
         """
+        if ray is not None and before_write is not None:
+            raise ConfigurationError("before_write is not available with ray: its writes "
+                                     "run on the Ray workers")
         if isinstance(documents, Sequence):
             for item in documents:
                 if not isinstance(item, Skipped):
@@ -344,7 +350,7 @@ class Index:
         stored = set(self.store.document_hashes()) if prune else set()
         if ray is None:
             ingest(self.store, self.embedder, noted(documents), report,
-                   show_progress=show_progress)
+                   show_progress=show_progress, before_write=before_write)
         else:
             from suture.distributed import ingest_with_ray
 

@@ -265,16 +265,21 @@ def embed_batch(
 
 def write_batch(store: Store, embedder_key: str, batch: Sequence[Piece],
                 vectors: Mapping[str, Vectors], report: IndexReport,
-                piece_size: int = PIECE_CHUNKS) -> None:
+                piece_size: int = PIECE_CHUNKS,
+                before_write: Callable[[str], None] | None = None) -> None:
     """One atomic store write per document that `batch` finishes.
 
     The document is written `piece_size` chunks at a time: their texts are made again from
     the layout, and the vectors of pieces embedded by earlier batches come back from the
     embedding cache, so no more than one piece is held on top of the document.
+    `before_write(doc_id)` runs just before each write: whoever reports the write (a
+    `suture serve` job) can say so no later than readers can see it.
     """
     for piece in batch:
         if piece.last:
             item = piece.item
+            if before_write is not None:
+                before_write(item.document.doc_id)
             store.write_document_parts(item.document, item.content_hash,
                                        _parts(store, embedder_key, item, vectors, piece_size),
                                        TokenMap.packed(item.document.text))
@@ -311,10 +316,12 @@ def ingest(
     report: IndexReport,
     *,
     show_progress: bool | ProgressFactory = False,
+    before_write: Callable[[str], None] | None = None,
 ) -> IndexReport:
     """Index `documents` into `store` with `embedder`; `report` is filled in as it goes.
 
-    `show_progress` may be a `ProgressFactory` instead of True for a tqdm bar.
+    `show_progress` may be a `ProgressFactory` instead of True for a tqdm bar;
+    `before_write(doc_id)` is called before each document's write (see `write_batch`).
     """
     started = time.perf_counter()
     bar = progress_bar(show_progress)
@@ -329,7 +336,8 @@ def ingest(
                 if bar is not None:  # chunks served from the cache (or repeated) count as done
                     chunks = sum(len(piece) for piece in batch)
                     bar.update(chunks - (report.embedded - embedded_before))
-                write_batch(store, embedder.key, batch, vectors, report)
+                write_batch(store, embedder.key, batch, vectors, report,
+                            before_write=before_write)
             if bar is not None:  # before the store's last words (its index build)
                 bar.close()
                 bar = None

@@ -131,6 +131,14 @@ def test_bad_policy_param_names_the_problem(docs: Path, tmp_path: Path) -> None:
     ]
     unknown = suture("query", "x", "--index", idx, "--policy", "nope")
     assert unknown.returncode == 2 and "unknown policy 'nope'" in unknown.stderr
+    infinite = suture("query", "x", "--index", idx, "--policy", "scar", "--param", "radius=inf")
+    assert infinite.stderr.strip().splitlines() == [
+        "error: scar radius must be a whole number >= 0, got inf (e.g. --param radius=1)"
+    ] and infinite.returncode == 2
+    nan_k = suture("query", "x", "--index", idx, "--retriever", "hybrid", "--retriever-param",
+                   "rrf_k=nan")
+    assert nan_k.returncode == 2 and len(nan_k.stderr.strip().splitlines()) == 1
+    assert "hybrid rrf_k must be a finite number >= 0, got nan" in nan_k.stderr
 
 
 def test_version() -> None:

@@ -378,9 +378,14 @@ def test_negative_extra_hits_seed_fewer_hits_and_never_none(make_store: StoreFac
         ({"radius": -1}, "-1"),
         ({"radius": 1.5}, "1.5"),
         ({"radius": True}, "True"),
+        ({"radius": math.inf}, "inf"),
+        ({"radius": "inf"}, "'inf'"),
+        ({"lam": math.inf}, "inf"),
+        ({"tau": -math.inf}, "-inf"),
         ({"penalty_against": "neighbour"}, "'neighbour'"),
         ({"extra_hits": 1.5}, "1.5"),
         ({"extra_hits": "many"}, "'many'"),
+        ({"extra_hits": math.inf}, "inf"),
     ],
 )
 def test_bad_parameters_are_named(params: dict[str, Any], bad: str) -> None:

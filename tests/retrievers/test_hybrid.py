@@ -233,12 +233,28 @@ def test_documents_scope_reports_local_bm25(supply_store: SQLiteStore) -> None:
 
 
 @pytest.mark.parametrize(
+    ("option", "value"),
+    [("rrf_k", float("nan")), ("rrf_k", float("inf")), ("rrf_k", -1), ("rrf_k", True),
+     ("rrf_k", "x"), ("alpha", float("nan")), ("alpha", 1.5), ("alpha", None),
+     ("alpha", "x"), ("depth", float("inf")), ("documents", 1.5)],
+)
+def test_fusion_settings_must_be_finite_numbers_in_range(
+    contract_store: SQLiteStore, option: str, value: object
+) -> None:
+    """Infinity, NaN, a bool or text is refused with the option to set (a NaN rrf_k used
+    to score every hit NaN; text failed in a comparison)."""
+    with pytest.raises(ConfigurationError, match=rf"^hybrid {option} must be .* "
+                       rf"\(e\.g\. --retriever-param {option}="):
+        HybridRetriever(contract_store, **{option: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"documents": 1, "lexical_scope": "chunks"}, "lexical_scope 'chunks'"),
         ({"lexical_scope": "documents"}, "documents=m"),
         ({"head_chars": 500}, "head_chars acts on the chosen documents"),
-        ({"documents": 1, "head_chars": -1}, "head_chars must be >= 0"),
+        ({"documents": 1, "head_chars": -1}, "head_chars must be a whole number >= 0"),
         ({"documents": 1, "lexical_scope": "documents", "method": "bm25+"}, "Lucene"),
     ],
 )

@@ -218,7 +218,7 @@ def test_a_lexical_weight_ranks_whole_index_searches_by_rank_fusion_with_bm25(
             == [h.chunk.chunk_id for h in vectors.retrieve("what is it?", query, 3)])
 
 
-@pytest.mark.parametrize("weight", [-0.1, 1.5, "some", float("nan")])
+@pytest.mark.parametrize("weight", [-0.1, 1.5, "some", float("nan"), True, 10 ** 400])
 def test_a_lexical_weight_outside_zero_to_one_is_refused_with_the_fix(
         index: Index, weight: object) -> None:
     with pytest.raises(ConfigurationError, match=r"lexical_weight=.* from 0 .* to 1"):

@@ -233,6 +233,9 @@ def test_upload_is_read_like_a_local_file(
 def test_readers_answer_from_the_previous_state_while_a_write_runs(
     served: Server, shared_data: Path
 ) -> None:
+    """A job says `committed` before its write commits, so an answer followed by a job
+    state of `queued` or `running` was read before the commit: it cannot hold the new
+    document, however slow the machine (no window between the two to hit)."""
     text = (shared_data / "corpora" / "gdpr" / "gdpr_en.md").read_text()[:80_000]
     question = {"query": "conditions for consent of a child in information society services",
                 "k": 5}
@@ -240,11 +243,10 @@ def test_readers_answer_from_the_previous_state_while_a_write_runs(
     with served.client(WRITE_KEY) as http:
         job = http.post("/v1/documents", json={"doc_id": "gdpr-large", "text": text}).json()
         while True:
-            state_before = http.get(f"/v1/jobs/{job['job_id']}").json()["state"]
             answer = http.post("/v1/retrieve", json=question)
             state_after = http.get(f"/v1/jobs/{job['job_id']}").json()
             assert answer.status_code == 200, answer.text
-            if state_before == state_after["state"] == "running":
+            if state_after["state"] in ("queued", "running"):
                 during.append({s["doc_id"] for s in answer.json()["spans"]})
             if state_after["state"] in ("succeeded", "failed"):
                 break

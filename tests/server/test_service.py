@@ -75,3 +75,54 @@ def test_warm_up_prepares_a_first_stage_stored_with_a_policy(
     finally:
         service.close()
     assert prepared == ["lexical"]
+
+
+def test_a_write_job_says_committed_before_readers_can_see_its_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state turns `committed` before each kind of write reaches the store (the
+    moment readers may see it), not after the job's later stages: a reader that saw the
+    write and then asks for the job never finds it `running`."""
+    import threading
+
+    from suture.documents import document_from_record
+    from suture.server.jobs import Job
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\n" + "The receiver acknowledges each segment. " * 40)
+    index = Index.build([docs], tmp_path / "idx", embedder="hashing")
+    service = IndexService(index)
+    jobs: dict[str, Job] = {}
+    seen: dict[str, str] = {}
+
+    def spy(owner: object, name: str, kind: str) -> None:
+        original = getattr(owner, name)
+
+        def watched(*args: object, **kwargs: object) -> object:
+            seen.setdefault(kind, service.jobs.snapshot(jobs[kind])["state"])
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, watched)
+
+    spy(index.store, "write_document_parts", "add")
+    spy(index.store, "delete_document", "delete")
+    spy(index, "set_policy_defaults", "defaults")
+    gate = threading.Event()
+    try:
+        held = service.jobs.submit("hold", (), lambda job: {"held": gate.wait(30)})
+        document = document_from_record({"doc_id": "new", "text": "A timer expires. " * 30},
+                                        "api")
+        jobs["add"] = service.submit_text(document)
+        jobs["delete"] = service.submit_delete("new")
+        jobs["defaults"] = service.submit_policy_defaults("scar", {"tau": 0.5}, None)
+        assert {service.jobs.snapshot(j)["state"] for j in jobs.values()} == {"queued"}
+        gate.set()
+        for job in (held, *jobs.values()):
+            assert job.ended.wait(60)
+    finally:
+        service.close()
+    assert seen == {"add": "committed", "delete": "committed", "defaults": "committed"}
+    for job in jobs.values():
+        state = service.jobs.snapshot(job)
+        assert state["state"] == "succeeded", state
+        assert state["started"] <= state["committed"] <= state["finished"]

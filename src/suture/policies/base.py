@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from suture.embedders.base import Vectors
-from suture.exceptions import ConfigurationError
 from suture.stores.base import Store
 from suture.types import Hit, Selection
 
@@ -81,41 +79,3 @@ def hit_selection(hit: Hit) -> Selection:
         is_hit=True,
         priority=hit.score,
     )
-
-
-# -- checking parameters (values arrive as Python numbers or as `--param` text) ---------
-
-
-def whole_number(policy: str, name: str, value: Any, *, minimum: int, example: int) -> int:
-    """A whole-number parameter >= `minimum`: an int, an integral float or text such as
-    "2"; a bool, a fraction, NaN or infinity is refused with the value to use instead."""
-    number = _number(value)
-    if not (math.isfinite(number) and number.is_integer() and number >= minimum):
-        raise ConfigurationError(
-            f"{policy} {name} must be a whole number >= {minimum}, got {value!r} "
-            f"(e.g. --param {name}={example})"
-        )
-    return int(number)
-
-
-def real_number(
-    policy: str, name: str, value: Any, *, low: float, high: float, example: float
-) -> float:
-    """A finite real parameter in `[low, high)` from a number or text such as "0.5"."""
-    number = _number(value)
-    if not (math.isfinite(number) and low <= number < high):
-        raise ConfigurationError(
-            f"{policy} {name} must be a number in [{low:g}, {high:g}), got {value!r} "
-            f"(e.g. --param {name}={example:g})"
-        )
-    return number
-
-
-def _number(value: Any) -> float:
-    """`value` as a float; NaN when it is not a number (a bool is not one here)."""
-    if isinstance(value, bool):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        return math.nan

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from suture.policies.base import Policy, PolicyRequest, PolicyResult, whole_number
+from suture.numbers import whole_number
+from suture.policies.base import Policy, PolicyRequest, PolicyResult
 from suture.types import Chunk, Document, Hit, Selection
 
 

@@ -23,12 +23,12 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.exceptions import ConfigurationError, missing_dependency
+from suture.numbers import whole_number
 from suture.policies.base import (
     Policy,
     PolicyRequest,
     PolicyResult,
     hit_selection,
-    whole_number,
 )
 from suture.types import Hit
 

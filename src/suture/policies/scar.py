@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from suture.exceptions import ConfigurationError
+from suture.numbers import real_number, whole_number
 from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
 from suture.policies.links import ChunkLinks, parse_link_kinds
 from suture.stores.table import ChunkTable
@@ -360,15 +361,12 @@ def _trace_row(
 
 def rule_settings(policy: str, lam: Any, tau: Any, radius: Any,
                   prefix: str = "") -> tuple[float, float, int]:
-    """(λ, τ, r) checked: λ a finite number >= 0, τ a finite number, r a whole number >= 0
-    (`prefix`: the parameters' names begin with it, e.g. "focused_")."""
-    checked_lam = _real(lam, f"{policy} {prefix}lam")
-    if checked_lam < 0:
-        raise ConfigurationError(
-            f"{policy} {prefix}lam (λ, the boundary-penalty weight) must be >= 0, got {lam!r}"
-        )
-    return (checked_lam, _real(tau, f"{policy} {prefix}tau"),
-            _whole(radius, f"{policy} {prefix}radius"))
+    """(λ, τ, r) checked: λ (the boundary-penalty weight) a finite number >= 0, τ a finite
+    number, r a whole number >= 0 (`prefix`: the parameters' names begin with it, e.g.
+    "focused_")."""
+    return (real_number(policy, f"{prefix}lam", lam, low=0.0, example=1.0),
+            real_number(policy, f"{prefix}tau", tau, example=0.3),
+            whole_number(policy, f"{prefix}radius", radius, minimum=0, example=1))
 
 
 def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
@@ -379,46 +377,13 @@ def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
     return list(seen.values())
 
 
-def _real(value: Any, name: str) -> float:
-    """A finite float from a number or a CLI string such as "0.5" (`name`: the policy's
-    name and the parameter's, for the message)."""
-    if isinstance(value, bool):
-        raise ConfigurationError(f"{name} must be a number, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ConfigurationError(f"{name} must be finite, got {value!r}")
-    return number
-
-
 def hit_offset(value: Any, policy: str) -> int:
     """`extra_hits` as an int (a CLI string such as "-2" too): first-stage hits seeded
     beyond the k asked for; negative seeds fewer (`seed_count`)."""
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ConfigurationError(f"{policy} extra_hits must be a whole number, got {value!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(
-            f"{policy} extra_hits must be a whole number, got {value!r}") from None
+    return whole_number(policy, "extra_hits", value, minimum=None, example=2)
 
 
 def seed_count(k: int, extra_hits: int) -> int:
     """How many first-stage hits a policy with this `extra_hits` seeds for k: k + extra,
     at least one."""
     return max(1, k + extra_hits)
-
-
-def _whole(value: Any, name: str) -> int:
-    """A non-negative int from an int or a CLI string such as "2" (`name` as for `_real`)."""
-    if isinstance(value, bool):
-        raise ConfigurationError(f"{name} must be a whole number >= 0, got {value!r}")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = -1
-    if number < 0 or (isinstance(value, float) and not value.is_integer()):
-        raise ConfigurationError(f"{name} must be a whole number >= 0, got {value!r}")
-    return number

@@ -59,12 +59,12 @@ import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
+from suture.numbers import real_number
 from suture.policies.base import (
     Policy,
     PolicyRequest,
     PolicyResult,
     hit_selection,
-    real_number,
 )
 from suture.policies.scar import (
     ADDED,
@@ -146,8 +146,7 @@ class SentenceScarPolicy(Policy):
             )
         self.focused_units = focused_units
         self.focused_flatness = real_number("scar-sentences", "focused_flatness",
-                                            focused_flatness, low=0.0, high=math.inf,
-                                            example=2.2)
+                                            focused_flatness, low=0.0, example=2.2)
         focused = rule_settings("scar-sentences", focused_lam, focused_tau, focused_radius,
                                 prefix="focused_")
         self.focused_lam, self.focused_tau, self.focused_radius = focused

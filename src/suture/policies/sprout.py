@@ -28,12 +28,11 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.exceptions import ConfigurationError
+from suture.numbers import real_number, whole_number
 from suture.policies.base import (
     Policy,
     PolicyRequest,
     PolicyResult,
-    real_number,
-    whole_number,
 )
 from suture.sprout.forest import Forest, load_forest
 from suture.sprout.search import (

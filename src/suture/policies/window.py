@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection, whole_number
+from suture.numbers import whole_number
+from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
 from suture.types import Selection
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
+from suture.numbers import real_number, whole_number
 from suture.retrievers.base import Retriever
 from suture.retrievers.fusion import (
     DEFAULT_RRF_K,
@@ -50,6 +51,8 @@ from suture.stores.base import Store
 from suture.types import Chunk, Hit
 
 FUSIONS = ("rrf", "blend")
+#: the CLI option that sets a retriever's options (named in error messages)
+FLAG = "--retriever-param"
 #: where BM25's idf comes from: the whole corpus, or only the chosen documents' chunks
 LEXICAL_SCOPES = ("corpus", "documents")
 #: weight of the dense stage; 0.7 was the best hybrid setting on both CUAD-mini and
@@ -78,19 +81,21 @@ class HybridRetriever(Retriever):
         super().__init__(store)
         if fusion not in FUSIONS:
             raise ConfigurationError(f"unknown fusion {fusion!r}; choose one of: rrf, blend")
-        if not 0.0 <= alpha <= 1.0:
-            raise ConfigurationError(f"alpha (dense weight) must be in [0, 1], got {alpha}")
-        if rrf_k < 0:
-            raise ConfigurationError(f"rrf_k must be >= 0, got {rrf_k}")
-        if depth is not None and depth < 1:
-            raise ConfigurationError(f"depth must be >= 1 or None, got {depth}")
         self.fusion = fusion
-        self.rrf_k = float(rrf_k)
+        self.rrf_k = real_number(self.name, "rrf_k", rrf_k, low=0.0, example=DEFAULT_RRF_K,
+                                 flag=FLAG)
         #: weight of the dense stage. RRF: weights (2 alpha, 2 (1 - alpha)), so 0.5 is plain
         #: RRF; blend: alpha * dense + (1 - alpha) * lexical
-        self.alpha = float(alpha)
-        if documents is not None and documents < 1:
-            raise ConfigurationError(f"documents must be >= 1 or None, got {documents}")
+        self.alpha = real_number(self.name, "alpha", alpha, low=0.0, high=1.0,
+                                 high_included=True, example=DEFAULT_ALPHA, flag=FLAG)
+        if depth is not None:
+            depth = whole_number(self.name, "depth", depth, minimum=1, example=50, flag=FLAG)
+        if documents is not None:
+            documents = whole_number(self.name, "documents", documents, minimum=1, example=1,
+                                     flag=FLAG)
+        if head_chars is not None:
+            head_chars = whole_number(self.name, "head_chars", head_chars, minimum=0,
+                                      example=300, flag=FLAG)
         self.depth = depth
         #: restrict both stages to the chunks of the best `documents` documents
         #: (document-level BM25, see `suture.retrievers.documents`); None: no restriction
@@ -99,8 +104,6 @@ class HybridRetriever(Retriever):
             raise ConfigurationError(
                 f"unknown lexical_scope {lexical_scope!r}; choose 'corpus' or 'documents'"
             )
-        if head_chars is not None and head_chars < 0:
-            raise ConfigurationError(f"head_chars must be >= 0 or None, got {head_chars}")
         if documents is None and (lexical_scope != "corpus" or head_chars is not None):
             option = "head_chars" if head_chars is not None else "lexical_scope='documents'"
             raise ConfigurationError(

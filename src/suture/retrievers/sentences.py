@@ -114,9 +114,9 @@ def _fusion(option: str, value: str) -> Fusion:
 
 
 def _lexical_weight(value: Any) -> float:
-    try:
-        weight = float(value)
-    except (TypeError, ValueError):
+    try:  # a bool is no weight; an int of 400 digits overflows
+        weight = float("nan") if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError, OverflowError):
         weight = float("nan")
     if not 0.0 <= weight <= 1.0:  # also refuses nan
         raise ConfigurationError(

@@ -22,7 +22,6 @@ Routes (all JSON; `/docs` shows them with their schemas):
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -37,7 +36,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from suture._registry import lookup
@@ -49,7 +48,7 @@ from suture.policies import policy_names
 from suture.retrievers import RetrieverName
 from suture.server import reports
 from suture.server.auth import Scope
-from suture.server.limits import BodyLimit
+from suture.server.limits import MAX_JSON_DEPTH, BodyLimit, JsonDepthLimit, JsonRefused, read_json
 from suture.server.metrics import Metrics, MetricsMiddleware
 from suture.server.models import (
     CompareRequest,
@@ -144,6 +143,7 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             "limits": {
                 "max_body_bytes": settings.max_body_bytes,
                 "max_query_chars": settings.max_query_chars,
+                "max_json_depth": MAX_JSON_DEPTH,
                 "request_timeout_s": settings.request_timeout_s,
             },
             "auth": settings.keys.enabled,
@@ -327,6 +327,7 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(JsonDepthLimit, max_depth=MAX_JSON_DEPTH)  # inside the size limit
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
@@ -409,9 +410,9 @@ def _policy_params(policy: str, params: dict[str, Any], settings: ServerSettings
 
 async def _text_document(request: Request) -> Any:
     try:
-        body = await request.json()
-    except ValueError as exc:
-        raise ApiError(400, "invalid_request", f"the body is not valid JSON: {exc}") from None
+        body = read_json(await request.body())
+    except JsonRefused as exc:
+        raise ApiError(400, "invalid_request", str(exc)) from None
     try:
         checked = TextDocument.model_validate(body)
     except ValidationError as exc:
@@ -423,7 +424,13 @@ async def _text_document(request: Request) -> Any:
 
 
 async def _upload(request: Request, service: IndexService) -> Any:
-    form = await request.form(max_files=1, max_fields=8)
+    """A multipart upload queued as a job; the form (and its spooled file) is closed
+    whatever the answer."""
+    async with request.form(max_files=1, max_fields=8) as form:
+        return await _queue_upload(form, service)
+
+
+async def _queue_upload(form: FormData, service: IndexService) -> Any:
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         raise ApiError(400, "invalid_request", "the upload needs a `file` field with the file")
@@ -441,9 +448,9 @@ async def _upload(request: Request, service: IndexService) -> Any:
         raise ApiError(400, "invalid_request",
                        "a JSONL upload's records carry their own doc_id; drop the doc_id field")
     try:
-        metadata = json.loads(raw_metadata) if raw_metadata else {}
-    except ValueError:
-        metadata = None
+        metadata = read_json(raw_metadata, "the metadata field") if raw_metadata else {}
+    except JsonRefused as exc:
+        raise ApiError(400, "invalid_request", f"{exc}; send a JSON object") from None
     if not isinstance(metadata, dict):
         raise ApiError(400, "invalid_request", "metadata must be a JSON object")
     data = await upload.read()
@@ -492,6 +499,11 @@ def _errors(app: FastAPI) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         codes = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
         code = codes.get(exc.status_code, "http_error")
+        cause = exc.__cause__
+        if exc.status_code == 400 and isinstance(cause, ValueError | RecursionError):
+            # FastAPI's "error parsing the body" hides why: a JSON body that is not UTF-8,
+            # a number of thousands of digits, ...
+            return answer(400, "invalid_request", f"the body is not valid JSON: {cause}")
         return answer(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
 
     async def timeout(_: Request, exc: ReadTimeout) -> JSONResponse:

@@ -1,9 +1,12 @@
 """Write jobs: adds and deletes run one at a time, in order, on a single writer thread.
 
 One writer means two writes never interleave (an index has one writer by design);
-readers keep answering meanwhile from the last committed state. A job is
-acknowledged (state `succeeded`) only after its write has committed to the index, so
-a crash can lose queued or running jobs, never a succeeded one.
+readers keep answering meanwhile from the last committed state. A job's state turns
+`committed` just before its first write commits (`JobQueue.committing`), so a reader
+never sees a job's document while the job still says `queued` or `running`; after the
+commit the job builds what reads need (sentence vectors, ...) and is acknowledged
+(`succeeded`) once all is done, so a crash can lose queued or running jobs, never a
+succeeded one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ log = logging.getLogger("suture.server")
 class JobState(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
+    #: its write commits or has committed: readers may see it from now on
+    COMMITTED = "committed"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
 
@@ -46,6 +51,8 @@ class Job:
     done: int = 0
     total: int = 0
     started: float | None = None
+    #: when the state turned `committed` (just before the first write committed)
+    committed: float | None = None
     finished: float | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
@@ -123,7 +130,8 @@ class JobQueue:
                 "job_id": job.job_id, "kind": job.kind, "doc_ids": list(job.doc_ids),
                 "state": job.state.value, "stage": job.stage, "stages": _stages(job),
                 "progress": {"done": job.done, "total": job.total},
-                "created": job.created, "started": job.started, "finished": job.finished,
+                "created": job.created, "started": job.started,
+                "committed": job.committed, "finished": job.finished,
                 "result": job.result, "error": job.error,
             }
 
@@ -133,6 +141,14 @@ class JobQueue:
                 job.stage_log.append((changes["stage"], time.time()))
             for name, value in changes.items():
                 setattr(job, name, value)
+
+    def committing(self, job: Job) -> None:
+        """Say that `job`'s write is about to commit: called by the write just before
+        each commit, so the state never lags what readers can see (later calls of a job
+        writing several documents change nothing)."""
+        with self._lock:
+            if job.state is JobState.RUNNING:
+                job.state, job.committed = JobState.COMMITTED, time.time()
 
     def pending(self, doc_id: str) -> bool:
         """Whether a queued or running job writes `doc_id`."""

@@ -1,11 +1,21 @@
-"""Request body size limit, enforced while the body streams in (not after)."""
+"""Request body limits: size, enforced while the body streams in (not after), and the
+nesting depth of a JSON body, checked before anything parses it."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import numpy as np
 from starlette.exceptions import HTTPException
+
+#: deepest nesting of arrays and objects a JSON body (or a JSON form field) may have:
+#: far beyond any real request, far below what would exhaust a parser's recursion
+MAX_JSON_DEPTH = 64
+#: a JSON string (its escapes included), whose brackets are text, not structure
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
 class BodyTooLarge(HTTPException):
@@ -63,11 +73,114 @@ class BodyLimit:
                 await self._refuse(send)
 
     async def _refuse(self, send: Any) -> None:
-        body = json.dumps({"error": "too_large", "message": too_large_message(self._max)}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, 413, "too_large", too_large_message(self._max))
 
 
-__all__ = ["BodyLimit", "BodyTooLarge"]
+class JsonRefused(ValueError):
+    """A JSON text nested too deep or not JSON at all; the message says which."""
+
+
+def json_depth(text: str) -> int:
+    """How deep arrays and objects nest in `text` (0: a bare value), without parsing it:
+    strings dropped, then the running count of open brackets. An unbalanced text counts
+    its opening brackets, as a parser would recurse into them."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if not brackets:
+        return 0
+    codes = np.frombuffer(brackets.encode("ascii"), dtype=np.uint8)
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
+    return max(int(np.cumsum(steps).max()), 0)
+
+
+def check_json_depth(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise `JsonRefused` when `text` nests deeper than `max_depth` (`what`: "the body",
+    "the metadata field", for the message)."""
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise JsonRefused(
+            f"{what} nests arrays and objects {depth} levels deep; this server accepts at "
+            f"most {max_depth}")
+
+
+def read_json(raw: bytes | str, what: str = "the body") -> Any:
+    """Parse a JSON text after checking its depth; every failure is a `JsonRefused`
+    naming the problem (bad UTF-8, bad syntax, a number of thousands of digits, ...)."""
+    try:
+        text = raw if isinstance(raw, str) else raw.decode(json.detect_encoding(raw),
+                                                           "surrogatepass")
+        check_json_depth(text, what)
+        return json.loads(text)
+    except JsonRefused:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise JsonRefused(f"{what} is not valid JSON: {exc}") from None
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether a body of this type is read as JSON: none given, application/json or
+    application/*+json (the types FastAPI parses as JSON)."""
+    if not content_type:
+        return True
+    kind = content_type.split(";")[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/")
+                                          and kind.endswith("+json"))
+
+
+class JsonDepthLimit:
+    """ASGI middleware answering 400 to a JSON body nested deeper than `max_depth`.
+
+    The body (already bounded by `BodyLimit`, which sits outside) is read whole, its
+    depth counted without parsing, and handed on unchanged: no parser on any route
+    ever recurses into a hostile nesting.
+    """
+
+    def __init__(self, app: Any, max_depth: int = MAX_JSON_DEPTH) -> None:
+        self._app = app
+        self._max = max_depth
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers", ())) if scope["type"] == "http" else {}
+        content_type = headers.get(b"content-type", b"").decode("latin-1")
+        if scope["type"] != "http" or not is_json(content_type):
+            await self._app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        last: Any = None
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                last = message
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        try:
+            text = body.decode(json.detect_encoding(body), "surrogatepass") if body else ""
+        except ValueError:
+            text = ""  # not text: the route's own parsing says so
+        try:
+            check_json_depth(text, "the JSON body", self._max)
+        except JsonRefused as exc:
+            await _answer(send, 400, "invalid_request", str(exc))
+            return
+        pending = [{"type": "http.request", "body": body, "more_body": False}]
+        if last is not None:
+            pending.append(last)
+
+        async def replay() -> Any:
+            return pending.pop(0) if pending else await receive()
+
+        await self._app(scope, replay, send)
+
+
+async def _answer(send: Any, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": code, "message": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+__all__ = ["MAX_JSON_DEPTH", "BodyLimit", "BodyTooLarge", "JsonDepthLimit", "JsonRefused",
+           "check_json_depth", "is_json", "json_depth", "read_json"]

@@ -164,13 +164,17 @@ class JobResponse(BaseModel):
     job_id: str
     kind: str = Field(description="add or delete")
     doc_ids: list[str]
-    state: str = Field(description="queued, running, succeeded or failed")
+    state: str = Field(description="queued, running, committed (its write is committing or "
+                       "has committed: readers may see it from now on; what reads need "
+                       "is still being built), succeeded or failed")
     stage: str = Field(description="queued, running, reading, indexing, sentence vectors, "
                                    "done or failed")
     stages: list[JobStage] = Field(description="Every stage so far, in order.")
     progress: JobProgress
     created: float
     started: float | None
+    committed: float | None = Field(description="When the state turned committed (just "
+                                    "before the first write committed); null before.")
     finished: float | None
     result: dict[str, Any] | None
     error: str | None

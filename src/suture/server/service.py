@@ -156,6 +156,7 @@ class IndexService:
                               else {**params, POLICY_RETRIEVER: retriever})
 
         def work(job: Job) -> dict[str, Any]:
+            self.jobs.committing(job)
             stored = self.index.set_policy_defaults(policy, params, retriever=retriever)
             return self._defaults_result(policy, stored)
 
@@ -166,6 +167,7 @@ class IndexService:
         get_policy(policy)
 
         def work(job: Job) -> dict[str, Any]:
+            self.jobs.committing(job)
             self.index.clear_policy_defaults(policy)
             return self._defaults_result(policy, None)
 
@@ -177,6 +179,7 @@ class IndexService:
 
     def submit_delete(self, doc_id: str) -> Job:
         def work(job: Job) -> dict[str, Any]:
+            self.jobs.committing(job)
             deleted = self.index.delete([doc_id])
             if not deleted:
                 raise JobFailed(f"no document {shown_id(doc_id)} in the index")
@@ -186,7 +189,8 @@ class IndexService:
 
     def _add(self, job: Job, documents: list[SourceDocument | Skipped]) -> dict[str, Any]:
         self.jobs.update(job, stage="indexing")
-        report = self.index.ingest(documents, show_progress=lambda: Progress(self.jobs, job))
+        report = self.index.ingest(documents, show_progress=lambda: Progress(self.jobs, job),
+                                   before_write=lambda _: self.jobs.committing(job))
         if report.indexed == 0:
             reasons = "; ".join(s.reason for s in report.skipped) or "no documents"
             raise JobFailed(f"nothing could be indexed: {reasons}")

@@ -1,0 +1,142 @@
+"""Hostile and odd request bodies through the real app: each one answers a 4xx JSON error
+that names the problem, never a 500 or a trace (hashing embedder, a small index)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
+
+from suture.index import Index
+from suture.server.app import create_app
+from suture.server.limits import MAX_JSON_DEPTH, json_depth
+from suture.server.service import IndexService
+from suture.server.settings import ServerSettings
+
+JSON = {"content-type": "application/json"}
+QUESTION = "When is a segment acknowledged?"
+
+
+def small_index(folder: Path) -> Index:
+    """Two short documents under the hashing embedder (no model to load)."""
+    docs = folder / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Acks\n\n" + "The receiver acknowledges each segment. " * 30)
+    (docs / "b.md").write_text(
+        "# Timers\n\n" + "A timer expires and the segment is sent again. " * 30)
+    return Index.build([docs], folder / "index", embedder="hashing")
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The real app over a small index, without keys; server errors come back as 500s."""
+    service = IndexService(small_index(tmp_path_factory.mktemp("hostile")), timeout_s=60)
+    with TestClient(create_app(service, ServerSettings()),
+                    raise_server_exceptions=False) as http:
+        yield http
+
+
+def refused(answer: Any, *words: str) -> str:
+    """The message of a 4xx JSON error that names `words`."""
+    assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
+    body = answer.json()
+    assert set(body) == {"error", "message"}, body
+    assert "Traceback" not in answer.text
+    for word in words:
+        assert word in body["message"], body
+    message: str = body["message"]
+    return message
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ('{"query": "q", "policy": "scar", "params": {"radius": Infinity}}', "radius"),
+        ('{"query": "q", "policy": "scar", "params": {"radius": 1e400}}', "radius"),
+        ('{"query": "q", "policy": "scar-sentences", "params": {"focused_radius": Infinity}}',
+         "focused_radius"),
+        ('{"query": "q", "policy": "scar", "params": {"tau": -Infinity}}', "tau"),
+        ('{"query": "q", "retriever": "hybrid", "retriever_options": {"rrf_k": NaN}}',
+         "rrf_k"),
+        ('{"query": "q", "retriever": "hybrid", "retriever_options": {"rrf_k": Infinity}}',
+         "rrf_k"),
+        ('{"query": "q", "retriever": "hybrid", "retriever_options": {"alpha": "x"}}',
+         "alpha"),
+        ('{"query": "q", "retriever": "dense-sentences", '
+         '"retriever_options": {"lexical_weight": true}}', "lexical_weight"),
+        ('{"query": "q", "k": Infinity}', "k"),
+        ('{"query": "q", "max_tokens": NaN}', "max_tokens"),
+    ],
+)
+def test_non_finite_and_out_of_range_numbers_are_refused_by_name(
+        client: TestClient, body: str, named: str) -> None:
+    refused(client.post("/v1/retrieve", content=body, headers=JSON), named)
+
+
+def test_policy_defaults_refuse_infinity_before_any_job(client: TestClient) -> None:
+    answer = client.put("/v1/defaults/scar", content='{"params": {"radius": Infinity}}',
+                        headers=JSON)
+    assert "radius must be a whole number" in refused(answer, "inf")
+    compared = client.post("/v1/compare", headers=JSON, content=(
+        '{"query": "q", "retriever": "hybrid", "retriever_options": {"rrf_k": Infinity}}'))
+    refused(compared, "rrf_k")
+
+
+def nested(depth: int, leaf: str = "1") -> str:
+    return '{"a":' * depth + leaf + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 100_000])
+def test_deeply_nested_json_is_refused_at_the_door(client: TestClient, depth: int) -> None:
+    document = f'{{"doc_id": "deep", "text": "Some text.", "metadata": {nested(depth)}}}'
+    for answer in (
+        client.post("/v1/documents", content=document, headers=JSON),
+        client.post("/v1/retrieve", content=f'{{"query": "q", "params": {nested(depth)}}}',
+                    headers=JSON),
+        client.post("/v1/compare", content="[" * depth + "]" * depth, headers=JSON),
+        client.put("/v1/defaults/scar", content=nested(depth), headers=JSON),
+        client.post("/v1/retrieve", content="[" * depth),  # unclosed, no content type
+    ):
+        refused(answer, f"at most {MAX_JSON_DEPTH}")
+    upload = client.post("/v1/documents", files={"file": ("a.md", b"# A\n\nSome text.")},
+                         data={"metadata": nested(depth)})
+    refused(upload, "metadata", f"at most {MAX_JSON_DEPTH}")
+
+
+def test_nesting_up_to_the_limit_is_stored_and_read_back(client: TestClient) -> None:
+    metadata = json.loads(nested(MAX_JSON_DEPTH - 1))  # the body's object is one level
+    added = client.post("/v1/documents", params={"wait": True}, json={
+        "doc_id": "nested", "text": "A nested record of acknowledgements.",
+        "metadata": metadata})
+    assert added.status_code == 200 and added.json()["state"] == "succeeded", added.text
+    assert client.get("/v1/documents/nested").json()["metadata"] == metadata
+    assert client.get("/v1/info").json()["limits"]["max_json_depth"] == MAX_JSON_DEPTH
+    assert client.delete("/v1/documents/nested", params={"wait": True}).status_code == 200
+
+
+@pytest.mark.parametrize("route", ["/v1/retrieve", "/v1/documents"])
+def test_bodies_that_json_cannot_read_name_the_problem(client: TestClient, route: str) -> None:
+    huge = '{"query": "q", "doc_id": "x", "text": "t", "k": ' + "9" * 5000 + "}"
+    refused(client.post(route, content=huge, headers=JSON), "not valid JSON", "digits")
+    refused(client.post(route, content=b'{"query": "\xff\xfe\xfa"}', headers=JSON))
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+                    max_leaves=30))
+def test_json_depth_counts_what_a_parser_recurses_into(value: Any) -> None:
+    def depth(item: Any) -> int:
+        children = (item.values() if isinstance(item, dict)
+                    else item if isinstance(item, list) else None)
+        if children is None:
+            return 0
+        return 1 + max((depth(child) for child in children), default=0)
+
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1)):
+        assert json_depth(text) == depth(value)
