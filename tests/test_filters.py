@@ -9,6 +9,7 @@ clause finds it wherever it is written.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,16 +33,25 @@ SHARED = " ".join(_clause(n) for n in (26, 27))
 RETRIEVERS = ["dense", "lexical", "hybrid", "document-hybrid", "dense-sentences"]
 
 
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
-    folder = tmp_path_factory.mktemp("filters")
+def write_documents(folder: Path) -> Path:
+    """DOCUMENTS as a JSONL file in `folder` (what `suture index` reads)."""
     records = folder / "documents.jsonl"
     records.write_text("".join(
         json.dumps({"doc_id": doc_id, "text": text, "metadata": metadata,
                     "title": TITLES.get(doc_id, doc_id)}) + "\n"
         for doc_id, (metadata, text) in DOCUMENTS.items()), encoding="utf-8")
-    return Index.build([records], folder / "idx", embedder="hashing", chunk_size=300,
-                       chunk_overlap=0)
+    return records
+
+
+def build_index(folder: Path) -> Index:
+    """DOCUMENTS indexed with the hashing embedder, in `folder`/idx."""
+    return Index.build([write_documents(folder)], folder / "idx", embedder="hashing",
+                       chunk_size=300, chunk_overlap=0)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    return build_index(tmp_path_factory.mktemp("filters"))
 
 
 def _docs(context: Context) -> set[str]:
