@@ -42,8 +42,8 @@ from suture._registry import lookup
 from suture._version import __version__
 from suture.documents import SUPPORTED_SUFFIXES, document_from_record
 from suture.exceptions import ConfigurationError, DocumentError, SutureError
-from suture.filters import Filter
 from suture.explain import HEADERS
+from suture.filters import Filter
 from suture.policies import policy_names
 from suture.retrievers import RetrieverName
 from suture.server import reports
