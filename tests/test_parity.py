@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from suture.filters import Filter
 from suture.index import Index
 from suture.types import Context
 from tests.backends import BACKENDS
@@ -181,3 +182,43 @@ def test_sprout_agrees_with_the_reference(reference: Index, other: Index) -> Non
         assert expected.spans  # the tree was built and searched
         got = other.retrieve(question, policy="sprout", k=3, explain=True)
         assert_same(comparable(got), comparable(expected), f"sprout {question!r}")
+
+
+#: filters over the corpus (ids, a prefix, the metadata every loader records)
+FILTERS: list[dict[str, Any]] = [
+    {"doc_id": "gdpr_en.md"},
+    {"doc_id_prefix": "rfc9293", "metadata": {"newlines": "universal"}},
+    {"metadata": {"encoding": {"in": ["utf-8", "ascii"]}}, "doc_id": ["rfc9293.txt",
+                                                                       SPROUT_DOCUMENT]},
+    {"metadata": {"encoding": {"gt": "utf-9"}}},  # allows none: an empty context
+]
+
+
+@pytest.mark.parametrize("retriever", ["dense", "lexical", "hybrid", "document-hybrid",
+                                       "dense-sentences"])
+@pytest.mark.parametrize("policy", ["topk", "scar", "scar-sentences"])
+def test_filtered_contexts_agree_with_the_reference(
+    reference: Index, other: Index, retriever: str, policy: str
+) -> None:
+    for wanted in FILTERS:
+        allowed = reference.store.filter_documents(Filter.parse(wanted))  # type: ignore[arg-type]
+        assert other.store.filter_documents(Filter.parse(wanted)) == allowed  # type: ignore[arg-type]
+        for question in [*QUESTIONS[:3], *FOCUSED_QUESTIONS]:
+            expected = reference.retrieve(question, policy=policy, k=5, retriever=retriever,
+                                          filter=wanted, explain=True)
+            assert {span.doc_id for span in expected.spans} <= set(allowed)
+            assert bool(expected.spans) == bool(allowed)
+            got = other.retrieve(question, policy=policy, k=5, retriever=retriever,
+                                 filter=wanted, explain=True)
+            assert_same(comparable(got), comparable(expected),
+                        f"{retriever}/{policy} {wanted} {question!r}")
+
+
+def test_filtered_sprout_agrees_with_the_reference(reference: Index, other: Index) -> None:
+    """SproutRAG's own document choice keeps to the filter too."""
+    for wanted in ({"doc_id": SPROUT_DOCUMENT}, {"doc_id_prefix": "gdpr"}):
+        expected = reference.retrieve(QUESTIONS[0], policy="sprout", k=3, filter=wanted,
+                                      explain=True)
+        assert bool(expected.spans) == (wanted.get("doc_id") == SPROUT_DOCUMENT)
+        got = other.retrieve(QUESTIONS[0], policy="sprout", k=3, filter=wanted, explain=True)
+        assert_same(comparable(got), comparable(expected), f"sprout {wanted}")

@@ -23,6 +23,7 @@ import httpx
 
 from suture.documents import MAX_DOC_ID_CHARS, Skipped, document_files
 from suture.exceptions import ServiceError
+from suture.filters import Filter
 from suture.index import IndexReport
 from suture.policies import DEFAULT_POLICY
 from suture.types import Context, Document
@@ -69,12 +70,15 @@ class Client:
         max_tokens: int | None = None,
         explain: bool = False,
         focus: bool = True,
+        filter: Filter | Mapping[str, Any] | str | None = None,
         **params: Any,
     ) -> Context:
-        """The context of one policy for one query (`Index.retrieve`)."""
+        """The context of one policy for one query (`Index.retrieve`; `filter` checked
+        here by the same parser before it is sent)."""
         body = {"query": query, "policy": policy, "k": k, "params": params,
                 "retriever": retriever, "retriever_options": dict(retriever_options or {}),
-                "max_tokens": max_tokens, "explain": explain, "focus": focus}
+                "max_tokens": max_tokens, "explain": explain, "focus": focus,
+                "filter": _filter_body(filter)}
         return Context.from_dict(self._call("POST", "/v1/retrieve", json=body))
 
     def compare(
@@ -88,11 +92,12 @@ class Client:
         max_tokens: int | None = None,
         explain: bool = False,
         focus: bool = True,
+        filter: Filter | Mapping[str, Any] | str | None = None,
     ) -> list[Context]:
         """The contexts of several policies for one query (`Index.compare`)."""
         body = {"query": query, "policies": list(policies), "k": k, "retriever": retriever,
                 "retriever_options": dict(retriever_options or {}), "max_tokens": max_tokens,
-                "explain": explain, "focus": focus}
+                "explain": explain, "focus": focus, "filter": _filter_body(filter)}
         answer = self._call("POST", "/v1/compare", json=body)
         return [Context.from_dict(c) for c in answer["contexts"]]
 
@@ -233,6 +238,13 @@ class Client:
             report.cached += result["cached"]
             report.seconds += result["seconds"]
         return report
+
+
+def _filter_body(wanted: Filter | Mapping[str, Any] | str | None) -> dict[str, Any] | None:
+    """A filter as the API takes it (parsed here first, so a bad one fails before it is
+    sent, with the library's message)."""
+    parsed = Filter.parse(wanted)
+    return None if parsed is None else parsed.to_dict()
 
 
 def _quoted(part: str) -> str:

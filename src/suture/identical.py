@@ -22,8 +22,9 @@ header) are not copies and stay apart.
 
 from __future__ import annotations
 
+import copy
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from suture.stores.base import Store
@@ -57,10 +58,29 @@ class IdenticalDocuments:
         self._same_length = {doc_id: tuple(same) for same in by_length.values()
                              if len(same) > 1 for doc_id in same}
         self._groups: dict[str, tuple[str, ...]] = {}
+        #: the only documents this view names or reads hits in (None: every document)
+        self.allowed: frozenset[str] | None = None
+
+    def within(self, allowed: Collection[str] | None) -> IdenticalDocuments:
+        """This store's copies seen through a filter: only the `allowed` documents count
+        as copies, so a filtered-out document is never named nor read (the caches are
+        shared with this instance)."""
+        if allowed is None:
+            return self
+        view = copy.copy(self)
+        view.allowed = frozenset(allowed)
+        return view
 
     def group_of(self, doc_id: str) -> tuple[str, ...]:
         """Every document holding `doc_id`'s text, itself included (sorted); empty when it
-        has no copy."""
+        has no copy (among the allowed documents, for a view made by `within`)."""
+        group = self._whole_group(doc_id)
+        if self.allowed is None or not group:
+            return group
+        kept = tuple(d for d in group if d in self.allowed)
+        return kept if len(kept) > 1 else ()
+
+    def _whole_group(self, doc_id: str) -> tuple[str, ...]:
         if doc_id not in self._groups:
             same = self._same_length.get(doc_id, ())
             mine = self._digest(doc_id) if same else ""

@@ -30,6 +30,7 @@ from suture.exceptions import (
     IndexError_,
     NothingToIndexError,
 )
+from suture.filters import Filter
 from suture.focus import QueryFocus, focused_vector
 from suture.identical import IdenticalDocuments, distinct_hits
 from suture.indexing import IndexReport, ingest
@@ -468,6 +469,7 @@ class Index:
         max_tokens: int | None = None,
         explain: bool = False,
         focus: bool = True,
+        filter: Filter | Mapping[str, Any] | str | None = None,
         **params: Any,
     ) -> Context:
         """Assemble the context for one query with a policy (see `suture.policies`).
@@ -484,6 +486,10 @@ class Index:
         Fiverr's privacy policy; who can see my data?") is searched again by its question
         as well, within that document and its copies (`suture.focus`; the context's `focus`
         says so); `focus=False` turns that off.
+        `filter` (a `Filter` or its JSON form, `suture.filters`) keeps the context to the
+        documents it allows: the first stage searches only their chunks, copies and the
+        focused document are looked for among them; one that allows no document gives an
+        empty context (with `explain`, a trace row says so).
         """
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError(
@@ -494,6 +500,7 @@ class Index:
             raise ConfigurationError(f"k must be >= 1, got {k}")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+        wanted = Filter.parse(filter)  # a bad filter fails before any work
         chosen, retriever = self._pipeline(policy, params, retriever, retriever_options)
         first_stage = self.retriever(retriever, retriever_options)
         if query_vector is None:
@@ -504,10 +511,15 @@ class Index:
         if bm25 is not None:  # postings of what other writers stored meanwhile, filled in
             bm25.prepare()    # where the snapshot will see them (PostgreSQL: a side write)
         with self.store.reading():  # one state of the store for search, policy and assembly
-            identical = self.identical_documents()
+            allowed = None if wanted is None else frozenset(self.store.filter_documents(wanted))
+            if allowed is not None and not allowed:
+                return _filtered_out(query, policy if isinstance(policy, str) else chosen.name,
+                                     wanted, explain)
+            identical = self.identical_documents().within(allowed)
 
             def search(vector: Vectors, doc_ids: Collection[str] | None = None) -> list[Hit]:
-                return distinct_hits(lambda n: first_stage.retrieve(query, vector, n, doc_ids),
+                return distinct_hits(lambda n: first_stage.retrieve(query, vector, n, doc_ids,
+                                                                    within=allowed),
                                      chosen.candidate_count(k), identical)
 
             hits = search(query_vector)
@@ -531,6 +543,7 @@ class Index:
                     explain=explain,
                     sentences=sentences,
                     focused=found is not None,
+                    allowed=allowed,
                 )
             )
             return assemble_context(
@@ -593,14 +606,17 @@ class Index:
         max_tokens: int | None = None,
         explain: bool = False,
         focus: bool = True,
+        filter: Filter | Mapping[str, Any] | str | None = None,
     ) -> list[Context]:
-        """The contexts of several policies for one query, embedding the query once."""
+        """The contexts of several policies for one query, embedding the query once
+        (`filter` as in `retrieve`)."""
+        wanted = Filter.parse(filter)
         if query_vector is None:
             query_vector = self.embed_queries([query])[0]
         return [
             self.retrieve(query, policy, k, query_vector=query_vector, retriever=retriever,
                           retriever_options=retriever_options, max_tokens=max_tokens,
-                          explain=explain, focus=focus)
+                          explain=explain, focus=focus, filter=wanted)
             for policy in policies
         ]
 
@@ -679,6 +695,14 @@ class Index:
         with self._retrievers_lock:
             self._retrievers.clear()
             self._variants.clear()
+
+
+def _filtered_out(query: str, policy: str, wanted: Filter | None, explain: bool) -> Context:
+    """The empty context of a query whose filter allows no stored document."""
+    described = wanted.describe() if wanted is not None else ""
+    trace = ({"decision": "filter matched no document", "filter": described},)
+    return Context(query=query, policy=policy, spans=(), chunks=0, characters=0, tokens=0,
+                   hits=(), trace=trace if explain else ())
 
 
 def check_policy_settings(policy: str, settings: Mapping[str, Any]) -> None:

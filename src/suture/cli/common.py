@@ -29,6 +29,10 @@ EmbedderNameOption = Annotated[
                       "--embedder PATH (suture never loads weights from a path the index "
                       "names)."),
 ]
+FilterOption = Annotated[str | None, typer.Option(
+    "--filter", help="Only documents this JSON filter allows, e.g. '{\"doc_id_prefix\": "
+    "\"acme/\", \"metadata\": {\"year\": {\"gte\": 2020}}}' (keys doc_id, doc_id_prefix, "
+    "metadata; operators eq, in, gt, gte, lt, lte).")]
 RetrieverParamOption = Annotated[
     list[str] | None,
     typer.Option("--retriever-param",

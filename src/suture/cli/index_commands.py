@@ -16,6 +16,7 @@ from suture.cli import app
 from suture.cli.common import (
     EmbedderNameOption,
     EmbedderOption,
+    FilterOption,
     IndexOption,
     RetrieverParamOption,
     StoreOption,
@@ -237,6 +238,7 @@ def query_command(
         "--focus/--no-focus", help="A question whose leading clause names its document "
         "(\"Acme NDA: what is the term?\") is searched again by the question part too; "
         "--no-focus searches it as written.")] = True,
+    filter_json: FilterOption = None,
     embedder: EmbedderNameOption = None,
 ) -> None:
     """Assemble the context for one question."""
@@ -257,6 +259,7 @@ def query_command(
             retriever_options=parse_params(retriever_param) if retriever_param else None,
             explain=explain,
             focus=focus,
+            filter=filter_json,
             **parse_params(param),
         )
     except SutureError as exc:
@@ -298,6 +301,7 @@ def compare_command(
         "--focus/--no-focus", help="A question whose leading clause names its document "
         "(\"Acme NDA: what is the term?\") is searched again by the question part too; "
         "--no-focus searches it as written.")] = True,
+    filter_json: FilterOption = None,
     embedder_option: EmbedderOption = None,
     embedder: EmbedderNameOption = None,
 ) -> None:
@@ -310,7 +314,7 @@ def compare_command(
         opened = Index.open(index, store=store, embedder=embedder,
                             embedder_options=parse_params(embedder_option))
         contexts = opened.compare(text, [p.strip() for p in policies.split(",") if p.strip()], k,
-                                  focus=focus)
+                                  focus=focus, filter=filter_json)
     except SutureError as exc:
         raise fail(exc) from None
     table = Table(title=f"{text}")

@@ -29,6 +29,10 @@ class PolicyRequest:
     sentences: SentenceTable | None = None
     #: whether the query named its document and was searched within it (`suture.focus`)
     focused: bool = False
+    #: the only documents a filter lets the context draw from (`suture.filters`; None:
+    #: every document); the hits are already among them, and a policy that looks beyond
+    #: its hits' documents (SproutRAG's document choice) keeps to them
+    allowed: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,6 +181,10 @@ class SproutPolicy(Policy):
             raise ConfigurationError(
                 f"no SproutRAG tree of the index at {trees_of.label} matches its stored "
                 f"documents; rebuild them with `suture sprout-index --index {trees_of.label}`")
+        if request.allowed is not None:  # a filter: only the trees of documents it allows
+            usable = {i for i in usable if forest.trees[i].doc_id in request.allowed}
+            if not usable:
+                return PolicyResult(selections=[])
         query = self._query_vector(request, forest)
         if self.search == "anchored":
             picked, starts = self._anchors(request, forest, usable)

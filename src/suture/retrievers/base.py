@@ -33,9 +33,24 @@ class Retriever(ABC):
 
     @abstractmethod
     def retrieve(self, query: str, query_vector: Vectors, k: int,
-                 doc_ids: Collection[str] | None = None) -> list[Hit]:
+                 doc_ids: Collection[str] | None = None, *,
+                 within: Collection[str] | None = None) -> list[Hit]:
         """The k best hits, best first; with `doc_ids`, only chunks of those documents
-        (a query that names its document is searched within it, `suture.focus`)."""
+        (a query that names its document is searched within it, `suture.focus`). With
+        `within` (the documents a filter allows, `suture.filters`), only their chunks too,
+        each ranked as in a search of the whole index: a filter narrows, it does not
+        name the documents a query is about."""
+
+    @staticmethod
+    def narrowed(doc_ids: Collection[str] | None, within: Collection[str] | None
+                 ) -> Collection[str] | None:
+        """The documents both `doc_ids` and `within` allow (None: every document)."""
+        if within is None:
+            return doc_ids
+        if doc_ids is None:
+            return within
+        allowed = set(within)
+        return [d for d in doc_ids if d in allowed]
 
     def prepare(self, show_progress: bool = False) -> None:
         """Bring derived structures (e.g. a lexical index) up to date with the store."""

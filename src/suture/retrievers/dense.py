@@ -13,8 +13,10 @@ class DenseRetriever(Retriever):
     name = "dense"
 
     def retrieve(self, query: str, query_vector: Vectors, k: int,
-                 doc_ids: Collection[str] | None = None) -> list[Hit]:
+                 doc_ids: Collection[str] | None = None, *,
+                 within: Collection[str] | None = None) -> list[Hit]:
+        scope = self.narrowed(doc_ids, within)
         return [
             Hit(chunk=s.chunk, score=s.score, retriever=self.name, scores={"dense": s.score})
-            for s in self.store.search(query_vector, k, doc_ids=doc_ids)
+            for s in self.store.search(query_vector, k, doc_ids=scope)
         ]

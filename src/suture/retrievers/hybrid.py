@@ -133,16 +133,21 @@ class HybridRetriever(Retriever):
         return self.depth if self.depth is not None else candidate_depth(k)
 
     def retrieve(self, query: str, query_vector: Vectors, k: int,
-                 doc_ids: Collection[str] | None = None) -> list[Hit]:
-        if k <= 0 or (doc_ids is not None and not doc_ids):
+                 doc_ids: Collection[str] | None = None, *,
+                 within: Collection[str] | None = None) -> list[Hit]:
+        doc_ids = self.narrowed(doc_ids, within) if doc_ids is not None else None
+        if k <= 0 or (doc_ids is not None and not doc_ids) or (
+                within is not None and not within):
             return []
         depth = max(self.candidate_depth(k), k)
         engine = self.lexical.engine
         terms = engine.terms(query)
         # documents asked for stand in for the document-first choice (both stages keep to
-        # them, and the document-first options act on them)
-        chosen = sorted(doc_ids) if doc_ids is not None else self._chosen_documents(terms)
-        scope = chosen or None
+        # them, and the document-first options act on them); a filter's documents only
+        # narrow where that choice is made
+        chosen = (sorted(doc_ids) if doc_ids is not None
+                  else self._chosen_documents(terms, within))
+        scope = chosen or (sorted(within) if within is not None else None)
         if self.head_chars is not None and chosen:
             naming = engine.naming_terms(chosen, self.head_chars)
             terms = [t for t in terms if t not in naming]
@@ -205,11 +210,22 @@ class HybridRetriever(Retriever):
             for chunk_id, score in best
         ]
 
-    def _chosen_documents(self, terms: list[str]) -> list[str]:
-        """Ids of the best `documents` documents; empty when not restricting."""
+    def _chosen_documents(self, terms: list[str], within: Collection[str] | None = None
+                          ) -> list[str]:
+        """Ids of the best `documents` documents (among `within`, when given); empty when
+        not restricting."""
         if self.documents is None:
             return []
-        return [d for d, _ in self.lexical.engine.best_documents(terms, self.documents)]
+        if within is None:
+            return [d for d, _ in self.lexical.engine.best_documents(terms, self.documents)]
+        allowed = set(within)
+        n = self.documents
+        while True:  # more of the ranking until enough allowed ones are in it, or all is
+            ranked = self.lexical.engine.best_documents(terms, n)
+            chosen = [d for d, _ in ranked if d in allowed][:self.documents]
+            if len(chosen) == self.documents or len(ranked) < n:
+                return chosen
+            n *= 4
 
 
 #: the document-first setting measured best on both CUAD-mini and privacy-QA

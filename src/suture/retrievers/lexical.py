@@ -269,8 +269,9 @@ class LexicalRetriever(Retriever):
         return self.engine.top(self.engine.terms(query), n, doc_ids=doc_ids)
 
     def retrieve(self, query: str, query_vector: Vectors, k: int,
-                 doc_ids: Collection[str] | None = None) -> list[Hit]:
-        ranked = self.rank(query, k, doc_ids)
+                 doc_ids: Collection[str] | None = None, *,
+                 within: Collection[str] | None = None) -> list[Hit]:
+        ranked = self.rank(query, k, self.narrowed(doc_ids, within))
         chunks = self.store.chunks([chunk_id for chunk_id, _ in ranked])
         return [
             Hit(chunk=chunk, score=score, retriever=self.name, scores={"lexical": score})

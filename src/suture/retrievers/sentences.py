@@ -435,28 +435,32 @@ class SentenceRetriever(Retriever):
 
     # -- retrieval ------------------------------------------------------------------
     def retrieve(self, query: str, query_vector: Vectors, k: int,
-                 doc_ids: Collection[str] | None = None) -> list[Hit]:
+                 doc_ids: Collection[str] | None = None, *,
+                 within: Collection[str] | None = None) -> list[Hit]:
         if k < 1:
             return []
         fusion = self.fusion if doc_ids is None else self.scoped_fusion
+        scope = self.narrowed(doc_ids, within)
         table = self.table()
         vector = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-        best = table.best_per_chunk(vector, doc_ids)
+        best = table.best_per_chunk(vector, scope)
         if doc_ids is None and self.lexical is not None:
-            return self._with_lexical(self.lexical, query, vector, k, table, best, fusion)
-        return self._by_vectors(vector, k, doc_ids, table, best, fusion)
+            return self._with_lexical(self.lexical, query, vector, k, table, best, fusion,
+                                      within)
+        return self._by_vectors(vector, k, scope, table, best, fusion)
 
     def _with_lexical(self, lexical: LexicalRetriever, query: str, vector: Vectors, k: int,
                       table: SentenceTable, best: npt.NDArray[np.float32],
-                      fusion: Fusion) -> list[Hit]:
-        """The top k of the vector ranking and BM25's, fused by weighted RRF."""
+                      fusion: Fusion, within: Collection[str] | None = None) -> list[Hit]:
+        """The top k of the vector ranking and BM25's, fused by weighted RRF (both kept
+        to `within`, a filter's documents, when given)."""
         depth = candidate_depth(k)  # >= k
-        by_vectors = self._by_vectors(vector, depth, None, table, best, fusion)
+        by_vectors = self._by_vectors(vector, depth, within, table, best, fusion)
         engine = lexical.engine
         terms = engine.terms(query)
         if not terms:  # nothing BM25 can match: the vectors alone
             return by_vectors[:k]
-        by_terms = engine.top(terms, depth)
+        by_terms = engine.top(terms, depth, doc_ids=within)
         ranked = reciprocal_rank_fusion(
             [[hit.chunk.chunk_id for hit in by_vectors], [chunk_id for chunk_id, _ in by_terms]],
             k=DEFAULT_RRF_K, weights=dense_lexical_weights(1 - self.lexical_weight))[:k]
@@ -467,7 +471,7 @@ class SentenceRetriever(Retriever):
         bm25 = dict(by_terms)
         unscored = [chunk_id for chunk_id, _ in ranked if chunk_id not in bm25]
         if unscored:
-            bm25.update(engine.scores(terms, unscored))
+            bm25.update(engine.scores(terms, unscored, doc_ids=within))
         return [replace(hits[chunk_id], scores={**hits[chunk_id].scores,
                                                 "lexical": float(bm25[chunk_id]),
                                                 "rrf": rrf})

@@ -44,6 +44,7 @@ from suture._version import __version__
 from suture.documents import SUPPORTED_SUFFIXES, doc_id_problem, document_from_record, shown_id
 from suture.exceptions import ConfigurationError, DocumentError, SutureError
 from suture.explain import HEADERS
+from suture.filters import Filter
 from suture.policies import policy_names
 from suture.retrievers import RetrieverName
 from suture.server import reports
@@ -156,10 +157,11 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         _check_query(body.query, settings)
         params = _policy_params(body.policy, body.params, settings)
         options = _retriever_options(body.retriever, body.retriever_options)
+        wanted = Filter.parse(body.filter)  # a bad one is a 400 naming the key
         context = await service.read(lambda: service.retrieve(
             body.query, body.policy, body.k, retriever=body.retriever,
             retriever_options=options, max_tokens=body.max_tokens, explain=body.explain,
-            focus=body.focus, **params))
+            focus=body.focus, filter=wanted, **params))
         return context.to_dict()
 
     @app.post("/v1/compare", tags=["retrieval"], dependencies=[read],
@@ -171,10 +173,11 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             raise ApiError(400, "invalid_request", "compare runs policies without parameters; "
                            "ask /v1/retrieve for rerank")
         options = _retriever_options(body.retriever, body.retriever_options)
+        wanted = Filter.parse(body.filter)
         contexts = await service.read(lambda: service.compare(
             body.query, body.policies, body.k, retriever=body.retriever,
             retriever_options=options, max_tokens=body.max_tokens, explain=body.explain,
-            focus=body.focus))
+            focus=body.focus, filter=wanted))
         return {"contexts": [c.to_dict() for c in contexts]}
 
     async def read_document(doc_id: str) -> dict[str, Any]:

@@ -20,6 +20,11 @@ MAX_POLICIES = 8
 ParamValue = str | int | float | bool | None
 
 
+FILTER_HELP = (
+    "Only documents this filter allows: {\"doc_id\": [...], \"doc_id_prefix\": [...], "
+    "\"metadata\": {\"tenant\": \"acme\", \"year\": {\"gte\": 2020}}} (operators eq, in, gt, "
+    "gte, lt, lte; suture.filters). One that allows no document gives an empty context.")
+
 RETRIEVER_OPTIONS_HELP = (
     "Options of the named retriever for this request, e.g. {\"lexical_weight\": 0.3} for "
     "dense-sentences; only those that change how hits are scored (GET /v1/info lists them).")
@@ -46,6 +51,7 @@ class RetrieveRequest(_Strict):
     focus: bool = Field(True, description="Search a query whose leading clause names the "
                         "document of its best hit again by its question part too "
                         "(suture.focus); false: as written.")
+    filter: dict[str, Any] | None = Field(None, description=FILTER_HELP)
 
 
 class PolicyDefaultsRequest(_Strict):
@@ -73,6 +79,7 @@ class CompareRequest(_Strict):
     focus: bool = Field(True, description="Search a query whose leading clause names the "
                         "document of its best hit again by its question part too "
                         "(suture.focus); false: as written.")
+    filter: dict[str, Any] | None = Field(None, description=FILTER_HELP)
 
 
 class Span(BaseModel):

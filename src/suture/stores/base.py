@@ -51,6 +51,7 @@ from suture.types import Chunk, Document, SourceDocument
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from suture.filters import Filter
     from suture.stores.lexical import LexicalEngine, LexicalSettings
 
 #: ranges asked of `Store.neighbours`: (doc_id, lowest position, highest position)
@@ -348,6 +349,18 @@ class Store(ABC):
     @abstractmethod
     def documents_without_token_map(self) -> set[str]:
         """Ids of stored documents written without a token map (older indexes)."""
+
+    def filter_documents(self, wanted: Filter) -> list[str]:
+        """The ids of the stored documents `wanted` allows, sorted (`suture.filters`).
+
+        This default reads every document's metadata through `document`; the backends
+        answer inside the database instead (SQLite and PostgreSQL in SQL, Qdrant from
+        its document records without their texts).
+        """
+        ids = [s.doc_id for s in self.documents_summary() if wanted.allows_id(s.doc_id)]
+        if not wanted.metadata:
+            return ids
+        return [d for d in ids if wanted.allows(d, self.document(d).metadata)]
 
     # -- chunks -------------------------------------------------------------------
     @abstractmethod

@@ -71,6 +71,7 @@ from suture.exceptions import (
     IndexNotFoundError,
     missing_dependency,
 )
+from suture.filters import Condition, Filter, prefix_end, value_kind
 from suture.stores.base import (
     BulkWrites,
     ChunkPart,
@@ -551,6 +552,13 @@ class PostgresStore(Store):
     def document(self, doc_id: str) -> Document:
         return self._document_entry(doc_id)[0]
 
+    def filter_documents(self, wanted: Filter) -> list[str]:
+        """One SQL query over the documents table (metadata read as jsonb), never a chunk."""
+        where, args = _filter_sql(wanted)
+        return [row[0] for row in self._conn().execute(_q(
+            f"SELECT doc_id FROM {{documents}} WHERE {where} ORDER BY doc_id", self.tables),
+            args)]
+
     def token_map(self, doc_id: str) -> TokenMap | None:
         return self._document_entry(doc_id)[1]
 
@@ -804,6 +812,51 @@ class TableData(DerivedData):
 
 
 # -- helpers ------------------------------------------------------------------------------
+#: jsonb_typeof's name of each JSON type a filter compares as
+_JSONB_TYPES = {"number": "number", "string": "string"}
+_SQL_OPERATORS = {"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def _filter_sql(wanted: Filter) -> tuple[str, list[Any]]:
+    """`wanted` as a WHERE clause over the documents table, and its arguments. Strings
+    compare in code point order (COLLATE "C", as Python and SQLite do), numbers as
+    numeric; a value of another JSON type fails, never errs (CASE guards each cast)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if wanted.doc_ids is not None:
+        clauses.append("doc_id = ANY(%s)")
+        args.append(list(wanted.doc_ids))
+    if wanted.doc_id_prefixes:
+        ranges = []
+        for prefix in wanted.doc_id_prefixes:
+            end = prefix_end(prefix)
+            ranges.append('(doc_id COLLATE "C" >= %s' +
+                          ("" if end is None else ' AND doc_id COLLATE "C" < %s') + ")")
+            args += [prefix] if end is None else [prefix, end]
+        clauses.append("(" + " OR ".join(ranges) + ")")
+    for condition in wanted.metadata:
+        tests = [_value_test(condition, value, args) for value in condition.values()]
+        clauses.append("(" + " OR ".join(tests) + ")")
+    return " AND ".join(clauses) or "TRUE", args
+
+
+def _value_test(condition: Condition, value: Any, args: list[Any]) -> str:
+    field = "(metadata::jsonb -> %s)"
+    kind = value_kind(value)
+    if kind in ("bool", "null"):
+        args += [condition.key, json.dumps(value)]
+        return f"{field} = %s::jsonb"
+    op = _SQL_OPERATORS["eq" if condition.op == "in" else condition.op]
+    args += [condition.key, condition.key]
+    if kind == "number":
+        args.append(repr(value))
+        compared = f"(metadata::jsonb ->> %s)::numeric {op} %s::numeric"
+    else:
+        args.append(value)
+        compared = f'(metadata::jsonb ->> %s) COLLATE "C" {op} %s'
+    return f"CASE WHEN jsonb_typeof{field} = '{_JSONB_TYPES[kind]}' THEN {compared} ELSE FALSE END"
+
+
 def _int4(position: int) -> int:
     """A range end as the `int` column type holds it (a range may be open-ended, e.g.
     parent's `0 … 2**62`; positions themselves always fit)."""

@@ -88,6 +88,7 @@ from suture.exceptions import (
     IndexNotFoundError,
     missing_dependency,
 )
+from suture.filters import Filter
 from suture.stores.base import (
     ChunkPart,
     DerivedData,
@@ -834,6 +835,23 @@ class QdrantStore(Store):
 
     def document(self, doc_id: str) -> Document:
         return self._document_entry(doc_id)[0]
+
+    def filter_documents(self, wanted: Filter) -> list[str]:
+        """Ids from the document records, metadata from each allowed version's text record
+        with only its `metadata` field (no text, no chunk), tested by `Filter.allows`."""
+        named = wanted.doc_ids if wanted.doc_ids is not None else (
+            str(r["doc_id"]) for r in self._all_records())
+        live = {d: v for d, v in self.resolve(d for d in named if wanted.allows_id(d)).items()
+                if v is not None}
+        if not wanted.metadata:
+            return sorted(live)
+        records = self._retrieve(self.companion, [point_id("text", d, v.version)
+                                                  for d, v in live.items()],
+                                 ["doc_id", "metadata"])
+        return sorted(
+            doc_id for r in records
+            if (doc_id := str((r.payload or {})["doc_id"])) in live
+            and wanted.allows(doc_id, json.loads((r.payload or {}).get("metadata") or "{}")))
 
     def token_map(self, doc_id: str) -> TokenMap | None:
         return self._document_entry(doc_id)[1]

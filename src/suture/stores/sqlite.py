@@ -47,6 +47,7 @@ import numpy.typing as npt
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.files import write_json_atomic
+from suture.filters import Condition, Filter, prefix_end, value_kind
 from suture.stores.ann import (
     ANN_MIN_CHUNKS,
     KeyRows,
@@ -443,6 +444,13 @@ class SQLiteStore(Store):
     def document(self, doc_id: str) -> Document:
         return self._document_entry(doc_id)[0]
 
+    def filter_documents(self, wanted: Filter) -> list[str]:
+        """One SQL query over the documents table: ids by the primary key (a prefix is a
+        key range), metadata through `json_each`, never a chunk."""
+        where, args = _filter_sql(wanted)
+        return [row[0] for row in self._connection().execute(
+            f"SELECT doc_id FROM documents WHERE {where} ORDER BY doc_id", args)]
+
     def token_map(self, doc_id: str) -> TokenMap | None:
         return self._document_entry(doc_id)[1]
 
@@ -790,6 +798,45 @@ class SQLiteStore(Store):
             with contextlib.suppress(OSError):
                 self._derived.write_file(MATRIX_FILE, save)
         return generation, arrays
+
+
+#: SQLite's `json_each` type names of each JSON type a filter compares as
+_JSON_TYPES = {"number": "('integer', 'real')", "string": "('text')", "null": "('null')"}
+_SQL_OPERATORS = {"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def _filter_sql(wanted: Filter) -> tuple[str, list[Any]]:
+    """`wanted` as a WHERE clause over the documents table, and its arguments."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if wanted.doc_ids is not None:
+        clauses.append("doc_id IN (SELECT value FROM json_each(?))")
+        args.append(json.dumps(list(wanted.doc_ids)))
+    if wanted.doc_id_prefixes:
+        ranges = []
+        for prefix in wanted.doc_id_prefixes:
+            end = prefix_end(prefix)
+            ranges.append("doc_id >= ?" + ("" if end is None else " AND doc_id < ?"))
+            args += [prefix] if end is None else [prefix, end]
+        clauses.append("(" + " OR ".join(ranges) + ")")
+    for condition in wanted.metadata:
+        values: list[Any] = []
+        tests = [_value_test(condition, value, values) for value in condition.values()]
+        clauses.append("EXISTS (SELECT 1 FROM json_each(documents.metadata) AS m WHERE "
+                       "m.key = ? AND (" + " OR ".join(tests) + "))")
+        args += [condition.key, *values]
+    return " AND ".join(clauses) or "1", args
+
+
+def _value_test(condition: Condition, value: Any, args: list[Any]) -> str:
+    kind = value_kind(value)
+    if kind == "bool":
+        return f"m.type = '{'true' if value else 'false'}'"
+    if kind == "null":
+        return "m.type = 'null'"
+    op = _SQL_OPERATORS["eq" if condition.op == "in" else condition.op]
+    args.append(value)
+    return f"(m.type IN {_JSON_TYPES[kind]} AND m.value {op} ?)"
 
 
 def _best_of(scores: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: int
