@@ -151,7 +151,8 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         options = _retriever_options(body.retriever, body.retriever_options)
         context = await service.read(lambda: service.retrieve(
             body.query, body.policy, body.k, retriever=body.retriever,
-            retriever_options=options, max_tokens=body.max_tokens, explain=body.explain,
+            retriever_options=options, budget=body.budget,
+            budget_unit=body.budget_unit, explain=body.explain,
             focus=body.focus, **params))
         return context.to_dict()
 
@@ -166,7 +167,8 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         options = _retriever_options(body.retriever, body.retriever_options)
         contexts = await service.read(lambda: service.compare(
             body.query, body.policies, body.k, retriever=body.retriever,
-            retriever_options=options, max_tokens=body.max_tokens, explain=body.explain,
+            retriever_options=options, budget=body.budget,
+            budget_unit=body.budget_unit, explain=body.explain,
             focus=body.focus))
         return {"contexts": [c.to_dict() for c in contexts]}
 
