@@ -35,6 +35,6 @@ def test_context_tokens_equal_tokenizing_the_context(rfc_index: Index, policy: s
     assert rfc_index.store.token_map("rfc9293.txt") is not None  # written by Index.add
     for query, budget in [("What is the maximum segment lifetime?", None),
                           ("How does TCP handle urgent data?", 300)]:
-        context = rfc_index.retrieve(query, policy=policy, k=5, max_tokens=budget)
+        context = rfc_index.retrieve(query, policy=policy, k=5, budget=budget)
         assert context.tokens == sum(count_tokens(span.text) for span in context.spans)
-        assert budget is None or context.tokens <= budget  # parent: no section fits 300
+        assert budget is None or context.tokens <= budget
