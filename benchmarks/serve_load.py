@@ -66,7 +66,7 @@ QUESTIONS = [
 MIX: list[tuple[str, dict[str, Any]]] = [
     ("topk", {"policy": "topk"}),
     ("window", {"policy": "window"}),
-    ("parent", {"policy": "parent", "max_tokens": 1500}),
+    ("parent", {"policy": "parent", "budget": 1500}),
     ("scar", {"policy": "scar"}),
     ("scar explain", {"policy": "scar", "explain": True}),
     ("topk hybrid", {"policy": "topk", "retriever": "hybrid"}),

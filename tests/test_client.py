@@ -19,11 +19,11 @@ def test_retrieve_and_compare_return_the_indexs_contexts(served: Server) -> None
     local = Index.open(served.index)
     with Client(served.url, api_key=READ_KEY) as client:
         remote = client.retrieve(QUESTION, "scar", 4, explain=True, lam=0.5, tau=0.2)
-        compared = client.compare(QUESTION, ["topk", "window", "parent"], k=3, max_tokens=500)
+        compared = client.compare(QUESTION, ["topk", "window", "parent"], k=3, budget=500)
         info = client.info()
     assert remote == local.retrieve(QUESTION, "scar", 4, explain=True, lam=0.5, tau=0.2)
     assert remote.trace and remote.hits
-    assert compared == local.compare(QUESTION, ["topk", "window", "parent"], 3, max_tokens=500)
+    assert compared == local.compare(QUESTION, ["topk", "window", "parent"], 3, budget=500)
     assert info["documents"] == local.info()["documents"]
 
 

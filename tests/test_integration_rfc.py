@@ -35,6 +35,23 @@ def test_context_tokens_equal_tokenizing_the_context(rfc_index: Index, policy: s
     assert rfc_index.store.token_map("rfc9293.txt") is not None  # written by Index.add
     for query, budget in [("What is the maximum segment lifetime?", None),
                           ("How does TCP handle urgent data?", 300)]:
-        context = rfc_index.retrieve(query, policy=policy, k=5, max_tokens=budget)
+        context = rfc_index.retrieve(query, policy=policy, k=5, budget=budget)
         assert context.tokens == sum(count_tokens(span.text) for span in context.spans)
-        assert budget is None or context.tokens <= budget  # parent: no section fits 300
+        assert budget is None or context.tokens <= budget
+
+
+@pytest.mark.parametrize("policy", ["scar-sentences", "scar", "parent"])
+def test_budgets_on_the_real_model_fit_and_only_grow(rfc_index: Index, policy: str) -> None:
+    question = "How is a TCP connection established (three-way handshake)?"
+    held: set[tuple[str, int]] = set()
+    for budget in (60, 250, 500, 1000, 2000):
+        context = rfc_index.retrieve(question, policy, budget=budget)
+        assert context.budget is not None
+        assert context.tokens == sum(count_tokens(span.text) for span in context.spans)
+        assert context.tokens == context.budget.used <= budget
+        now = {(s.doc_id, i) for s in context.spans for i in range(s.start, s.end)}
+        assert held <= now
+        held = now
+    document = rfc_index.store.document("rfc9293.txt")
+    assert any(part.startswith("3.5") for span in context.spans
+               for part in document.section_path_at(span.start))

@@ -163,8 +163,8 @@ def test_focused_searches_agree_with_the_reference(
 
 def test_budgets_agree_with_the_reference(reference: Index, other: Index) -> None:
     for question in QUESTIONS:
-        expected = reference.retrieve(question, policy="scar", k=5, max_tokens=300)
-        got = other.retrieve(question, policy="scar", k=5, max_tokens=300)
+        expected = reference.retrieve(question, policy="scar", k=5, budget=300)
+        got = other.retrieve(question, policy="scar", k=5, budget=300)
         assert_same(comparable(got), comparable(expected), f"budget {question!r}")
 
 

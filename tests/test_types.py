@@ -13,7 +13,7 @@ from suture.types import Context
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("policy", "options"),
-    [("scar", {"explain": True}), ("window", {"max_tokens": 300}), ("parent", {}),
+    [("scar", {"explain": True}), ("window", {"budget": 300}), ("parent", {}),
      ("topk", {"retriever": "hybrid"})],
 )
 def test_context_round_trips_through_json(

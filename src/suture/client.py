@@ -63,11 +63,12 @@ class Client:
         self,
         query: str,
         policy: str = DEFAULT_POLICY.value,
-        k: int = 5,
+        k: int | None = None,
         *,
         retriever: str | None = None,
         retriever_options: Mapping[str, Any] | None = None,
-        max_tokens: int | None = None,
+        budget: int | None = None,
+        budget_unit: str = "tokens",
         explain: bool = False,
         focus: bool = True,
         filter: Filter | Mapping[str, Any] | str | None = None,
@@ -77,27 +78,29 @@ class Client:
         here by the same parser before it is sent)."""
         body = {"query": query, "policy": policy, "k": k, "params": params,
                 "retriever": retriever, "retriever_options": dict(retriever_options or {}),
-                "max_tokens": max_tokens, "explain": explain, "focus": focus,
-                "filter": _filter_body(filter)}
+                "budget": budget, "budget_unit": budget_unit, "explain": explain,
+                "focus": focus, "filter": _filter_body(filter)}
         return Context.from_dict(self._call("POST", "/v1/retrieve", json=body))
 
     def compare(
         self,
         query: str,
         policies: Sequence[str],
-        k: int = 5,
+        k: int | None = None,
         *,
         retriever: str | None = None,
         retriever_options: Mapping[str, Any] | None = None,
-        max_tokens: int | None = None,
+        budget: int | None = None,
+        budget_unit: str = "tokens",
         explain: bool = False,
         focus: bool = True,
         filter: Filter | Mapping[str, Any] | str | None = None,
     ) -> list[Context]:
         """The contexts of several policies for one query (`Index.compare`)."""
         body = {"query": query, "policies": list(policies), "k": k, "retriever": retriever,
-                "retriever_options": dict(retriever_options or {}), "max_tokens": max_tokens,
-                "explain": explain, "focus": focus, "filter": _filter_body(filter)}
+                "retriever_options": dict(retriever_options or {}), "budget": budget,
+                "budget_unit": budget_unit, "explain": explain, "focus": focus,
+                "filter": _filter_body(filter)}
         answer = self._call("POST", "/v1/compare", json=body)
         return [Context.from_dict(c) for c in answer["contexts"]]
 

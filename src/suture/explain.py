@@ -122,14 +122,17 @@ def trace_table(
 
 
 def render_trace(context: Context) -> Table:
-    """The decision table of one `Context` returned with explain=True."""
+    """The decision table of one `Context` returned with explain=True; under a budget its
+    caption ends with why assembly stopped."""
     title = f"{context.policy}: decisions for {context.query!r}"
+    stopped = f"assembly: {context.budget.stopped}" if context.budget is not None else ""
     if not context.trace:
         table = Table(title=title, header_style="bold")
         table.add_column("decision")
         table.add_row(Text(
             f"policy {context.policy!r} recorded no decisions (it adds nothing beyond "
             "the hits, or the hits had no neighbours)", style="dim"))
+        table.caption = stopped or None
         return table
     table = trace_table(context.trace, title=title)
     counts: dict[str, int] = {}
@@ -143,6 +146,8 @@ def render_trace(context: Context) -> Table:
             f"\nb = 1 − cos({penalty},n); S = cos(q,n) − λ·b; added when S > τ·cos(q,c); "
             "margin = S − τ·cos(q,c)"
         )
+    if stopped:
+        table.caption += f"\n{stopped}"
     return table
 
 

@@ -37,6 +37,7 @@ from suture.indexing import IndexReport, ingest
 from suture.policies import DEFAULT_POLICY, Policy, get_policy, policy_needs_sentences
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
+from suture.policies.budget import DEFAULT_BUDGET, check_budget, first_stage_hits
 from suture.progress import ProgressFactory
 from suture.retrievers import (
     Retriever,
@@ -461,12 +462,13 @@ class Index:
         self,
         query: str,
         policy: str | Policy = DEFAULT_POLICY,
-        k: int = 5,
+        k: int | None = None,
         *,
         query_vector: Vectors | None = None,
         retriever: str | None = None,
         retriever_options: Mapping[str, Any] | None = None,
-        max_tokens: int | None = None,
+        budget: int | None = DEFAULT_BUDGET,
+        budget_unit: str = "tokens",
         explain: bool = False,
         focus: bool = True,
         filter: Filter | Mapping[str, Any] | str | None = None,
@@ -490,16 +492,26 @@ class Index:
         documents it allows: the first stage searches only their chunks, copies and the
         focused document are looked for among them; one that allows no document gives an
         empty context (with `explain`, a trace row says so).
+
+        `budget` (in `budget_unit`: WordPiece "tokens", or "chars") is the most context to
+        return: the policy's pieces are taken best-first (each hit, then its expansions)
+        while they fit, the first that does not cut at a sentence end
+        (`suture.policies.budget`), and the context's `budget` says how much was used and
+        why assembly stopped. `k` is the number of first-stage hits: 5 without a budget;
+        with one, a cap on the hits (default `BUDGET_HITS`).
         """
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError(
                 "the query is empty; ask a question (every chunk would score alike, so "
                 "suture does not answer an empty query)"
             )
-        if k < 1:
-            raise ConfigurationError(f"k must be >= 1, got {k}")
-        if max_tokens is not None and max_tokens < 1:
-            raise ConfigurationError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+        if "max_tokens" in params:
+            raise ConfigurationError(
+                f"max_tokens={params['max_tokens']!r} is no longer taken: pass "
+                f"budget={params['max_tokens']!r} (the most tokens of context; CLI --budget, "
+                "HTTP \"budget\"), which fills it best-first and never exceeds it")
+        limit = check_budget(budget, budget_unit)
+        k = first_stage_hits(k, limit)
         wanted = Filter.parse(filter)  # a bad filter fails before any work
         chosen, retriever = self._pipeline(policy, params, retriever, retriever_options)
         first_stage = self.retriever(retriever, retriever_options)
@@ -552,7 +564,8 @@ class Index:
                 selections=result.selections,
                 hits=list(result.hits) if result.hits is not None else hits[:k],
                 store=self.store,
-                max_tokens=max_tokens,
+                budget=limit,
+                candidates=k,
                 trace=[dict(row) for row in result.trace] if explain else None,
                 identical=identical,
                 focus=found,
@@ -598,25 +611,27 @@ class Index:
         self,
         query: str,
         policies: Sequence[str | Policy],
-        k: int = 5,
+        k: int | None = None,
         *,
         query_vector: Vectors | None = None,
         retriever: str | None = None,
         retriever_options: Mapping[str, Any] | None = None,
-        max_tokens: int | None = None,
+        budget: int | None = DEFAULT_BUDGET,
+        budget_unit: str = "tokens",
         explain: bool = False,
         focus: bool = True,
         filter: Filter | Mapping[str, Any] | str | None = None,
     ) -> list[Context]:
-        """The contexts of several policies for one query, embedding the query once
-        (`filter` as in `retrieve`)."""
+        """The contexts of several policies for one query, embedding the query once (each
+        in the same `budget`, as `retrieve`; `filter` as in `retrieve`)."""
+        check_budget(budget, budget_unit)  # a bad budget fails before the query is embedded
         wanted = Filter.parse(filter)
         if query_vector is None:
             query_vector = self.embed_queries([query])[0]
         return [
             self.retrieve(query, policy, k, query_vector=query_vector, retriever=retriever,
-                          retriever_options=retriever_options, max_tokens=max_tokens,
-                          explain=explain, focus=focus, filter=wanted)
+                          retriever_options=retriever_options, budget=budget,
+                          budget_unit=budget_unit, explain=explain, focus=focus, filter=wanted)
             for policy in policies
         ]
 

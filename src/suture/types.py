@@ -142,8 +142,9 @@ class Selection:
     """One piece a policy puts into the context and why.
 
     `reason` is "hit" or "expanded from <chunk_id>" (or "section of <chunk_id>").
-    `priority` orders pieces under a token budget: hits first by score, then
-    expansions by their margin (SCAR: S - threshold).
+    `priority` orders pieces under a budget: hits by score, each followed by its
+    expansions (`seed`: the chunk id of the hit one grows from) by their margin (SCAR:
+    S - threshold); see `suture.policies.budget`.
     """
 
     doc_id: str
@@ -154,6 +155,7 @@ class Selection:
     score: float
     is_hit: bool
     priority: float
+    seed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +227,29 @@ class Focus:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetUse:
+    """A budgeted context's budget, how much of it the context uses and why assembly
+    stopped ("budget full (...)", "candidates exhausted (...)"; `suture.policies.budget`)."""
+
+    limit: int
+    unit: str
+    used: int
+    stopped: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit": self.limit, "unit": self.unit, "used": self.used,
+                "stopped": self.stopped}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> BudgetUse | None:
+        """The inverse of `to_dict`; None for a context without a budget."""
+        if not data:
+            return None
+        return cls(limit=data["limit"], unit=data["unit"], used=data["used"],
+                   stopped=data["stopped"])
+
+
+@dataclass(frozen=True, slots=True)
 class Context:
     """What a policy hands to the language model, with its size."""
 
@@ -239,6 +264,8 @@ class Context:
     dropped: int = 0
     #: how the query was focused on its question (`suture.focus`); None: not focused
     focus: Focus | None = None
+    #: the budget the context was assembled in (`Index.retrieve(budget=...)`); None: none
+    budget: BudgetUse | None = None
 
     @property
     def chunk_ids(self) -> tuple[str, ...]:
@@ -265,6 +292,7 @@ class Context:
             "hits": [hit.to_dict() for hit in self.hits],
             "trace": [dict(row) for row in self.trace],
             "focus": self.focus.to_dict() if self.focus is not None else None,
+            "budget": self.budget.to_dict() if self.budget is not None else None,
         }
 
     @classmethod
@@ -281,4 +309,5 @@ class Context:
             trace=tuple(dict(row) for row in data.get("trace", ())),
             dropped=data.get("dropped", 0),
             focus=Focus.from_dict(data.get("focus")),
+            budget=BudgetUse.from_dict(data.get("budget")),
         )

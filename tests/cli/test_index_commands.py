@@ -369,18 +369,31 @@ def test_explain_shows_every_decision_of_the_scar_rule(rfc_hashing_index: Path) 
 
 
 @pytest.mark.slow
-def test_max_tokens_keeps_whole_chunks_under_the_budget(rfc_hashing_index: Path) -> None:
+def test_budget_fills_best_first_and_never_exceeds(rfc_hashing_index: Path) -> None:
     question = "How does the receiver acknowledge data?"
     args = ["query", question, "--index", rfc_hashing_index, "--policy", "window", "--json"]
-    full = json.loads(suture(*args).stdout)
-    budget = full["tokens"] // 2
-    cut = json.loads(suture(*args, "--max-tokens", str(budget)).stdout)
-    assert 0 < cut["tokens"] <= budget < full["tokens"]
-    kept = {chunk for span in cut["spans"] for chunk in span["chunk_ids"]}
-    assert kept < {chunk for span in full["spans"] for chunk in span["chunk_ids"]}
-    assert cut["chunks"] == len(kept)
-    bad = suture(*args, "--max-tokens", "0")
-    assert bad.returncode == 2 and "max_tokens must be >= 1" in bad.stderr
+    small = json.loads(suture(*args, "--budget", "300").stdout)
+    large = json.loads(suture(*args, "--budget", "900").stdout)
+    assert 250 < small["tokens"] <= 300 < large["tokens"] <= 900
+    assert small["budget"]["used"] == small["tokens"] and small["budget"]["limit"] == 300
+    assert small["budget"]["stopped"].startswith("budget full (")
+
+    def held(context: dict[str, list[dict[str, int]]]) -> set[tuple[str, int]]:
+        return {(str(s["doc_id"]), i) for s in context["spans"]
+                for i in range(s["start"], s["end"])}
+
+    assert held(small) <= held(large)
+    chars = json.loads(suture(*args, "--budget", "500", "--budget-unit", "chars").stdout)
+    assert chars["characters"] <= 500 and chars["budget"]["unit"] == "chars"
+    shown = suture("compare", question, "--index", rfc_hashing_index, "--policies",
+                   "topk,scar", "-k", "2", "--budget", "5000")
+    assert shown.returncode == 0, shown.stderr
+    assert "topk: candidates exhausted (k cap 2;" in shown.stdout
+    bad = suture(*args, "--budget", "0")
+    assert bad.returncode == 2
+    assert "budget must be a whole number of tokens >= 1, got 0" in bad.stderr
+    unit = suture(*args, "--budget", "10", "--budget-unit", "words")
+    assert unit.returncode == 2 and "budget_unit must be one of tokens, chars" in unit.stderr
 
 
 @pytest.mark.slow

@@ -55,7 +55,7 @@ def test_report_renders_empty_groups_and_paper_table() -> None:
         "index": {"embedder": "hashing", "dimension": 64, "chunk_size": 600,
                   "chunk_overlap": 60, "contextual": True, "retriever": "dense",
                   "documents": 1, "chunks": 10},
-        "settings": {"ks": [5], "primary_k": 5, "max_tokens": None,
+        "settings": {"ks": [5], "primary_k": 5, "budget": None,
                      "bootstrap_resamples": 100, "bootstrap_seed": 0, "baselines": ["window"]},
         "policies": {"scar": {"name": "scar", "params": {"lam": 0.5}},
                      "window": {"name": "window", "params": {"width": 1}}},

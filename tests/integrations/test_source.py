@@ -9,6 +9,7 @@ import pytest
 from suture.exceptions import ConfigurationError, IndexNotFoundError, UnknownPluginError
 from suture.index import Index
 from suture.integrations.source import RetrieveSettings, context_source, span_metadata
+from suture.tokens import count_tokens
 from tests.integrations.conftest import QUERIES
 
 
@@ -59,3 +60,32 @@ def test_span_metadata_is_the_span(hashed_index: Index) -> None:
         assert meta["chunk_ids"] == list(span.chunk_ids)
         assert meta["scores"] == list(span.scores) and len(span.scores) == len(span.chunk_ids)
         assert meta["policy"] == "window"
+
+
+def test_a_budget_reaches_every_adapter(hashed_index: Index) -> None:
+    from suture.integrations import haystack, langchain, llamaindex
+
+    expected = [span.text for span in
+                hashed_index.retrieve(QUERIES[0], "window", budget=300).spans]
+    assert sum(count_tokens(text) for text in expected) <= 300
+    options = {"policy": "window", "budget": 300}
+    assert [d.page_content for d in
+            langchain.SutureRetriever(hashed_index, **options).invoke(QUERIES[0])] == expected
+    assert [n.node.get_content() for n in
+            llamaindex.SutureRetriever(hashed_index, **options).retrieve(QUERIES[0])] == expected
+    assert [d.content for d in haystack.SutureRetriever(hashed_index, **options).run(
+        QUERIES[0])["documents"]] == expected
+    saved = haystack.SutureRetriever(hashed_index.store.index_argument, **options).to_dict()
+    assert saved["init_parameters"]["budget"] == 300
+    assert saved["init_parameters"]["budget_unit"] == "tokens"
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    ({"budget": 0}, "budget must be a whole number of tokens >= 1, got 0"),
+    ({"budget": 10, "budget_unit": "words"}, "budget_unit must be one of tokens, chars"),
+    ({"params": {"max_tokens": 300}}, "max_tokens=300 is no longer taken: pass budget=300"),
+])
+def test_a_bad_budget_fails_when_the_adapter_is_made(settings: dict[str, object],
+                                                     named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named):
+        RetrieveSettings(**settings)  # type: ignore[arg-type]

@@ -11,19 +11,20 @@ from suture.exceptions import ConfigurationError, UnknownPluginError
 from suture.policies import get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
+from suture.policies.budget import Budget
 from tests.policies.conftest import StoreFactory, hits_for, word_counter
 
 UNIT = [1.0, 0.0]
 
 
-def _context(store, policy, hit_ids, k=None, max_tokens=None, **params):  # type: ignore[no-untyped-def]
+def _context(store, policy, hit_ids, k=None, budget=None, **params):  # type: ignore[no-untyped-def]
     query = np.array(UNIT, dtype=np.float32)
     hits = hits_for(store, hit_ids, query)
     chosen = get_policy(policy, **params)
     result = chosen.select(PolicyRequest("q", query, hits, k or len(hits), store))
     return assemble_context(query="q", policy=policy, selections=result.selections, hits=hits,
                             store=store, token_counter=word_counter(store),
-                            max_tokens=max_tokens)
+                            budget=Budget(budget) if budget is not None else None)
 
 
 def test_topk_returns_exactly_the_hits(make_store: StoreFactory) -> None:
@@ -69,15 +70,24 @@ def test_parent_returns_the_section_with_cap(make_store: StoreFactory) -> None:
     assert capped.characters <= 2 * chunk_len
 
 
-def test_budget_keeps_hits_first_and_never_cuts(make_store: StoreFactory) -> None:
+def test_budget_takes_each_hit_with_its_expansions_nearest_first(
+        make_store: StoreFactory) -> None:
     store = make_store({"d": [UNIT] * 8})
     per_chunk = len(store.chunks(["d#0"])[0].text.split())
-    context = _context(store, "window", ["d#2", "d#6"], max_tokens=3 * per_chunk)
-    assert {"d#2", "d#6"} <= set(context.chunk_ids)
-    assert context.chunks == 3 and context.dropped == 3
-    assert context.tokens <= 3 * per_chunk
-    tiny = _context(store, "topk", ["d#2"], max_tokens=1)
-    assert tiny.chunks == 0 and tiny.dropped == 1
+    # the better hit d#2 (tie: first in the document) and its two neighbours fill the budget
+    context = _context(store, "window", ["d#2", "d#6"], budget=3 * per_chunk)
+    assert context.chunk_ids == ("d#1", "d#2", "d#3")
+    assert context.dropped == 3 and context.tokens == 3 * per_chunk
+    assert context.budget is not None and context.budget.used == 3 * per_chunk
+    assert context.budget.stopped.startswith(f"budget full ({3 * per_chunk} of")
+    # one more chunk's worth reaches the second hit
+    more = _context(store, "window", ["d#2", "d#6"], budget=4 * per_chunk)
+    assert set(more.chunk_ids) == {"d#1", "d#2", "d#3", "d#6"}
+    # a budget below one chunk cuts the hit at its last word end inside the budget (the
+    # splitter reads "d chunk 2. d chunk 2. d chunk 2." as one sentence)
+    tiny = _context(store, "topk", ["d#2"], budget=7)
+    assert tiny.tokens == 7 and tiny.spans[0].text == "d chunk 2. d chunk 2. d"
+    assert "cut at a word end" in tiny.budget.stopped  # type: ignore[union-attr]
 
 
 def test_unknown_policy_and_bad_params() -> None:

@@ -16,6 +16,7 @@ from suture.exceptions import ConfigurationError
 from suture.policies import get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest, PolicyResult
+from suture.policies.budget import Budget
 from suture.policies.scar import DEFAULT_SETTING, MAIN_SETTING, ScarPolicy
 from suture.stores import Manifest
 from suture.stores.sqlite import SQLiteStore
@@ -407,7 +408,7 @@ def test_registry_and_cli_strings() -> None:
     assert defaults["radius"] == 1
 
 
-def test_budget_keeps_hits_then_expansions_by_margin(make_store: StoreFactory) -> None:
+def test_budget_keeps_the_hit_then_expansions_by_margin(make_store: StoreFactory) -> None:
     # Both neighbours of d#2 pass; d#3 (12°) has the larger margin than d#1 (35°).
     store = make_store({"d": [e(90), e(35), e(10), e(12), e(90)]})
     hits = hits_for(store, ["d#2"], QUERY)
@@ -416,7 +417,7 @@ def test_budget_keeps_hits_then_expansions_by_margin(make_store: StoreFactory) -
     words = len(store.chunks(["d#0"])[0].text.split())
     context = assemble_context(
         query="q", policy="scar", selections=result.selections, hits=hits, store=store,
-        token_counter=word_counter(store), max_tokens=2 * words,
+        token_counter=word_counter(store), budget=Budget(2 * words),
     )
     assert context.chunk_ids == ("d#2", "d#3") and context.dropped == 1
 

@@ -47,9 +47,9 @@ def test_compare_equals_the_index(served: Server) -> None:
     policies = ["topk", "window", "parent", "scar"]
     with served.client(READ_KEY) as http:
         answer = http.post("/v1/compare", json={"query": QUESTION, "policies": policies,
-                                                "k": 4, "max_tokens": 600})
+                                                "k": 4, "budget": 600})
     assert answer.status_code == 200, answer.text
-    local = Index.open(served.index).compare(QUESTION, policies, 4, max_tokens=600)
+    local = Index.open(served.index).compare(QUESTION, policies, 4, budget=600)
     assert answer.json()["contexts"] == [json.loads(json.dumps(c.to_dict())) for c in local]
 
 

@@ -46,6 +46,17 @@ EmbedderOption = Annotated[
                       "model_path=/models/mine). Model folders and URLs are only ever taken "
                       "from here or the environment, never from an index."),
 ]
+BudgetOption = Annotated[int | None, typer.Option(
+    "--budget",
+    help="The most context to return, in --budget-unit: the policy's pieces best-first "
+         "(each hit, then its expansions) while they fit, the first that does not cut at a "
+         "sentence end. Default: no budget.")]
+BudgetUnitOption = Annotated[str, typer.Option(
+    "--budget-unit", help="What --budget counts: tokens (WordPiece, as the tokens shown) "
+                          "or chars.")]
+KOption = Annotated[int | None, typer.Option(
+    "--k", "-k", help="First-stage hits: 5 without --budget; with it, a cap on the hits "
+                      "(default 50: the budget decides how many fit).")]
 
 
 def parse_params(items: list[str] | None) -> dict[str, Any]:
@@ -115,8 +126,11 @@ def finish(code: int) -> NoReturn:
 
 
 __all__ = [
+    "BudgetOption",
+    "BudgetUnitOption",
     "EmbedderOption",
     "IndexOption",
+    "KOption",
     "RetrieverParamOption",
     "StoreOption",
     "console",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from suture.cli import app
-from suture.cli.common import fail, print_skipped
+from suture.cli.common import BudgetOption, BudgetUnitOption, fail, print_skipped
 from suture.documents import Newlines
 from suture.exceptions import SutureError
 
@@ -131,8 +131,8 @@ def eval_command(
         "llamaindex-automerging, langchain-parent (needs suture[llamaindex] / "
         "suture[langchain]). Settings by --param, e.g. llamaindex-topk.chunk_size=256; "
         "every policy is also compared against every peer.")] = None,
-    max_tokens: Annotated[int | None, typer.Option(
-        help="Token budget per context (default: none).")] = None,
+    budget: BudgetOption = None,
+    budget_unit: BudgetUnitOption = "tokens",
     focus: Annotated[bool, typer.Option(
         "--focus/--no-focus", help="Search a query whose leading clause names its document "
         "again by its question (suture.focus); --no-focus searches every query as written.")]
@@ -192,7 +192,8 @@ def eval_command(
                 [b.strip() for b in baselines.split(",") if b.strip()],
                 [s for s in specs if isinstance(s, PolicySpec)]),
                 *(p.label for p in peer_specs)],
-            resamples=resamples, seed=seed, max_tokens=max_tokens, show_progress=progress,
+            resamples=resamples, seed=seed, budget=budget, budget_unit=budget_unit,
+            show_progress=progress,
             focus=focus,
         )
         result.write(out, command=command_line(ctx), plots=plots)
@@ -256,7 +257,8 @@ def sweep_command(
     transfer_tau: Annotated[float, typer.Option(help="τ for the transfer runs.")] = 0.8,
     transfer_root: Annotated[Path | None, typer.Option(
         help="Folder of per-embedder indexes (default OUT/indexes).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Token budget per context.")] = None,
+    budget: BudgetOption = None,
+    budget_unit: BudgetUnitOption = "tokens",
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 10_000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     corpus_scope: ScopeOpt = "benchmark",
@@ -284,7 +286,8 @@ def sweep_command(
         idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
                                   scope=corpus_scope, show_progress=progress,
                                   on_skipped=print_skipped)
-        evaluator = Evaluator(idx, loaded, show_progress=progress, max_tokens=max_tokens)
+        evaluator = Evaluator(idx, loaded, show_progress=progress, budget=budget,
+                              budget_unit=budget_unit)
         sweep = run_sweep(evaluator, grid, k=k, fixed=fixed)
         sweep.write(out, command=command_line(ctx))
         typer.echo(sweep.summary_text())
@@ -293,7 +296,8 @@ def sweep_command(
             transfer = run_transfer(
                 loaded, names, transfer_root or out / "indexes",
                 scar_params={"lam": transfer_lam, "tau": transfer_tau, **fixed}, k=k,
-                scope=corpus_scope, resamples=resamples, seed=seed, max_tokens=max_tokens,
+                scope=corpus_scope, resamples=resamples, seed=seed, budget=budget,
+                budget_unit=budget_unit,
                 show_progress=progress,
             )
             transfer.write(out, command=command_line(ctx))

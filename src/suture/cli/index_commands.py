@@ -14,10 +14,13 @@ from rich.table import Table
 
 from suture.cli import app
 from suture.cli.common import (
+    BudgetOption,
+    BudgetUnitOption,
     EmbedderNameOption,
     EmbedderOption,
     FilterOption,
     IndexOption,
+    KOption,
     RetrieverParamOption,
     StoreOption,
     console,
@@ -32,7 +35,7 @@ from suture.documents.limits import MEMORY_PER_FILE_BYTE
 from suture.exceptions import ConfigurationError, SutureError
 from suture.indexing import IndexReport
 from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
-from suture.types import Focus
+from suture.types import Context, Focus
 
 PolicyOption = Annotated[
     str,
@@ -222,9 +225,10 @@ def query_command(
     index: IndexOption,
     store: StoreOption = None,
     policy: PolicyOption = DEFAULT_POLICY.value,
-    k: Annotated[int, typer.Option("--k", "-k", help="First-stage hits.")] = 5,
+    k: KOption = None,
     param: ParamOption = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Token budget for the context.")] = None,
+    budget: BudgetOption = None,
+    budget_unit: BudgetUnitOption = "tokens",
     retriever: Annotated[
         str | None,
         typer.Option(help="dense (default of the index), lexical, hybrid, document-hybrid, "
@@ -254,7 +258,8 @@ def query_command(
             text,
             policy=policy,
             k=k,
-            max_tokens=max_tokens,
+            budget=budget,
+            budget_unit=budget_unit,
             retriever=retriever,
             retriever_options=parse_params(retriever_param) if retriever_param else None,
             explain=explain,
@@ -272,6 +277,7 @@ def query_command(
         f"{context.characters} characters, {context.tokens} tokens"
     )
     _print_focus(context.focus)
+    _print_budget(context)
     for span in context.spans:
         reasons = ", ".join(sorted(set(span.reasons)))
         copies = f"; identical in {', '.join(span.identical_in)}" if span.identical_in else ""
@@ -295,7 +301,9 @@ def compare_command(
     policies: Annotated[
         str, typer.Option(help="Comma-separated policies.")
     ] = ",".join(COMPARED_POLICIES),
-    k: Annotated[int, typer.Option("--k", "-k")] = 5,
+    k: KOption = None,
+    budget: BudgetOption = None,
+    budget_unit: BudgetUnitOption = "tokens",
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
     focus: Annotated[bool, typer.Option(
         "--focus/--no-focus", help="A question whose leading clause names its document "
@@ -314,7 +322,8 @@ def compare_command(
         opened = Index.open(index, store=store, embedder=embedder,
                             embedder_options=parse_params(embedder_option))
         contexts = opened.compare(text, [p.strip() for p in policies.split(",") if p.strip()], k,
-                                  focus=focus, filter=filter_json)
+                                  budget=budget, budget_unit=budget_unit, focus=focus,
+                                  filter=filter_json)
     except SutureError as exc:
         raise fail(exc) from None
     table = Table(title=f"{text}")
@@ -345,6 +354,8 @@ def compare_command(
         )
     console.print(table)
     _print_focus(next((c.focus for c in contexts if c.focus is not None), None))
+    for context in contexts:
+        _print_budget(context, label=f"{context.policy}: ")
     if show_text:
         for context in contexts:
             console.rule(context.policy)
@@ -359,6 +370,12 @@ def _print_focus(focus: Focus | None) -> None:
             f"{escape(focus.doc_id)}; --no-focus searches the question as written)",
             highlight=False,
         )
+
+
+def _print_budget(context: Context, label: str = "") -> None:
+    """The line saying how much of its budget a context used and why assembly stopped."""
+    if context.budget is not None:
+        console.print(f"{escape(label)}{escape(context.budget.stopped)}", highlight=False)
 
 
 def _section(index: Any, doc_id: str, offset: int) -> tuple[str, ...]:

@@ -50,14 +50,20 @@ class Evaluator:
         benchmark: Benchmark,
         *,
         show_progress: bool = True,
-        max_tokens: int | None = None,
+        budget: int | None = None,
+        budget_unit: str = "tokens",
         query_vectors: npt.NDArray[np.float32] | None = None,
         focus: bool = True,
     ) -> None:
         self.index = index
         self.benchmark = benchmark
         self.show_progress = show_progress
-        self.max_tokens = max_tokens
+        from suture.policies.budget import check_budget
+
+        check_budget(budget, budget_unit)  # a bad budget fails before any work
+        #: the most context per query (`Index.retrieve`'s budget, in `budget_unit`)
+        self.budget = budget
+        self.budget_unit = budget_unit
         #: whether queries that name their document are focused (`suture.focus`)
         self.focus = focus
         if benchmark.level == "document":
@@ -171,7 +177,8 @@ class Evaluator:
                 spec.name,
                 k,
                 query_vector=vector,
-                max_tokens=self.max_tokens,
+                budget=self.budget,
+                budget_unit=self.budget_unit,
                 retriever=spec.retriever,
                 retriever_options=dict(spec.retriever_options) or None,
                 focus=self.focus,

@@ -129,6 +129,13 @@ def comparison_table(comparisons: Sequence[Mapping[str, Any]], k: int) -> str:
     return "\n".join(rows)
 
 
+def _budget_text(settings: Mapping[str, Any]) -> str:
+    """The budget a run used, as the report states it (a run file from before budgets
+    has `max_tokens`)."""
+    budget = settings.get("budget", settings.get("max_tokens"))
+    return f"{budget} {settings.get('budget_unit', 'tokens')}" if budget else "none"
+
+
 def _params_text(params: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in sorted(params.items()))
 
@@ -265,8 +272,8 @@ def render_report(
         f"contextual={index['contextual']}, retriever `{index['retriever']}`; "
         f"{index['documents']} documents, {index['chunks']} chunks.",
         f"- k (first-stage hits per query): {', '.join(str(x) for x in settings['ks'])}; "
-        f"tables below use k = {k} unless marked. Token budget: "
-        f"{settings['max_tokens'] if settings['max_tokens'] else 'none'}. Query focus: "
+        f"tables below use k = {k} unless marked. Budget: {_budget_text(settings)}. "
+        "Query focus: "
         f"{'off' if settings.get('focus') is False else 'on'} (`suture.focus`).",
         "- Policies: " + "; ".join(
             f"`{label}` = {'peer ' if p.get('peer') else ''}{p['name']}"

@@ -131,7 +131,8 @@ def evaluate(
     baselines: Sequence[str] = DEFAULT_BASELINES,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
-    max_tokens: int | None = None,
+    budget: int | None = None,
+    budget_unit: str = "tokens",
     show_progress: bool = True,
     focus: bool = True,
 ) -> EvaluationResult:
@@ -147,8 +148,8 @@ def evaluate(
     else:
         if benchmark is None:
             raise ConfigurationError("evaluate() needs a benchmark with an index")
-        evaluator = Evaluator(index, benchmark, show_progress=show_progress, max_tokens=max_tokens,
-                              focus=focus)
+        evaluator = Evaluator(index, benchmark, show_progress=show_progress, budget=budget,
+                              budget_unit=budget_unit, focus=focus)
     specs: list[PolicySpec | PeerSpec] = [PolicySpec(p) if isinstance(p, str) else p
                                           for p in policies]
     labels = [s.label for s in specs]
@@ -181,7 +182,8 @@ def evaluate(
         "ks": ks,
         "policy_order": labels,
         "primary_k": chosen_k,
-        "max_tokens": max_tokens if max_tokens is not None else evaluator.max_tokens,
+        "budget": evaluator.budget,
+        "budget_unit": evaluator.budget_unit,
         "focus": evaluator.focus,
         "bootstrap_resamples": resamples,
         "bootstrap_seed": seed,

@@ -321,7 +321,8 @@ def run_transfer(
     scope: str = "benchmark",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
-    max_tokens: int | None = None,
+    budget: int | None = None,
+    budget_unit: str = "tokens",
     show_progress: bool = True,
 ) -> TransferResult:
     """One fixed scar setting against window on each embedder (an index per embedder)."""
@@ -333,7 +334,7 @@ def run_transfer(
             index = open_or_build_index(Path(root) / name, benchmark, embedder=name,
                                         scope=scope, show_progress=show_progress)
             evaluator = Evaluator(index, benchmark, show_progress=show_progress,
-                                  max_tokens=max_tokens)
+                                  budget=budget, budget_unit=budget_unit)
         except (SutureError, ImportError) as exc:
             result.rows.append({"embedder": name, "error": str(exc)})
             continue

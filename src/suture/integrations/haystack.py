@@ -54,13 +54,13 @@ class SutureRetriever:
     `index` is an index path or name (in the backend `store` names, e.g.
     "postgresql://host/db"), a `suture serve` URL (its key from `api_key`, by default
     the SUTURE_API_KEY environment variable), or an open `Index` (a pipeline holding one
-    cannot be saved: `to_dict` asks for its name). `options`: `max_tokens`, `retriever`
-    and the policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
+    cannot be saved: `to_dict` asks for its name). `options`: `budget`, `budget_unit`,
+    `retriever` and the policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
     """
 
     def __init__(self, index: str | Path | ContextSource,
-                 policy: str = DEFAULT_POLICY.value, k: int = 5, *, store: str | None = None,
-                 api_key: Secret | None = None,
+                 policy: str = DEFAULT_POLICY.value, k: int | None = None, *,
+                 store: str | None = None, api_key: Secret | None = None,
                  **options: Any) -> None:
         self.index = str(index) if isinstance(index, (str, Path)) else index
         self.store = store

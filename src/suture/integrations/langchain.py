@@ -47,8 +47,8 @@ class SutureRetriever(BaseRetriever):
 
     `index` is an index path or name, an `Index`, or a `suture serve` URL. `options`:
     `store` (the backend, e.g. "qdrant://localhost:6333"), `api_key` (for a service),
-    `max_tokens`, `retriever`, `embedder_options`, and the policy's parameters (e.g.
-    `lam=0.5`); see `suture.integrations.source.open_source`.
+    `budget`, `budget_unit`, `retriever`, `embedder_options`, and the policy's parameters
+    (e.g. `lam=0.5`); see `suture.integrations.source.open_source`.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -57,7 +57,8 @@ class SutureRetriever(BaseRetriever):
     settings: RetrieveSettings
 
     def __init__(self, index: str | Path | ContextSource, *,
-                 policy: str = DEFAULT_POLICY.value, k: int = 5, **options: Any) -> None:
+                 policy: str = DEFAULT_POLICY.value, k: int | None = None,
+                 **options: Any) -> None:
         source, settings = open_source(index, policy, k, **options)
         fields: dict[str, Any] = {"source": source, "settings": settings}
         super().__init__(**fields)

@@ -70,12 +70,12 @@ class SutureRetriever(BaseRetriever):
     """Context from a suture index (or `suture serve`) for a query, one node per span.
 
     `index` is an index path or name, an `Index`, or a `suture serve` URL. `options`:
-    `store`, `api_key`, `max_tokens`, `retriever`, `embedder_options`, and the policy's
-    parameters (e.g. `lam=0.5, tau=0.1` for SCAR); see `source.open_source`.
+    `store`, `api_key`, `budget`, `budget_unit`, `retriever`, `embedder_options`, and the
+    policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR); see `source.open_source`.
     """
 
     def __init__(self, index: str | Path | ContextSource, *,
-                 policy: str = DEFAULT_POLICY.value, k: int = 5,
+                 policy: str = DEFAULT_POLICY.value, k: int | None = None,
                  callback_manager: CallbackManager | None = None, **options: Any) -> None:
         self.source, self.settings = open_source(index, policy, k, **options)
         super().__init__(callback_manager=callback_manager)

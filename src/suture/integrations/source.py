@@ -30,10 +30,11 @@ class ContextSource(Protocol):
         self,
         query: str,
         policy: str = ...,
-        k: int = ...,
+        k: int | None = ...,
         *,
         retriever: str | None = ...,
-        max_tokens: int | None = ...,
+        budget: int | None = ...,
+        budget_unit: str = ...,
         explain: bool = ...,
         focus: bool = ...,
         **params: Any,
@@ -88,7 +89,7 @@ def context_source(
 def open_source(
     index: str | Path | ContextSource,
     policy: str,
-    k: int,
+    k: int | None,
     *,
     store: str | None = None,
     api_key: str | None = None,
@@ -96,7 +97,8 @@ def open_source(
     **options: Any,
 ) -> tuple[ContextSource, RetrieveSettings]:
     """What a `SutureRetriever` needs: its source (`context_source`) and its settings
-    (`RetrieveSettings.of`: `max_tokens`, `retriever` and the policy's parameters)."""
+    (`RetrieveSettings.of`: `budget`, `budget_unit`, `retriever` and the policy's
+    parameters)."""
     settings = RetrieveSettings.of(policy, k, **options)  # bad settings fail before opening
     return context_source(index, store=store, api_key=api_key,
                           embedder_options=embedder_options), settings
@@ -107,39 +109,49 @@ class RetrieveSettings:
     """What an adapter asks of its source for every query."""
 
     policy: str = DEFAULT_POLICY.value
-    k: int = 5
+    #: first-stage hits: 5 without a budget; with one, a cap (None: `BUDGET_HITS`)
+    k: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
-    max_tokens: int | None = None
+    #: the most context per query, in `budget_unit` (`Index.retrieve`); None: no budget
+    budget: int | None = None
     retriever: str | None = None
     #: search a query that names its document again by its question (`suture.focus`)
     focus: bool = True
+    budget_unit: str = "tokens"
 
     def __post_init__(self) -> None:
         from suture.policies import get_policy
+        from suture.policies.budget import check_budget, first_stage_hits
 
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ConfigurationError(f"k must be a whole number >= 1, got {self.k!r}")
+        first_stage_hits(self.k, check_budget(self.budget, self.budget_unit))  # checks both
+        if "max_tokens" in self.params:
+            raise ConfigurationError(
+                f"max_tokens={self.params['max_tokens']!r} is no longer taken: pass "
+                f"budget={self.params['max_tokens']!r} (the most tokens of context, filled "
+                "best-first, never exceeded)")
         if not isinstance(self.focus, bool):
             raise ConfigurationError(f"focus must be True or False, got {self.focus!r}")
         get_policy(self.policy, **self.params)  # a bad name or parameter fails here, not later
 
     @classmethod
-    def of(cls, policy: str, k: int, *, max_tokens: int | None = None,
-           retriever: str | None = None, focus: bool = True,
+    def of(cls, policy: str, k: int | None, *, budget: int | None = None,
+           budget_unit: str = "tokens", retriever: str | None = None, focus: bool = True,
            **params: Any) -> RetrieveSettings:
-        """The settings from an adapter's keyword arguments: `max_tokens` (a token budget),
-        `retriever` (the first stage, default the index's own), `focus` (`suture.focus`;
-        False searches every query as written) and the policy's parameters."""
-        return cls(policy, k, params, max_tokens, retriever, focus)
+        """The settings from an adapter's keyword arguments: `budget` (the most context per
+        query, in `budget_unit`: "tokens" or "chars"), `retriever` (the first stage,
+        default the index's own), `focus` (`suture.focus`; False searches every query as
+        written) and the policy's parameters."""
+        return cls(policy, k, params, budget, retriever, focus, budget_unit)
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments `of` takes back (for saving an adapter)."""
-        return {"max_tokens": self.max_tokens, "retriever": self.retriever,
-                "focus": self.focus, **self.params}
+        return {"budget": self.budget, "budget_unit": self.budget_unit,
+                "retriever": self.retriever, "focus": self.focus, **self.params}
 
     def retrieve(self, source: ContextSource, query: str) -> Context:
         return source.retrieve(query, self.policy, self.k, retriever=self.retriever,
-                               max_tokens=self.max_tokens, focus=self.focus, **self.params)
+                               budget=self.budget, budget_unit=self.budget_unit,
+                               focus=self.focus, **self.params)
 
 
 def span_metadata(span: Span, context: Context) -> dict[str, Any]:

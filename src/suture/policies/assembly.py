@@ -1,4 +1,4 @@
-"""Turn a policy's selections into a `Context`: token budget, merging, ordering, counts."""
+"""Turn a policy's selections into a `Context`: budget, merging, ordering, counts."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from suture.identical import IdenticalDocuments
+from suture.policies.budget import Budget, Measure, fill_budget, ranked_stream
 from suture.stores.base import Store
-from suture.tokens import count_tokens
-from suture.types import Context, Focus, Hit, Selection, Span
+from suture.tokens import TokenMap, count_tokens
+from suture.types import BudgetUse, Context, Focus, Hit, Selection, Span
 
 #: tokens in document[doc_id].text[start:end], called as count(doc_id, start, end)
 TokenCounter = Callable[[str, int, int], int]
@@ -18,12 +19,16 @@ def stored_token_counter(store: Store) -> TokenCounter:
     """Exact WordPiece counts from the documents' stored token maps (`TokenMap`).
 
     A document written without a map (an index from before suture 0.2) is counted by
-    tokenizing the slice, which gives the same number, only slower.
+    tokenizing the slice, which gives the same number, only slower. Each document and
+    map is read once per counter (a budget counts many slices of the same documents).
     """
+    read: dict[str, tuple[str, TokenMap | None]] = {}
 
     def count(doc_id: str, start: int, end: int) -> int:
-        text = store.document(doc_id).text
-        token_map = store.token_map(doc_id)
+        found = read.get(doc_id)
+        if found is None:
+            found = read[doc_id] = (store.document(doc_id).text, store.token_map(doc_id))
+        text, token_map = found
         if token_map is None:
             return count_tokens(text[start:end])
         return token_map.count(text, start, end)
@@ -31,29 +36,43 @@ def stored_token_counter(store: Store) -> TokenCounter:
     return count
 
 
-def apply_budget(
-    selections: Sequence[Selection],
-    max_tokens: int | None,
-    token_counter: TokenCounter,
-) -> tuple[list[Selection], int]:
-    """Keep whole pieces under `max_tokens`: hits by score first, then expansions by margin.
+def _groups(text: str, pieces: Sequence[Selection]) -> list[list[Selection]]:
+    """Pieces of one document that overlap, touch, or are separated only by white space,
+    grouped in document order: each group is one span of the context."""
+    groups: list[list[Selection]] = []
+    group_end = -1
+    for piece in sorted(pieces, key=lambda s: (s.start, s.end)):
+        # Chunks are stripped, so adjacent chunks often leave a blank line between them.
+        if groups and (piece.start <= group_end or not text[group_end : piece.start].strip()):
+            groups[-1].append(piece)
+            group_end = max(group_end, piece.end)
+        else:
+            groups.append([piece])
+            group_end = piece.end
+    return groups
 
-    A piece is never cut in half; one that does not fit is skipped and smaller later
-    pieces may still fit. Returns the kept pieces and how many were dropped.
-    """
-    if max_tokens is None:
-        return list(selections), 0
-    ordered = sorted(
-        selections, key=lambda s: (not s.is_hit, -s.priority, s.doc_id, s.start)
-    )
-    kept: list[Selection] = []
-    used = 0
-    for sel in ordered:
-        cost = token_counter(sel.doc_id, sel.start, sel.end)
-        if used + cost <= max_tokens:
-            kept.append(sel)
-            used += cost
-    return kept, len(selections) - len(kept)
+
+def span_measure(store: Store, unit: str, token_counter: TokenCounter) -> Measure:
+    """The size of the spans some pieces of one document merge into, in `unit` ("tokens":
+    `token_counter`; "chars": characters): the amount a budget is checked against."""
+    texts: dict[str, str] = {}
+    sizes: dict[tuple[str, int, int], int] = {}
+
+    def measure(doc_id: str, pieces: Sequence[Selection]) -> int:
+        text = texts.get(doc_id)
+        if text is None:
+            text = texts[doc_id] = store.document(doc_id).text
+        total = 0
+        for group in _groups(text, pieces):
+            start, end = min(p.start for p in group), max(p.end for p in group)
+            size = sizes.get((doc_id, start, end))
+            if size is None:
+                size = sizes[doc_id, start, end] = (
+                    end - start if unit == "chars" else token_counter(doc_id, start, end))
+            total += size
+        return total
+
+    return measure
 
 
 def merge_selections(
@@ -71,20 +90,7 @@ def merge_selections(
     spans: list[Span] = []
     for doc_id in doc_order:
         text = store.document(doc_id).text
-        pieces = sorted(by_doc[doc_id], key=lambda s: (s.start, s.end))
-        groups: list[list[Selection]] = []
-        group_end = -1
-        for piece in pieces:
-            # Pieces that overlap, touch, or are separated only by white space (chunks
-            # are stripped, so adjacent chunks often leave a blank line between them)
-            # become one span.
-            if groups and (piece.start <= group_end or not text[group_end : piece.start].strip()):
-                groups[-1].append(piece)
-                group_end = max(group_end, piece.end)
-            else:
-                groups.append([piece])
-                group_end = piece.end
-        for group in groups:
+        for group in _groups(text, by_doc[doc_id]):
             start = min(p.start for p in group)
             end = max(p.end for p in group)
             reasons: dict[str, str] = {}
@@ -122,33 +128,49 @@ def assemble_context(
     hits: Sequence[Hit],
     store: Store,
     token_counter: TokenCounter | None = None,
-    max_tokens: int | None = None,
+    budget: Budget | None = None,
+    candidates: int = 0,
     trace: Sequence[dict[str, object]] | None = None,
     identical: IdenticalDocuments | None = None,
     focus: Focus | None = None,
 ) -> Context:
     """Budget, merge and measure the selections of one query.
 
-    Tokens are counted with `stored_token_counter(store)` unless `token_counter` is given.
-    With `identical` (the copies `Index.retrieve` collapsed), each span names the other
-    documents holding its text at the same offsets. `focus` is recorded as it is.
+    With a `budget`, the longest prefix of the selections' ranked stream that fits in it
+    (`suture.policies.budget`; `candidates`: the k that capped the first-stage hits they
+    came from, for the stop reason), else every selection. Tokens are counted with
+    `stored_token_counter(store)` unless `token_counter` is given. With `identical` (the
+    copies `Index.retrieve` collapsed), each span names the other documents holding its
+    text at the same offsets. `focus` is recorded as it is.
     """
     token_counter = token_counter or stored_token_counter(store)
-    kept, dropped = apply_budget(selections, max_tokens, token_counter)
+    kept: Sequence[Selection] = selections
+    dropped, use = 0, None
+    if budget is not None:
+        filled = fill_budget(ranked_stream(selections), budget,
+                             span_measure(store, budget.unit, token_counter),
+                             lambda doc_id: store.document(doc_id).text, candidates)
+        kept, dropped = filled.kept, filled.dropped
     spans = merge_selections(kept, store, {h.chunk.chunk_id for h in hits})
     if identical is not None:  # a new span only where its document has copies
         spans = [replace(span, identical_in=copies) if (copies := identical.copies_of(span.doc_id))
                  else span for span in spans]
     chunk_ids = {c for span in spans for c in span.chunk_ids}
+    characters = sum(len(s.text) for s in spans)
+    tokens = sum(token_counter(s.doc_id, s.start, s.end) for s in spans)
+    if budget is not None:
+        use = BudgetUse(budget.limit, budget.unit,
+                        characters if budget.unit == "chars" else tokens, filled.stopped)
     return Context(
         query=query,
         policy=policy,
         spans=tuple(spans),
         chunks=len(chunk_ids),
-        characters=sum(len(s.text) for s in spans),
-        tokens=sum(token_counter(s.doc_id, s.start, s.end) for s in spans),
+        characters=characters,
+        tokens=tokens,
         hits=tuple(hits),
         trace=tuple(trace or ()),
         dropped=dropped,
         focus=focus,
+        budget=use,
     )

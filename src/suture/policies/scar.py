@@ -210,6 +210,7 @@ class ScarPolicy(Policy):
                     score=cos_q[n],
                     is_hit=False,
                     priority=step.priority,
+                    seed=table.chunk_ids[step.seed],
                 )
             )
         trace = _trace(steps, table, cos_q, bool(self.links)) if request.explain else []

@@ -317,7 +317,8 @@ class SentenceScarPolicy(Policy):
         chunk_id = table.chunk_ids[int(table.row_groups[row])]
         return Selection(doc_id=seed.document, start=int(table.starts[row]),
                          end=int(table.ends[row]), chunk_ids=(chunk_id,), reason=reason,
-                         score=score, is_hit=is_hit, priority=priority)
+                         score=score, is_hit=is_hit, priority=priority,
+                         seed=None if is_hit else seed.hit.chunk.chunk_id)
 
 
 def _best_hit_whole(walked: PolicyResult, best: Hit) -> PolicyResult:

@@ -42,6 +42,7 @@ class WindowPolicy(Policy):
                     score=hit.score,
                     is_hit=False,
                     priority=hit.score - distance,
+                    seed=hit.chunk.chunk_id,
                 )
                 current = chosen.get(chunk.chunk_id)
                 if current is None or (

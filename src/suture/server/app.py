@@ -160,7 +160,8 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         wanted = Filter.parse(body.filter)  # a bad one is a 400 naming the key
         context = await service.read(lambda: service.retrieve(
             body.query, body.policy, body.k, retriever=body.retriever,
-            retriever_options=options, max_tokens=body.max_tokens, explain=body.explain,
+            retriever_options=options, budget=body.budget,
+            budget_unit=body.budget_unit, explain=body.explain,
             focus=body.focus, filter=wanted, **params))
         return context.to_dict()
 
@@ -176,7 +177,8 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         wanted = Filter.parse(body.filter)
         contexts = await service.read(lambda: service.compare(
             body.query, body.policies, body.k, retriever=body.retriever,
-            retriever_options=options, max_tokens=body.max_tokens, explain=body.explain,
+            retriever_options=options, budget=body.budget,
+            budget_unit=body.budget_unit, explain=body.explain,
             focus=body.focus, filter=wanted))
         return {"contexts": [c.to_dict() for c in contexts]}
 

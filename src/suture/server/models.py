@@ -6,9 +6,9 @@ same JSON as `suture query --json` and `Context.from_dict` reads it back.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
 
@@ -34,11 +34,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class RetrieveRequest(_Strict):
+K_HELP = ("First-stage hits: 5 without a budget; with one, a cap on the hits (default 50: "
+          "the budget decides how many fit).")
+BUDGET_HELP = ("The most context to return, in budget_unit: the policy's pieces best-first "
+               "(each hit, then its expansions) while they fit, the first that does not cut at "
+               "a sentence end. Omitted: no budget.")
+BUDGET_UNIT_HELP = "What the budget counts: WordPiece \"tokens\" (as `tokens`) or \"chars\"."
+
+
+class _Budgeted(_Strict):
+    """A retrieval request's budget; the old `max_tokens` is refused with the fix."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_max_tokens(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "max_tokens" in data:
+            raise ValueError(f"max_tokens is no longer taken: send \"budget\": "
+                             f"{data['max_tokens']!r} (the most tokens of context, filled "
+                             "best-first, never exceeded)")
+        return data
+
+
+class RetrieveRequest(_Budgeted):
     query: str = Field(min_length=1, description="The question.")
     policy: str = Field(DEFAULT_POLICY.value, description="topk, window, window2, parent, scar, "
                         "scar-sentences (the default), rerank, sprout.")
-    k: int = Field(5, ge=1, le=MAX_K, description="First-stage hits.")
+    k: int | None = Field(None, ge=1, le=MAX_K, description=K_HELP)
     params: dict[str, ParamValue] = Field(
         default_factory=dict, description="Policy parameters, e.g. {\"lam\": 0.5, \"tau\": 0.1}."
     )
@@ -46,7 +67,8 @@ class RetrieveRequest(_Strict):
         None, description="dense, lexical, hybrid, document-hybrid, dense-sentences.")
     retriever_options: dict[str, ParamValue] = Field(
         default_factory=dict, description=RETRIEVER_OPTIONS_HELP)
-    max_tokens: int | None = Field(None, ge=1, description="Token budget for the context.")
+    budget: int | None = Field(None, ge=1, description=BUDGET_HELP)
+    budget_unit: Literal["tokens", "chars"] = Field("tokens", description=BUDGET_UNIT_HELP)
     explain: bool = Field(False, description="Include every expansion decision (`trace`).")
     focus: bool = Field(True, description="Search a query whose leading clause names the "
                         "document of its best hit again by its question part too "
@@ -64,17 +86,18 @@ class PolicyDefaultsRequest(_Strict):
         None, description="The first stage the policy runs on when a request names none.")
 
 
-class CompareRequest(_Strict):
+class CompareRequest(_Budgeted):
     query: str = Field(min_length=1)
     policies: list[str] = Field(
         default_factory=lambda: list(COMPARED_POLICIES),
         min_length=1, max_length=MAX_POLICIES,
     )
-    k: int = Field(5, ge=1, le=MAX_K)
+    k: int | None = Field(None, ge=1, le=MAX_K, description=K_HELP)
     retriever: str | None = None
     retriever_options: dict[str, ParamValue] = Field(
         default_factory=dict, description=RETRIEVER_OPTIONS_HELP)
-    max_tokens: int | None = Field(None, ge=1)
+    budget: int | None = Field(None, ge=1, description=BUDGET_HELP)
+    budget_unit: Literal["tokens", "chars"] = Field("tokens", description=BUDGET_UNIT_HELP)
     explain: bool = False
     focus: bool = Field(True, description="Search a query whose leading clause names the "
                         "document of its best hit again by its question part too "
@@ -118,6 +141,14 @@ class Hit(BaseModel):
     scores: dict[str, float]
 
 
+class BudgetUse(BaseModel):
+    limit: int = Field(description="The budget asked for.")
+    unit: str = Field(description="tokens or chars")
+    used: int = Field(description="How much of it the context uses (≤ limit).")
+    stopped: str = Field(description="Why assembly stopped: \"budget full (...)\" or "
+                         "\"candidates exhausted (...)\".")
+
+
 class ContextResponse(BaseModel):
     """One policy's context: `Context.to_dict()`, the JSON of `suture query --json`."""
 
@@ -127,11 +158,13 @@ class ContextResponse(BaseModel):
     chunks: int
     characters: int
     tokens: int
-    dropped: int = Field(description="Pieces left out by max_tokens.")
+    dropped: int = Field(description="Pieces the policy selected that the budget left out.")
     hits: list[Hit]
     trace: list[dict[str, Any]] = Field(description="Decision rows (explain=true).")
     focus: Focus | None = Field(None, description="How the query was focused on its "
                                 "question; null when it was searched as written.")
+    budget: BudgetUse | None = Field(None, description="The budget, how much of it is used "
+                                     "and why assembly stopped; null without a budget.")
 
 
 class CompareResponse(BaseModel):

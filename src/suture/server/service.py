@@ -99,10 +99,10 @@ class IndexService:
     def generation(self) -> int:
         return self.index.store.generation
 
-    def retrieve(self, query: str, policy: str, k: int, **options: Any) -> Context:
+    def retrieve(self, query: str, policy: str, k: int | None, **options: Any) -> Context:
         return self.index.retrieve(query, policy, k, **options)
 
-    def compare(self, query: str, policies: Sequence[str], k: int, **options: Any
+    def compare(self, query: str, policies: Sequence[str], k: int | None, **options: Any
                 ) -> list[Context]:
         return self.index.compare(query, policies, k, **options)
 

@@ -153,10 +153,10 @@ async function ask(event) {
   const policies = [...document.querySelectorAll("#policies input:checked")]
     .map((box) => box.value);
   if (!policies.length) { setStatus("Pick at least one policy.", true); return; }
-  const maxTokens = $("max-tokens").value ? Number($("max-tokens").value) : null;
+  const budget = $("budget").value ? Number($("budget").value) : null;
   const body = {
     query: $("question").value, policies, k: Number($("k").value),
-    max_tokens: maxTokens, explain: true,
+    budget, explain: true,
   };
   setStatus("Asking…");
   $("ask-button").disabled = true;

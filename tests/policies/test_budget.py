@@ -1,0 +1,155 @@
+"""Context budgets: never exceeded, and a larger budget never loses what a smaller one held."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from suture.exceptions import ConfigurationError
+from suture.index import Index
+from suture.policies.budget import (
+    BUDGET_HITS,
+    DEFAULT_K,
+    check_budget,
+    first_stage_hits,
+    ranked_stream,
+)
+from suture.types import Context, Selection
+
+#: (file in the shared corpora, first character, last character) of each fixture document
+EXCERPTS = {
+    "rfc.txt": ("corpora/rfc9293/rfc9293.txt", 20_000, 44_000),
+    "gdpr.md": ("corpora/gdpr/gdpr_en.md", 60_000, 84_000),
+    "merger.txt": ("corpora/merger/HMS Holdings Corp._Veritas Capital.txt", 30_000, 54_000),
+}
+QUESTIONS = [
+    "How is a TCP connection established with a three-way handshake?",
+    "What does the SYN-RECEIVED state mean?",
+    "When does a data subject have the right to erasure of personal data?",
+    "What happens to outstanding stock options at the effective time of the merger?",
+    "Who pays the termination fee?",
+]
+POLICIES = ["scar-sentences", "topk", "window", "scar"]
+
+
+@pytest.fixture(scope="module")
+def index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
+    """Three excerpts of real documents, hashing embedder (fast and deterministic)."""
+    folder = tmp_path_factory.mktemp("budget-corpus")
+    for name, (source, start, end) in EXCERPTS.items():
+        text = (shared_data / source).read_text(encoding="utf-8")[start:end]
+        (folder / name).write_text(text, encoding="utf-8")
+    return Index.build([folder], tmp_path_factory.mktemp("budget") / "idx", embedder="hashing")
+
+
+def covered(context: Context) -> set[tuple[str, int]]:
+    """Every (document, character offset) the context holds."""
+    return {(span.doc_id, i) for span in context.spans for i in range(span.start, span.end)}
+
+
+# -- the two guarantees, as properties over the fixture index ---------------------------------
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(question=st.sampled_from(QUESTIONS), policy=st.sampled_from(POLICIES),
+       unit=st.sampled_from(["tokens", "chars"]),
+       budgets=st.lists(st.integers(1, 4000), min_size=2, max_size=2, unique=True))
+def test_a_context_never_exceeds_its_budget_and_more_never_loses(
+        index: Index, question: str, policy: str, unit: str, budgets: list[int]) -> None:
+    small, large = sorted(budgets) if unit == "tokens" else (
+        sorted(b * 5 for b in budgets))
+    contexts = [index.retrieve(question, policy, budget=b, budget_unit=unit)
+                for b in (small, large)]
+    for context, budget in zip(contexts, (small, large), strict=True):
+        size = context.tokens if unit == "tokens" else context.characters
+        assert context.budget is not None
+        assert size == context.budget.used <= budget == context.budget.limit
+        document = {span.doc_id: index.store.document(span.doc_id).text
+                    for span in context.spans}
+        assert all(document[s.doc_id][s.start:s.end] == s.text for s in context.spans)
+    assert covered(contexts[0]) <= covered(contexts[1])
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(question=st.sampled_from(QUESTIONS), policy=st.sampled_from(POLICIES),
+       k=st.integers(1, 8), budget=st.integers(1, 3000))
+def test_k_caps_the_hits_under_a_budget(index: Index, question: str, policy: str, k: int,
+                                        budget: int) -> None:
+    capped = index.retrieve(question, policy, k, budget=budget)
+    assert capped.tokens <= budget and len(capped.hits) <= k
+    seeds = {c for span in capped.spans for c, why in zip(span.chunk_ids, span.reasons,
+                                                           strict=True) if why == "hit"}
+    assert seeds <= {hit.chunk.chunk_id for hit in capped.hits}
+
+
+def test_the_budget_fills_up_and_says_why_it_stopped(index: Index) -> None:
+    question = QUESTIONS[0]
+    full = index.retrieve(question, "topk", budget=500)
+    assert full.budget is not None and full.budget.stopped.startswith("budget full (")
+    assert full.tokens > 400  # the rest of a 600-character chunk at most is left over
+    everything = index.retrieve(question, "topk", 2, budget=100_000)
+    assert everything.budget is not None
+    assert everything.budget.stopped.startswith("candidates exhausted (k cap 2;")
+    assert everything.chunk_ids == index.retrieve(question, "topk", 2).chunk_ids
+    chars = index.retrieve(question, "window", budget=700, budget_unit="chars")
+    assert chars.characters <= 700 and chars.budget is not None
+    assert chars.budget.unit == "chars" and chars.budget.used == chars.characters
+
+
+def test_without_a_budget_nothing_changes(index: Index) -> None:
+    plain = index.retrieve(QUESTIONS[1], "scar")
+    assert plain.budget is None and len(plain.hits) == DEFAULT_K
+    assert plain == index.retrieve(QUESTIONS[1], "scar", DEFAULT_K)
+
+
+def test_max_tokens_is_refused_with_the_fix(index: Index) -> None:
+    with pytest.raises(ConfigurationError, match=r"max_tokens=300 is no longer taken: pass "
+                                                 r"budget=300"):
+        index.retrieve(QUESTIONS[0], "topk", max_tokens=300)
+
+
+# -- checks and order ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("budget", "unit", "named"), [
+    (0, "tokens", "got 0"), (-5, "tokens", "got -5"), (True, "tokens", "got True"),
+    (2.5, "tokens", "got 2.5"), ("300", "tokens", "got '300'"),
+    (300, "words", "budget_unit must be one of tokens, chars, got 'words'"),
+])
+def test_a_bad_budget_names_the_value_and_the_fix(budget: object, unit: object,
+                                                  named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named) as raised:
+        check_budget(budget, unit)
+    assert "e.g." in str(raised.value)
+
+
+def test_k_defaults_by_whether_there_is_a_budget() -> None:
+    budget = check_budget(800)
+    assert budget is not None and str(budget) == "800 tokens"
+    assert check_budget(None) is None and check_budget(12.0, "chars") is not None
+    assert first_stage_hits(None, None) == DEFAULT_K
+    assert first_stage_hits(None, budget) == BUDGET_HITS
+    assert first_stage_hits(3, budget) == 3
+    with pytest.raises(ConfigurationError, match="k must be a whole number >= 1, got 0"):
+        first_stage_hits(0, budget)
+
+
+def _piece(doc: str, start: int, priority: float, *, hit: bool, seed: str | None = None
+           ) -> Selection:
+    return Selection(doc, start, start + 10, (f"{doc}#{start}",), "hit" if hit else "x",
+                     priority, hit, priority, seed)
+
+
+def test_the_stream_is_each_hit_then_its_expansions_by_priority() -> None:
+    best, second = _piece("a", 100, 0.9, hit=True), _piece("b", 0, 0.8, hit=True)
+    near, far = _piece("a", 110, 0.5, hit=False, seed="a#100"), _piece(
+        "a", 120, 0.1, hit=False, seed="a#100")
+    of_second = _piece("b", 10, 0.7, hit=False, seed="b#0")
+    orphan = _piece("c", 0, 0.95, hit=False)
+    stream = ranked_stream([far, of_second, orphan, second, near, best])
+    assert stream == [best, near, far, second, of_second, orphan]
