@@ -32,7 +32,13 @@ from suture.exceptions import (
 from suture.focus import QueryFocus, focused_vector
 from suture.identical import IdenticalDocuments, distinct_hits
 from suture.indexing import IndexReport, ingest
-from suture.policies import DEFAULT_POLICY, Policy, get_policy, policy_needs_sentences
+from suture.policies import (
+    COMPARED_POLICIES,
+    DEFAULT_POLICY,
+    Policy,
+    get_policy,
+    policy_needs_sentences,
+)
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
 from suture.progress import ProgressFactory
@@ -45,7 +51,7 @@ from suture.retrievers import (
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import POLICY_RETRIEVER, DocumentSummary, Manifest
 from suture.textfile import is_blank
-from suture.types import Context, Hit, SourceDocument
+from suture.types import Context, Document, Hit, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
@@ -563,7 +569,7 @@ class Index:
     def compare(
         self,
         query: str,
-        policies: Sequence[str | Policy],
+        policies: Sequence[str | Policy] = COMPARED_POLICIES,
         k: int = 5,
         *,
         query_vector: Vectors | None = None,
@@ -573,7 +579,8 @@ class Index:
         explain: bool = False,
         focus: bool = True,
     ) -> list[Context]:
-        """The contexts of several policies for one query, embedding the query once."""
+        """The contexts of several policies for one query, embedding the query once;
+        `policies` defaults to `COMPARED_POLICIES` (as `/v1/compare` and `suture compare`)."""
         if query_vector is None:
             query_vector = self.embed_queries([query])[0]
         return [
@@ -582,6 +589,11 @@ class Index:
                           explain=explain, focus=focus)
             for policy in policies
         ]
+
+    def document(self, doc_id: str) -> Document:
+        """A stored document with its extracted text (span offsets index into it);
+        `KeyError` when no document has that id."""
+        return self.store.document(doc_id)
 
     def documents(self) -> list[DocumentSummary]:
         """Every stored document (id, title, characters, chunks), sorted by id."""
@@ -612,7 +624,7 @@ class Index:
         settings = ", ".join(f"{name}={value}" for name, value in chosen.params().items())
         return f"{chosen.name} ({settings}) on {retriever or self.manifest.retriever}"
 
-    def set_policy_defaults(self, policy: str, params: Mapping[str, Any], *,
+    def set_policy_defaults(self, policy: str, params: Mapping[str, Any] | None = None, *,
                             retriever: str | None = None, replace_stored: bool = False
                             ) -> dict[str, Any]:
         """Store `params` (and a first stage) as this index's own defaults for `policy`:
@@ -621,7 +633,7 @@ class Index:
         unless `replace_stored` (as `suture calibrate` writes a whole setting). Checked by
         building the policy first: a bad name or value raises and stores nothing.
         Returns what is stored now for `policy`."""
-        params = dict(params)
+        params = dict(params or {})
         if retriever is None and POLICY_RETRIEVER in params:  # `--param retriever=...`
             retriever = str(params.pop(POLICY_RETRIEVER))
         stored = {} if replace_stored else dict(self.manifest.policy_defaults.get(policy, {}))

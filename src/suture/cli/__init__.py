@@ -10,6 +10,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: rich markup would swallow "suture[ray]" and rich's tables cut
+    # long option names at 80 columns
+    rich_markup_mode=None,
 )
 
 
