@@ -38,7 +38,8 @@ def _register() -> None:
     from suture.cli import index_commands  # noqa: F401
 
     for optional in ("eval_commands", "calibrate_commands", "defaults_commands",
-                     "sprout_commands", "train_commands", "serve_commands"):
+                     "sprout_commands", "train_commands", "serve_commands",
+                     "postgres_commands"):
         try:
             __import__(f"suture.cli.{optional}")
         except ModuleNotFoundError as exc:  # module not written yet
