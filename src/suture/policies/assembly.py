@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
+from suture.chunking.recursive import section_path_of
 from suture.identical import IdenticalDocuments
 from suture.stores.base import Store
 from suture.tokens import count_tokens
@@ -70,7 +71,8 @@ def merge_selections(
     doc_order = sorted(by_doc, key=lambda d: -max(s.score for s in by_doc[d]))
     spans: list[Span] = []
     for doc_id in doc_order:
-        text = store.document(doc_id).text
+        document = store.document(doc_id)
+        text = document.text
         pieces = sorted(by_doc[doc_id], key=lambda s: (s.start, s.end))
         groups: list[list[Selection]] = []
         group_end = -1
@@ -105,6 +107,8 @@ def merge_selections(
                     score=max(p.score for p in group),
                     reasons=tuple(reasons[c] for c in chunk_ids),
                     scores=tuple(scores[c] for c in chunk_ids),
+                    title=document.title,
+                    section_path=section_path_of(document, start, end),
                 )
             )
     return spans
