@@ -6,8 +6,10 @@
         context = index.retrieve("How is a TCP connection established?", policy="scar", k=5)
 
 `retrieve` and `compare` return the same `Context` objects as `Index`; `add` and
-`add_documents` send files or loaded documents and wait for their write jobs; an error
-answer raises `ServiceError` with the server's message.
+`ingest` send files or loaded documents and wait for their write jobs; an error
+answer raises `ServiceError` with the server's message. The methods a `Client` shares
+with `Index` are `SHARED_WITH_INDEX`: same names, parameters and defaults (an `Index`
+method may take more, keyword-only), checked by tests/test_client_parity.py.
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ from suture.documents import MAX_DOC_ID_CHARS, Skipped, document_files
 from suture.exceptions import ServiceError
 from suture.filters import Filter
 from suture.index import IndexReport
-from suture.policies import DEFAULT_POLICY
+from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
 from suture.types import Context, Document
 
 #: job states after which a write job changes no more
 FINISHED = frozenset({"succeeded", "failed"})
+#: the one list of methods a `Client` offers as `Index` does (docs/server.md names them)
+SHARED_WITH_INDEX = ("retrieve", "compare", "info", "document", "add", "ingest", "delete",
+                     "set_policy_defaults", "clear_policy_defaults")
 
 
 class Client:
-    """HTTP client of `suture serve`, mirroring `Index.retrieve/compare/add/delete`."""
+    """HTTP client of `suture serve`; the methods in `SHARED_WITH_INDEX` mirror `Index`'s."""
 
     def __init__(
         self,
@@ -85,7 +90,7 @@ class Client:
     def compare(
         self,
         query: str,
-        policies: Sequence[str],
+        policies: Sequence[str] = COMPARED_POLICIES,
         k: int | None = None,
         *,
         retriever: str | None = None,
@@ -105,9 +110,10 @@ class Client:
         return [Context.from_dict(c) for c in answer["contexts"]]
 
     def info(self) -> dict[str, Any]:
-        """The index's documents, chunks, embedder and settings (`Index.info`)."""
-        info: dict[str, Any] = self._call("GET", "/v1/info")["index"]
-        return info
+        """The index's documents, chunks, embedder and settings (`Index.info`), and under
+        `server` the rest of `GET /v1/info`: version, policies, retrievers, limits, auth."""
+        answer: dict[str, Any] = self._call("GET", "/v1/info")
+        return {**answer.pop("index"), "server": answer}
 
     def document(self, doc_id: str) -> Document:
         """A stored document's extracted text (span offsets index into it)."""
@@ -142,8 +148,8 @@ class Client:
         report.skipped[:0] = refused
         return report
 
-    def add_documents(self, documents: Iterable[Document]) -> IndexReport:
-        """Send loaded documents as text (`Index.add_documents`); wait until written.
+    def ingest(self, documents: Iterable[Document]) -> IndexReport:
+        """Send loaded documents as text (`Index.ingest`); wait until written.
 
         Only text, title and metadata travel: the server detects sections from the text.
         """
@@ -184,9 +190,11 @@ class Client:
                          json={"params": dict(params or {}), "retriever": retriever})
         return dict(self._finished(job)["result"]["settings"])
 
-    def clear_policy_defaults(self, policy: str) -> None:
-        """Forget the index's own settings for `policy` (`Index.clear_policy_defaults`)."""
-        self._finished(self._call("DELETE", f"/v1/defaults/{_quoted(policy)}"))
+    def clear_policy_defaults(self, policy: str) -> bool:
+        """Forget the index's own settings for `policy` (`Index.clear_policy_defaults`);
+        whether there were any."""
+        job = self._finished(self._call("DELETE", f"/v1/defaults/{_quoted(policy)}"))
+        return bool(job["result"]["cleared"])
 
     def _finished(self, job: dict[str, Any]) -> dict[str, Any]:
         """The job once it ended; a failed one raises its message as a `ServiceError`."""
@@ -230,16 +238,7 @@ class Client:
                 source = ", ".join(job["doc_ids"]) or job["job_id"]
                 report.skipped.append(Skipped(source, str(job["error"])))
                 continue
-            result = job["result"]
-            report.added += result["added"]
-            report.updated += result["updated"]
-            report.unchanged += result["unchanged"]
-            report.already_indexed.update(result["already_indexed"])
-            report.skipped += [Skipped(s["source"], s["reason"]) for s in result["skipped"]]
-            report.chunks_written += result["chunks_written"]
-            report.embedded += result["embedded"]
-            report.cached += result["cached"]
-            report.seconds += result["seconds"]
+            report.extend_with(job["result"])
         return report
 
 
@@ -255,4 +254,4 @@ def _quoted(part: str) -> str:
     return quote(part, safe="")
 
 
-__all__ = ["Client"]
+__all__ = ["SHARED_WITH_INDEX", "Client"]

@@ -34,7 +34,13 @@ from suture.filters import Filter
 from suture.focus import QueryFocus, focused_vector
 from suture.identical import IdenticalDocuments, distinct_hits
 from suture.indexing import IndexReport, ingest
-from suture.policies import DEFAULT_POLICY, Policy, get_policy, policy_needs_sentences
+from suture.policies import (
+    COMPARED_POLICIES,
+    DEFAULT_POLICY,
+    Policy,
+    get_policy,
+    policy_needs_sentences,
+)
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
 from suture.policies.budget import DEFAULT_BUDGET, check_budget, first_stage_hits
@@ -48,7 +54,7 @@ from suture.retrievers import (
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import POLICY_RETRIEVER, DocumentSummary, Manifest
 from suture.textfile import is_blank
-from suture.types import Context, Hit, SourceDocument
+from suture.types import Context, Document, Hit, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
@@ -610,7 +616,7 @@ class Index:
     def compare(
         self,
         query: str,
-        policies: Sequence[str | Policy],
+        policies: Sequence[str | Policy] = COMPARED_POLICIES,
         k: int | None = None,
         *,
         query_vector: Vectors | None = None,
@@ -623,7 +629,8 @@ class Index:
         filter: Filter | Mapping[str, Any] | str | None = None,
     ) -> list[Context]:
         """The contexts of several policies for one query, embedding the query once (each
-        in the same `budget`, as `retrieve`; `filter` as in `retrieve`)."""
+        in the same `budget`, as `retrieve`; `filter` as in `retrieve`); `policies` defaults
+        to `COMPARED_POLICIES` (as `/v1/compare` and `suture compare`)."""
         check_budget(budget, budget_unit)  # a bad budget fails before the query is embedded
         wanted = Filter.parse(filter)
         if query_vector is None:
@@ -634,6 +641,11 @@ class Index:
                           budget_unit=budget_unit, explain=explain, focus=focus, filter=wanted)
             for policy in policies
         ]
+
+    def document(self, doc_id: str) -> Document:
+        """A stored document with its extracted text (span offsets index into it);
+        `KeyError` when no document has that id."""
+        return self.store.document(doc_id)
 
     def documents(self) -> list[DocumentSummary]:
         """Every stored document (id, title, characters, chunks), sorted by id."""
@@ -664,7 +676,7 @@ class Index:
         settings = ", ".join(f"{name}={value}" for name, value in chosen.params().items())
         return f"{chosen.name} ({settings}) on {retriever or self.manifest.retriever}"
 
-    def set_policy_defaults(self, policy: str, params: Mapping[str, Any], *,
+    def set_policy_defaults(self, policy: str, params: Mapping[str, Any] | None = None, *,
                             retriever: str | None = None, replace_stored: bool = False
                             ) -> dict[str, Any]:
         """Store `params` (and a first stage) as this index's own defaults for `policy`:
@@ -673,7 +685,7 @@ class Index:
         unless `replace_stored` (as `suture calibrate` writes a whole setting). Checked by
         building the policy first: a bad name or value raises and stores nothing.
         Returns what is stored now for `policy`."""
-        params = dict(params)
+        params = dict(params or {})
         if retriever is None and POLICY_RETRIEVER in params:  # `--param retriever=...`
             retriever = str(params.pop(POLICY_RETRIEVER))
         stored = {} if replace_stored else dict(self.manifest.policy_defaults.get(policy, {}))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from suture.allocator import release_free_memory
@@ -73,6 +73,41 @@ class IndexReport:
         return (
             len(self.added) + len(self.updated) + len(self.unchanged) + len(self.already_indexed)
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON (`suture serve`'s write jobs); seconds to the millisecond."""
+        data: dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name == "skipped":
+                value = [{"source": s.source, "reason": s.reason} for s in value]
+            elif isinstance(value, float):
+                value = round(value, 3)
+            data[item.name] = value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> IndexReport:
+        """The report `to_dict` wrote (a field it lacks keeps its default)."""
+        report = cls()
+        report.extend_with(data)
+        return report
+
+    def extend_with(self, data: Mapping[str, Any]) -> None:
+        """Add another run's `to_dict()` to this report: lists grow, counts and seconds
+        add up (`Client.add` reports several upload jobs as one)."""
+        for item in fields(self):
+            if item.name not in data:
+                continue
+            value, mine = data[item.name], getattr(self, item.name)
+            if item.name == "skipped":
+                mine.extend(Skipped(s["source"], s["reason"]) for s in value)
+            elif isinstance(mine, list):
+                mine.extend(value)
+            elif isinstance(mine, dict):
+                mine.update(value)
+            else:
+                setattr(self, item.name, mine + value)
 
     def summary(self) -> str:
         parts = [

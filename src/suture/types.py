@@ -175,6 +175,10 @@ class Span:
     #: other documents whose text is identical to this one's (copies under other names),
     #: so `text` is also theirs at the same offsets (`suture.identical`)
     identical_in: tuple[str, ...] = ()
+    #: the title of the span's document, and the section path of the span (the section
+    #: holding most of its characters, the rule each chunk's `section_path` follows)
+    title: str = ""
+    section_path: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -187,6 +191,8 @@ class Span:
             "reasons": list(self.reasons),
             "scores": list(self.scores),
             "identical_in": list(self.identical_in),
+            "title": self.title,
+            "section_path": list(self.section_path),
         }
 
     @classmethod
@@ -201,6 +207,8 @@ class Span:
             reasons=tuple(data["reasons"]),
             scores=tuple(data.get("scores", ())),
             identical_in=tuple(data.get("identical_in", ())),
+            title=data.get("title", ""),
+            section_path=tuple(data.get("section_path", ())),
         )
 
 

@@ -127,7 +127,8 @@ def test_expander_matches_sutures_scar_on_the_same_vectors(
         assert got.keys() == want.keys()
         for place, score in got.items():
             assert score == pytest.approx(want[place], abs=1e-5)
-        added += sum(d.meta["reason"] != "hit" for d in documents)
+        assert all(len(d.meta["reasons"]) == 1 for d in documents)
+        added += sum(d.meta["reasons"] != ["hit"] for d in documents)
     assert added > 0
 
     loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=TRUSTED)

@@ -100,7 +100,8 @@ def test_postprocessor_matches_sutures_scar_on_the_same_vectors(
             node = found.node
             text = texts[node.ref_doc_id]
             assert node.get_content() == text[node.start_char_idx:node.end_char_idx]
-        added += sum(n.node.metadata.get("reason", "hit") != "hit" for n in nodes)
+        assert all(len(n.node.metadata["reasons"]) == 1 for n in nodes)
+        added += sum(n.node.metadata["reasons"] != ["hit"] for n in nodes)
     assert added > 0
 
 

@@ -272,6 +272,12 @@ class ChunkLayout:
         ]
 
 
+def section_path_of(document: SourceDocument, start: int, end: int) -> tuple[str, ...]:
+    """The section path of `document.text[start:end]` by the rule chunks follow (the
+    section holding most of its characters): a `Span`'s, over merged chunks."""
+    return _SectionIndex(document).majority_path(start, end)
+
+
 def chunk_layout(
     document: SourceDocument,
     chunk_size: int = DEFAULT_CHUNK_SIZE,

@@ -10,6 +10,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: rich markup would swallow "suture[ray]" and rich's tables cut
+    # long option names at 80 columns
+    rich_markup_mode=None,
 )
 
 
@@ -35,7 +38,8 @@ def _register() -> None:
     from suture.cli import index_commands  # noqa: F401
 
     for optional in ("eval_commands", "calibrate_commands", "defaults_commands",
-                     "sprout_commands", "train_commands", "serve_commands"):
+                     "sprout_commands", "train_commands", "serve_commands",
+                     "postgres_commands"):
         try:
             __import__(f"suture.cli.{optional}")
         except ModuleNotFoundError as exc:  # module not written yet

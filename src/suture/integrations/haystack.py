@@ -32,6 +32,7 @@ from suture.integrations.source import (
     ContextSource,
     RetrieveSettings,
     context_source,
+    span_id,
     span_metadata,
 )
 from suture.policies import DEFAULT_POLICY
@@ -82,7 +83,8 @@ class SutureRetriever:
         settings = self.settings if top_k is None else replace(self.settings, k=top_k)
         context = settings.retrieve(self._source, query)
         return {"documents": [
-            Document(content=span.text, meta=span_metadata(span, context), score=span.score)
+            Document(id=span_id(span), content=span.text, meta=span_metadata(span, context),
+                     score=span.score)
             for span in context.spans
         ]}
 
@@ -130,7 +132,8 @@ class ScarExpander:
     ) -> dict[str, list[Document]]:
         """The retrieved documents plus the neighbours SCAR accepts, grouped by source
         document (best first) in split order; added ones carry `score` = cos(e_q, e_n)
-        and `meta["reason"]` = "expanded from <document id>"."""
+        and `meta["reasons"]` = ["expanded from <document id>"] (retrieved ones ["hit"]:
+        one entry per chunk, as `SutureRetriever`'s `reasons`)."""
         if not retrieved_documents:
             return {"documents": []}
         query = np.asarray(query_embedding, dtype=np.float32)
@@ -140,7 +143,7 @@ class ScarExpander:
         documents = []
         for piece in expand(store, hits, query, self.policy):
             document: Document = piece.stored.item
-            meta = {**document.meta, "reason": piece.reason}
+            meta = {**document.meta, "reasons": [piece.reason]}
             documents.append(replace(document, meta=meta, score=piece.score))
         return {"documents": documents}
 

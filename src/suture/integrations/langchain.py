@@ -23,6 +23,7 @@ from suture.integrations.source import (
     ContextSource,
     RetrieveSettings,
     open_source,
+    span_id,
     span_metadata,
 )
 from suture.policies import DEFAULT_POLICY
@@ -68,7 +69,7 @@ class SutureRetriever(BaseRetriever):
     ) -> list[Document]:
         context = self.settings.retrieve(self.source, query)
         return [
-            Document(page_content=span.text,
+            Document(page_content=span.text, id=span_id(span),
                      metadata={**span_metadata(span, context), "score": span.score})
             for span in context.spans
         ]

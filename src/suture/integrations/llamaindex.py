@@ -37,6 +37,7 @@ from suture.integrations.source import (
     SPAN_KEYS,
     ContextSource,
     open_source,
+    span_id,
     span_metadata,
 )
 from suture.policies import DEFAULT_POLICY
@@ -85,7 +86,7 @@ class SutureRetriever(BaseRetriever):
         nodes = []
         for span in context.spans:
             node = TextNode(
-                id_=f"{span.doc_id}:{span.start}-{span.end}",
+                id_=span_id(span),
                 text=span.text,
                 start_char_idx=span.start,
                 end_char_idx=span.end,
@@ -109,7 +110,8 @@ class ScarPostprocessor(BaseNodePostprocessor):
     index keeps them (on the node, or `SimpleVectorStore`'s table); a node the vector
     store returns without one is embedded with the index's own embed model (the model
     that made the stored vectors, so cosines stay comparable; `embed_model=` overrides
-    it). Added nodes get `score` = cos(e_q, e_n) and `metadata["reason"]`.
+    it). Every node gets `metadata["reasons"]` (["hit"], or ["expanded from <node id>"]:
+    one entry per chunk, as `SutureRetriever`'s); added ones `score` = cos(e_q, e_n).
     """
 
     #: SCAR's parameters (`ScarPolicy.params()`)
@@ -147,14 +149,13 @@ class ScarPostprocessor(BaseNodePostprocessor):
         hits = [(store.piece_of(n.node.node_id, n), n.score or 0.0) for n in nodes]
         result = []
         for piece in expand(store, hits, np.asarray(query, dtype=np.float32), policy):
-            if piece.reason == "hit":
-                result.append(piece.stored.item)
-                continue
-            node = piece.stored.item.model_copy()
-            node.metadata = {**node.metadata, "reason": piece.reason}
-            node.excluded_embed_metadata_keys = [*node.excluded_embed_metadata_keys, "reason"]
-            node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys, "reason"]
-            result.append(NodeWithScore(node=node, score=piece.score))
+            retrieved: NodeWithScore | None = piece.stored.item if piece.reason == "hit" else None
+            node = (retrieved.node if retrieved is not None else piece.stored.item).model_copy()
+            node.metadata = {**node.metadata, "reasons": [piece.reason]}
+            node.excluded_embed_metadata_keys = [*node.excluded_embed_metadata_keys, "reasons"]
+            node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys, "reasons"]
+            score = retrieved.score if retrieved is not None else piece.score
+            result.append(NodeWithScore(node=node, score=score))
         return result
 
     def read_nodes(self, node_ids: list[str]) -> list[BaseNode]:

@@ -19,8 +19,8 @@ from suture.types import Context, Span
 
 #: metadata keys every piece an adapter returns carries (LangChain `metadata`, Haystack
 #: `meta`, LlamaIndex node `metadata`); a framework should not embed or prompt with them
-SPAN_KEYS = ("doc_id", "start", "end", "chunk_ids", "reasons", "scores", "identical_in",
-             "policy", "focused_on")
+SPAN_KEYS = ("doc_id", "source", "title", "section_path", "start", "end", "chunk_ids",
+             "reasons", "scores", "identical_in", "policy", "focused_on")
 
 
 class ContextSource(Protocol):
@@ -154,10 +154,21 @@ class RetrieveSettings:
                                focus=self.focus, **self.params)
 
 
+def span_id(span: Span) -> str:
+    """The id of a span as a framework piece (LangChain `Document.id`, LlamaIndex node id,
+    Haystack `Document.id`): its document and offsets, the same for the same text."""
+    return f"{span.doc_id}:{span.start}-{span.end}"
+
+
 def span_metadata(span: Span, context: Context) -> dict[str, Any]:
-    """Where a span comes from and why it is there (keys `SPAN_KEYS`, plus its score)."""
+    """Where a span comes from and why it is there (keys `SPAN_KEYS`). `source` is the
+    document id, as LangChain loaders' `metadata["source"]` names the file a piece is of;
+    `reasons` and `scores` have one entry per chunk id, as in every adapter's output."""
     return {
         "doc_id": span.doc_id,
+        "source": span.doc_id,
+        "title": span.title,
+        "section_path": list(span.section_path),
         "start": span.start,
         "end": span.end,
         "chunk_ids": list(span.chunk_ids),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
+from suture.chunking.recursive import section_path_of
 from suture.identical import IdenticalDocuments
 from suture.policies.budget import Budget, Measure, fill_budget, ranked_stream
 from suture.stores.base import Store
@@ -89,7 +90,8 @@ def merge_selections(
     doc_order = sorted(by_doc, key=lambda d: -max(s.score for s in by_doc[d]))
     spans: list[Span] = []
     for doc_id in doc_order:
-        text = store.document(doc_id).text
+        document = store.document(doc_id)
+        text = document.text
         for group in _groups(text, by_doc[doc_id]):
             start = min(p.start for p in group)
             end = max(p.end for p in group)
@@ -111,6 +113,8 @@ def merge_selections(
                     score=max(p.score for p in group),
                     reasons=tuple(reasons[c] for c in chunk_ids),
                     scores=tuple(scores[c] for c in chunk_ids),
+                    title=document.title,
+                    section_path=section_path_of(document, start, end),
                 )
             )
     return spans

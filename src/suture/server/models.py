@@ -120,6 +120,10 @@ class Span(BaseModel):
         default_factory=list,
         description="Other documents with identical text (copies under other names): the "
                     "same offsets hold the same text there.")
+    title: str = Field("", description="The title of the span's document.")
+    section_path: list[str] = Field(
+        default_factory=list,
+        description="The section holding most of the span's characters, outermost first.")
 
 
 class Focus(BaseModel):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from suture.documents import Skipped, iter_documents, shown_id, title_from_filename
-from suture.index import Index, IndexReport, check_policy_settings
+from suture.index import Index, check_policy_settings
 from suture.policies import DEFAULT_POLICY, PolicyName, get_policy
 from suture.server.jobs import Job, JobFailed, JobQueue, Progress
 from suture.stores.base import POLICY_RETRIEVER
@@ -168,8 +168,8 @@ class IndexService:
 
         def work(job: Job) -> dict[str, Any]:
             self.jobs.committing(job)
-            self.index.clear_policy_defaults(policy)
-            return self._defaults_result(policy, None)
+            cleared = self.index.clear_policy_defaults(policy)
+            return {**self._defaults_result(policy, None), "cleared": cleared}
 
         return self.jobs.submit("defaults", (), work)
 
@@ -194,7 +194,7 @@ class IndexService:
         if report.indexed == 0:
             reasons = "; ".join(s.reason for s in report.skipped) or "no documents"
             raise JobFailed(f"nothing could be indexed: {reasons}")
-        return _report_json(report)
+        return report.to_dict()
 
 
 def _as_upload(item: SourceDocument | Skipped, path: Path, filename: str, doc_id: str | None,
@@ -215,18 +215,6 @@ def _as_upload(item: SourceDocument | Skipped, path: Path, filename: str, doc_id
         source=f"upload:{filename}",
         metadata={**item.metadata, **metadata},
     )
-
-
-def _report_json(report: IndexReport) -> dict[str, Any]:
-    return {
-        "added": report.added, "updated": report.updated, "unchanged": report.unchanged,
-        "already_indexed": report.already_indexed,
-        "skipped": [{"source": s.source, "reason": s.reason} for s in report.skipped],
-        "chunks_written": report.chunks_written, "embedded": report.embedded,
-        "cached": report.cached, "seconds": round(report.seconds, 3),
-        "sentence_documents": report.sentence_documents,
-        "sentence_seconds": round(report.sentence_seconds, 3),
-    }
 
 
 __all__ = ["IndexService", "ReadTimeout", "open_index"]
