@@ -2,6 +2,7 @@
 #                                without them, + compare policies)
 #               make test       (the whole test suite)
 #               make test-fast  (everything not marked slow: no real model, no big corpora)
+#               make apidocs    (the API reference from the docstrings, in build/apidocs)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SUTURE := $(VENV)/bin/suture
@@ -13,8 +14,9 @@ export SUTURE_DATA
 HAVE_DATA := $(wildcard $(SUTURE_DATA)/corpora)
 DEMO_DOCS := README.md docs/architecture.md docs/scar.md docs/sprout.md docs/retrievers.md \
   docs/stores.md docs/usage.md
+APIDOCS ?= build/apidocs
 
-.PHONY: setup demo test test-fast lint check-data bench clean
+.PHONY: setup demo test test-fast lint check-data apidocs bench clean
 
 setup: $(VENV)/.installed
 
@@ -71,5 +73,9 @@ lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(VENV)/bin/mypy src
 
+# pdoc renders the docstrings offline; the output folder is git-ignored.
+apidocs: setup
+	$(PY) scripts/build_apidocs.py --out $(APIDOCS)
+
 clean:
-	rm -rf $(VENV) $(DEMO_INDEX)
+	rm -rf $(VENV) $(DEMO_INDEX) $(APIDOCS)
