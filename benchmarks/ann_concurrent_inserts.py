@@ -6,8 +6,8 @@ Builds graphs with suture's HNSW settings (`suture.stores.ann`: cosine, float16,
 its connectivity and expansions) over random unit vectors inserted in a shuffled order,
 with one thread and with two, and counts the vectors not found among their own top 10
 (an exhaustive beam, so a miss is a node the graph does not lead to). This is why
-`VectorGraph` adds with one thread below `SERIAL_BELOW` vectors (docs/performance.md,
-"The 1M usearch graph, shuffled").
+`VectorGraph` adds with one thread below `SERIAL_BELOW` vectors
+(docs/lab/2026-12-01-store-backends-at-scale.md#usearch-shuffled).
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ the queries (split by document) with the paired bootstrap.
 `run` writes OUT/NAME-EMBEDDER/{adjacent,logical,synthetic}/ (each `suture calibrate`'s
 calibration.md, .json and pareto.png) and summary.json (every judged setting; with
 `--parts`, one summary-PARTS.json per process, so the parts can run side by side);
-`report` prints the markdown tables of docs/results.md ("Calibrated SCAR") from them and
+`report` prints the markdown tables of docs/lab/2026-12-01-calibrated-scar.md from them and
 draws the Pareto plot (span recall against characters on the judging part).
 Nothing is written into the index manifest (the calibrations are dry runs).
 `report --calibrations FOLDER...` does the same for folders that `suture calibrate --out`
-wrote itself (e.g. `--policy scar-sentences`, docs/results.md "Calibrated SCAR over
-sentences").
+wrote itself (e.g. `--policy scar-sentences`,
+docs/lab/2026-12-03-calibrated-scar-over-sentences.md#calibrated-sentences).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A policy's points (mean context characters, mean recall) for k = 1, 3, 5, 10, 20
 joined piecewise linearly (from (0, 0)); recall at a budget is read off that line, and
 left empty past the largest k. Recall is span (character) recall on span-labelled sets
 and document recall on document-level ones. Used to choose suture's default pipeline on
-development sets and to check it on held-out ones (docs/results.md, "Peers").
+development sets and to check it on held-out ones (docs/results.md#peers).
 
     python benchmarks/default_frontier.py \\
         --benchmark ../shared/data/legalbench_rag/benchmarks/privacy_qa_fiverr_keep.json \\
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers-results", type=Path, help="results.json of an eval with peers")
     parser.add_argument("--judge", action="append", default=[], metavar="LABEL",
                         help="a pipeline's label, judged per budget against the best peer "
-                             "(docs/results.md, 'A pre-registered check'); repeatable")
+                             "(docs/results.md#peers); repeatable")
     parser.add_argument("--no-focus", action="store_true",
                         help="search every query as written (suture.focus off)")
     parser.add_argument("--out", type=Path, required=True)

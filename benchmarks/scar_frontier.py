@@ -15,7 +15,7 @@ characters than window? It runs, on every query of one benchmark (k = 5 unless s
   a paragraph break (`both`: the mean of that and SCAR's 1 − cos(c, n)).
 
 The variants are written here, as subclasses of `ScarPolicy`, not in the library: none
-of them moved the frontier (docs/results.md, "Calibrated SCAR"). For each family the
+of them moved the frontier (docs/lab/2026-12-01-calibrated-scar.md#frontier). For each family the
 best span recall among its settings whose mean context is at most 75% of window's
 characters is the most any rule choosing in that family could reach, in-sample.
 

@@ -1,5 +1,5 @@
-"""Probe: can one scar-sentences walk rule fit both kinds of corpus? (docs/results.md,
-"Adaptive walk rules").
+"""Probe: can one scar-sentences walk rule fit both kinds of corpus?
+(docs/lab/2026-12-02-scar-over-sentences-and-walk-rules.md#walk-rules).
 
 scar-sentences keeps a sentence n next to the seed s while cos(q, n) − λ·b > τ·cos(q, s).
 τ ≈ 0.5 wins privacy-QA and τ ≈ 0.9 wins CUAD-mini, each losing the other. This probe

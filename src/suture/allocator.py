@@ -4,16 +4,16 @@ after a large write.
 **Arenas.**
 With the model loaded, torch's worker threads and the request threads each get a glibc
 malloc arena (up to 8 per core), and a server's resident memory kept rising slowly for
-minutes under load; capped at two arenas it was flat (docs/performance.md, "suture serve
-under load"). `MALLOC_ARENA_MAX=2` in the environment does the same, but only when set
-before the process starts, so `suture serve` sets the cap itself with `mallopt` before
+minutes under load; capped at two arenas it was flat (docs/performance.md#serve-under-load).
+`MALLOC_ARENA_MAX=2` in the environment does the same, but only when set before the
+process starts, so `suture serve` sets the cap itself with `mallopt` before
 it starts any thread. A value the user set in the environment is left as it is.
 
 **Free memory handed back.** Chunk texts (600-1,200 bytes) are larger than Python's
 small-object allocator takes, so they come from malloc, and the pages they were freed
 from stay with the process: indexing one 20 MB document kept 31 MB of freed memory
 resident until `malloc_trim` returned it. The pipeline calls `release_free_memory` after
-each batch it writes (docs/performance.md, "The text on disk").
+each batch it writes (docs/lab/2026-11-30-performance-queries-indexing-and-memory.md#text-on-disk).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ inside the document the passage that answers ranks by the naming as much as by t
 question. Searched by the question as well, it ranks first far more often: the best
 sentence of the named document is a gold sentence for 17 of 60 CUAD-mini queries instead
 of 4, and a gold sentence is among its five best for 28 of 56 privacy-QA queries instead
-of 20 (docs/results.md, "Query focus").
+of 20 (docs/lab/2026-12-03-new-default-copies-and-query-focus.md#focus).
 
 The rule (`QueryFocus.find`): the query splits at its first `;`, `:` (not in "::",
 "10:30" or "https://") or line break into a leading clause and the rest (without one,
@@ -26,10 +26,10 @@ the same clause of every other document ("What is the governing law?"). The poli
 the same vector. A query with no such clause (every SciFact and all but one of the
 HotpotQA questions measured) is searched exactly as before.
 
-Keeping to the named document was adopted by a pre-registered check (docs/results.md,
-"Focus keeps to the named document"): +6.6 to +9.8 points of recall at 8,000 characters
-on four CUAD draws. Its cost is a wrong naming: a leading phrase whose words all occur in
-a short document (the head is all of it) confines the question to that document.
+Keeping to the named document was adopted by a pre-registered check
+(docs/lab/2026-12-04-focus-rules.md#focus-within-document): +6.6 to +9.8 points of recall
+at 8,000 characters on four CUAD draws. Its cost is a wrong naming: a leading phrase whose
+words all occur in a short document (the head is all of it) confines the question to that document.
 """
 
 from __future__ import annotations

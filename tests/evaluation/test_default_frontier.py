@@ -1,5 +1,5 @@
 """benchmarks/default_frontier.py's reading of recall at a budget, which decided the s12
-default (docs/results.md, "A pre-registered check of a new default")."""
+default (docs/lab/2026-12-03-new-default-copies-and-query-focus.md#new-default-check)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """benchmarks/target_in_hindsight.py: whether any pipeline point reaches issue 18's target
 (≤ 75% of the reference's characters, ≥ its recall − 2 points), read from
-default_frontier.py outputs (docs/results.md, "Is the target reachable on privacy-QA?")."""
+default_frontier.py outputs
+(docs/lab/2026-12-03-calibrated-scar-over-sentences.md#target-in-hindsight)."""
 
 from __future__ import annotations
 

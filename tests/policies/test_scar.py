@@ -402,7 +402,7 @@ def test_registry_and_cli_strings() -> None:
                                "penalty_against": "previous", "links": "", "extra_hits": 1}
     assert policy.candidate_count(5) == 6 and ScarPolicy().candidate_count(5) == 5
     assert get_policy("scar", **MAIN_SETTING).params()["lam"] == 0.5
-    # the defaults are the sweep's choice (docs/results.md), not the paper's main setting
+    # the defaults are the sweep's choice (docs/results.md#scar-paper), not the paper's main setting
     defaults = get_policy("scar").params()
     assert {"lam": defaults["lam"], "tau": defaults["tau"]} == DEFAULT_SETTING
     assert defaults["radius"] == 1
@@ -536,7 +536,8 @@ RFC_QUERIES = [
 #: the least share of a ±1 window's chunks SCAR must save on RFC_QUERIES (k = 5). Measured
 #: when written with all-MiniLM-L6-v2: window 123 chunks, scar (0.5, 0.1) 113 (8.1% saved),
 #: scar (0.1, 0.8) 77 (37.4%). The floors are half of that: a model, chunker or rule
-#: change that halves SCAR's saving fails here; smaller drifts are left to docs/results.md.
+#: change that halves SCAR's saving fails here; smaller drifts are left to
+#: docs/results.md#scar-paper.
 MIN_SAVING = {(0.5, 0.1): 0.04, (0.1, 0.8): 0.18}
 
 

@@ -114,7 +114,7 @@ def finish(code: int) -> NoReturn:
 
     After a read-only command the output is flushed and the process ends at once:
     tearing down the interpreter with torch loaded costs about a second of CPU
-    (docs/performance.md, "A cold suture query"), a sixth of a cold query, and a query
+    (docs/performance.md#cold-query), a sixth of a cold query, and a query
     has nothing to close that matters (SQLite needs no close after reads). Every other
     command ends normally, running its atexit handlers.
     """

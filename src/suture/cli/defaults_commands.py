@@ -1,8 +1,8 @@
 """`suture defaults`: show or set an index's own policy settings.
 
 What `suture calibrate` chooses from labelled queries, a user can also set by hand: the
-setting docs/results.md found for a kind of corpus (privacy policies and other uniform
-prose: `--policy scar-sentences --param tau=0.5`) becomes the index's own, so every query
+setting docs/results.md#which-policy found for a kind of corpus (privacy policies and other
+uniform prose: `--policy scar-sentences --param tau=0.5`) becomes the index's own, so every query
 without its own `--param` (the default pipeline, the service, the adapters) uses it.
 """
 

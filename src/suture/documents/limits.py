@@ -2,12 +2,12 @@
 it is read, instead of the process being killed for memory half-way through.
 
 Indexing holds one document's text (and, while it is loaded, its bytes) whatever the
-batch size, so a file's peak need grows with its size (docs/performance.md, "Indexing
-memory for one large document"). By default (`"auto"`) a file is skipped when that need,
-estimated from its size, exceeds the memory available now: `MemAvailable` in
-/proc/meminfo, lowered to the headroom of the process's cgroup when it has a memory
-limit. Where neither can be read (not Linux) nothing is skipped for size. A byte limit
-given instead replaces the estimate; `None` turns the check off.
+batch size, so a file's peak need grows with its size (docs/performance.md#indexing-memory).
+By default (`"auto"`) a file is skipped when that need, estimated from its size, exceeds
+the memory available now: `MemAvailable` in /proc/meminfo, lowered to the headroom of the
+process's cgroup when it has a memory limit. Where neither can be read (not Linux) nothing
+is skipped for size. A byte limit given instead replaces the estimate; `None` turns the
+check off.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Literal
 from suture.exceptions import ConfigurationError
 
 #: peak memory of indexing one document per byte of its file, above the process's fixed
-#: cost: the largest factor benchmarks/bench_index_memory.py measured (docs/performance.md:
+#: cost: the largest factor benchmarks/bench_index_memory.py measured (docs/performance.md
+#: and its lab entry:
 #: a 10 MB one-line file whose text is 2 bytes a character in Python, 8.1; 5.2 at 50 MB),
 #: rounded up, since skipping a file that would have fitted is better than being killed
 MEMORY_PER_FILE_BYTE = 9.0
@@ -27,7 +28,7 @@ MEMORY_PER_FILE_BYTE = 9.0
 #: no copy of its text is held; what grows with it is the index's matrix and graph at the
 #: end of the run: 2.3 measured with 64-d vectors, plus 3.6 for 384-d ones (4 bytes a
 #: dimension in the matrix, 2 in the graph, at ≈ 540 characters a chunk), rounded up
-#: (docs/performance.md, "The text on disk")
+#: (docs/lab/2026-11-30-performance-queries-indexing-and-memory.md#text-on-disk)
 SPOOLED_MEMORY_PER_FILE_BYTE = 7.0
 AUTO = "auto"
 #: a parsed limit: bytes, `AUTO` (from the memory available) or None (no limit)

@@ -1,7 +1,7 @@
 """BERT's encoder forward pass in plain torch: embedding a query needs no `transformers`.
 
 Importing transformers 5 takes longer than importing torch itself (it pulls in
-torch.distributed, dynamo and scipy; docs/performance.md measures it), and a query
+torch.distributed, dynamo and scipy; docs/performance.md#cold-query measures it), and a query
 needs nothing of it but the encoder. `BertEncoder` runs the same torch operations, in
 the same order, as transformers' `BertModel` with SDPA attention, so its hidden states
 are bit-identical to it (tests/embedders/test_bert.py compares them on real text,

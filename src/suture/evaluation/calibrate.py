@@ -24,7 +24,7 @@ What it does, in order:
    bootstrap (`stats.paired_bootstrap`) of the recall difference and the size change;
    the named settings (`NAMED_SETTINGS`: suture's default, the paper's two; for
    scar-sentences its default (the contracts setting), the prose setting, its default
-   before s12 and chunk scar's default) are judged the same way beside it;
+   before the current one and chunk scar's default) are judged the same way beside it;
 5. `write_choice` stores the chosen parameters and the first stage they were tuned on
    in the index manifest (`Manifest.policy_defaults[policy]`), which `Index.retrieve`
    applies to every later query of that policy that does not set them itself.
@@ -71,9 +71,10 @@ if TYPE_CHECKING:
 #: how context size can be measured (`--target`)
 TARGETS = ("tokens", "chunks", "characters")
 #: the grid searched per policy unless the caller gives one. scar: the CUAD-mini sweep's
-#: (docs/results.md); scar-sentences: the τ range that spans clauses (0.9) to passages
+#: (docs/results.md#scar-paper); scar-sentences: the τ range that spans clauses (0.9) to passages
 #: (0.5), walks of 3 to 12 sentences, and fewer or more seeds than k (the knob that sets
-#: its context size most: docs/results.md, "Calibrated SCAR over sentences")
+#: its context size most:
+#: docs/lab/2026-12-03-calibrated-scar-over-sentences.md#calibrated-sentences)
 DEFAULT_GRIDS: dict[str, dict[str, list[Any]]] = {
     "scar": {
         "lam": [0.0, 0.1, 0.25, 0.5, 1.0],
@@ -104,7 +105,7 @@ NAMED_SETTINGS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
     "scar-sentences": {
         "default (0, 0.9, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.9, "radius": 12}),
         "prose (0, 0.5, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 12}),
-        "before s12 (0, 0.5, 6)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 6}),
+        "earlier default (0, 0.5, 6)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 6}),
         "scar default": _SCAR_DEFAULT,
     },
 }

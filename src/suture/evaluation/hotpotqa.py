@@ -14,7 +14,7 @@ encoder); `all` keeps every question.
 `load_hotpotqa_paragraphs` is the other layout (`suture eval --split paragraphs`): every
 paragraph of the first questions is its own file, pooled into one corpus, and a
 question's gold is its supporting paragraphs as whole files (document-level recall, as
-the peer comparison in docs/results.md measures it).
+the peer comparison in docs/results.md#peers measures it).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class PolicyName(StrEnum):
 
 #: the policy used when none is named (`Index.retrieve`, `suture query`, the service, the
 #: framework adapters): chosen against the peers by a rule fixed before three fresh sets
-#: were built (docs/results.md, "A pre-registered check of a new default")
+#: were built (docs/lab/2026-12-03-new-default-copies-and-query-focus.md#new-default-check)
 DEFAULT_POLICY = PolicyName.SCAR_SENTENCES
 #: what `suture compare` and the service's compare show when not told: the baselines, the
 #: paper's SCAR and the default

@@ -59,8 +59,8 @@ MAIN_SETTING = {"lam": 0.5, "tau": 0.1}
 #: the single setting the seed paper transferred across embedding models
 TRANSFER_SETTING = {"lam": 0.1, "tau": 0.8}
 #: suture's default (λ = 1.0, τ = 0.3, r = 1), chosen by the CUAD-mini sweep in
-#: docs/results.md: the fewest context tokens among the (λ, τ, r) grid points whose chunk
-#: recall is at most 2 points below window's (all-MiniLM-L6-v2, k = 5)
+#: docs/results.md#scar-paper: the fewest context tokens among the (λ, τ, r) grid points
+#: whose chunk recall is at most 2 points below window's (all-MiniLM-L6-v2, k = 5)
 DEFAULT_SETTING = {"lam": 1.0, "tau": 0.3}
 #: logical neighbours scored per seed at most (the nearest by position first)
 MAX_LINKED = 8
@@ -112,7 +112,7 @@ class ScarPolicy(Policy):
         never under one: `suture calibrate` can trade neighbours for hits this way).
 
         The defaults (λ, τ) = (1.0, 0.3) come from the evaluation sweep on CUAD-mini
-        (`DEFAULT_SETTING`, docs/results.md); the paper's own settings are kept as
+        (`DEFAULT_SETTING`, docs/results.md#scar-paper); the paper's own settings are kept as
         `MAIN_SETTING` (0.5, 0.1) and `TRANSFER_SETTING` (0.1, 0.8).
         """
         self.lam, self.tau, self.radius = rule_settings("scar", lam, tau, radius)

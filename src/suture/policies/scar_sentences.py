@@ -16,7 +16,7 @@ to the seed's document instead of a fraction of the seed's score:
                                                      cos(e_q, ·) over the document's sentences
 
 so a walk goes on while a neighbour is within τ of the document's spread below its seed
-(docs/results.md, "A walk threshold relative to the document": it wins on long prose and
+(docs/lab/2026-12-04-focus-rules.md#relative-threshold: it wins on long prose and
 costs characters on short documents, so `ratio` stays the default). The context is the
 seeds and what their walks kept, so a piece is as long as the evidence looks, not as long
 as a chunk.
@@ -28,25 +28,26 @@ stage can seed it; with `dense-sentences` a chunk is also found by its best sent
 
 A query that names its document and was searched within it (`suture.focus`,
 `PolicyRequest.focused`) is assembled by `focused_units`. With "auto" (the default since
-a pre-registered check on two fresh CUAD draws, docs/results.md, "Focused queries by how
-flat their document's scores are"), a focused query whose named document has no
-sentence that stands out for it (the best fewer than `focused_flatness` standard
-deviations above the document's mean similarity: a vague question over prose) is
+a pre-registered check on two fresh CUAD draws,
+docs/lab/2026-12-05-flatness-fusion-and-bm25.md#flatness), a focused query whose named
+document has no sentence that stands out for it (the best fewer than `focused_flatness`
+standard deviations above the document's mean similarity: a vague question over prose) is
 assembled over chunks by SCAR's own rule (`suture.policies.scar`) at (λ, τ, r) =
 (`focused_lam`, `focused_tau`, `focused_radius`); any other is walked as above, its best
 hit handed over as its whole chunk. "chunks" assembles every focused query over chunks
-(docs/results.md, "Focused queries assembled over chunks"), "sentences" walks it like
+(docs/lab/2026-12-04-focus-rules.md#focus-over-chunks), "sentences" walks it like
 the rest. Queries that name nothing are walked as above.
 
-Why and when (docs/results.md, "SCAR over sentences"): a fixed setting does not fit every
-corpus. Where the evidence is one clause (contracts) a strict τ ≈ 0.9 keeps the seed and
-little more; where it is a passage of several sentences (privacy policies) τ ≈ 0.5 lets
-the walk run. Calibrate τ on a few labelled queries of your own.
+Why and when (docs/lab/2026-12-02-scar-over-sentences-and-walk-rules.md#scar-sentences): a
+fixed setting does not fit every corpus. Where the evidence is one clause (contracts) a
+strict τ ≈ 0.9 keeps the seed and little more; where it is a passage of several sentences
+(privacy policies) τ ≈ 0.5 lets the walk run. Calibrate τ on a few labelled queries of your own.
 
 It is suture's default policy (`suture.policies.DEFAULT_POLICY`) with (λ, τ, r) =
 (0, 0.9, 12) on `dense-sentences` (see `first_stage`): on the fresh HotpotQA, SciFact
 and CUAD sets of the pre-registered check it reached more recall than every peer at
-more character budgets than `scar` (docs/results.md, "A pre-registered check").
+more character budgets than `scar`
+(docs/lab/2026-12-03-new-default-copies-and-query-focus.md#new-default-check).
 """
 
 from __future__ import annotations
@@ -116,12 +117,12 @@ class SentenceScarPolicy(Policy):
 
         The defaults are suture's default pipeline (`DEFAULT_POLICY`): the best setting on
         CUAD-mini by recall at equal context, adopted after it beat every peer on more
-        fresh sets than `scar` did (docs/results.md, "A pre-registered check"). Uniform
+        fresh sets than `scar` did (docs/results.md#which-policy). Uniform
         prose whose answers are passages (privacy policies) wants τ ≈ 0.5.
 
         A focused query (one searched within the document it names) gets, with
-        `focused_units` "auto" (the default since a pre-registered check, docs/results.md,
-        "Focused queries by how flat their document's scores are"), a choice by how the
+        `focused_units` "auto" (the default since a pre-registered check,
+        docs/lab/2026-12-05-flatness-fusion-and-bm25.md#flatness), a choice by how the
         query's similarity is spread over the named document's sentences: when its best
         sentence stands fewer than `focused_flatness` standard deviations above the
         document's mean (no sentence answers it alone: a vague question over prose), `scar`

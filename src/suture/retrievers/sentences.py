@@ -3,17 +3,18 @@
 A chunk's score fuses its own cosine with the cosine of its best sentence,
 `s(c) = max_{s in c} cos(q, e_s)`. One 600-character vector averages several sentences,
 so in uniform prose (a privacy policy, a contract's boilerplate) the one sentence that
-answers is diluted; its own vector is not (docs/results.md, "Peers": the sentence-hits
-probe and the `dense-sentences` rows). Two fusions (`Fusion`):
+answers is diluted; its own vector is not (docs/lab/2026-12-01-peers.md#sentence-vectors:
+the sentence-hits probe and the `dense-sentences` rows). Two fusions (`Fusion`):
 
 - `max`: `max(cos(q, e_c), s(c))`, the chunk the better of its two readings;
 - `mean`: `(cos(q, e_c) + s(c)) / 2`, a chunk that matches as a whole *and* holds a
   matching sentence ahead of one that only holds a matching sentence.
 
 `fusion` applies to searches over the whole index, `scoped_fusion` to searches kept to
-named documents (a focused query, `suture.focus`); docs/results.md, "s19", says how each
-default was chosen. A chunk without a sentence of its own (its text is the part of a
-long sentence whose middle lies in the next chunk) fuses its own cosine with itself.
+named documents (a focused query, `suture.focus`);
+docs/lab/2026-12-05-flatness-fusion-and-bm25.md#mean-fusion says how each default was
+chosen. A chunk without a sentence of its own (its text is the part of a long sentence
+whose middle lies in the next chunk) fuses its own cosine with itself.
 
 Each sentence (`split_sentences`) belongs to the chunk that holds its middle character
 and is embedded as that chunk is, with the document title and the chunk's section path
@@ -35,8 +36,8 @@ same engine as `hybrid`) are fused by weighted reciprocal rank fusion (weights
 a gene) find what a vector blurs, most on questions that name no document. A hit's
 `score` stays its fused vector score (a cosine: the policies compare it with neighbours'
 cosines), `scores` adds its BM25 score (`lexical`) and the rank fusion (`rrf`) that
-ordered it. A search kept to named documents ranks by the vectors alone. docs/results.md,
-"s21", says how the default was chosen.
+ordered it. A search kept to named documents ranks by the vectors alone.
+docs/lab/2026-12-05-flatness-fusion-and-bm25.md#bm25-fusion says how the default was chosen.
 
 The fused top k is exact, found as a threshold algorithm does (Fagin et al.): the n best
 chunks by their own cosine (the store's search) and the n best by their best sentence (a

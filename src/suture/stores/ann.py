@@ -5,7 +5,7 @@ chunks: far over 20 ms on two cores). Past `ANN_MIN_CHUNKS` the embedded store a
 HNSW graph (usearch, vectors kept as float16) for a few times more candidates than
 wanted and re-scores them exactly against the float32 matrix, so scores are exact and
 only a candidate the graph misses can be lost (recall@10 is measured in
-docs/performance.md). Exact search stays selectable (`--store "sqlite:?search=exact"`).
+docs/performance.md#backends). Exact search stays selectable (`--store "sqlite:?search=exact"`).
 
 The graph is derived data like `matrix.npz`: keyed by each chunk's SQLite row id, saved
 in the index folder with the generation it matches, and brought up to date by
@@ -35,7 +35,8 @@ OVERSAMPLE = 10
 #: fewest candidates asked of the graph
 MIN_CANDIDATES = 100
 #: HNSW settings: edges per node, and the beam widths for building and searching.
-#: Chosen on 1M structured vectors (docs/performance.md, "The 1M usearch graph, shuffled"):
+#: Chosen on 1M structured vectors
+#: (docs/lab/2026-12-01-store-backends-at-scale.md#usearch-shuffled):
 #: inserted in a shuffled order with 32 edges, a search beam of 1,280 gives recall@10
 #: 0.987 at 19.4 ms p50 end to end (1,024: 0.977 at 17.6 ms; 2,048: 0.988 at 25 ms);
 #: 16 edges in document order gave 0.924 at 1,024 and 0.972 at 8,192.
@@ -51,7 +52,8 @@ _ADD_BATCH = 65_536
 #: leave a few nodes that no search reaches (benchmarks/ann_concurrent_inserts.py: 13 of
 #: 6,000 in three 2,000-vector builds, 19 of 60,000 at 20,000; none with one thread),
 #: which a small graph feels most
-#: and a large one cannot afford to avoid (docs/performance.md, "The 1M usearch graph")
+#: and a large one cannot afford to avoid
+#: (docs/lab/2026-12-01-store-backends-at-scale.md#usearch-built)
 SERIAL_BELOW = 50_000
 _GRAPH_KEY = "ann/graph.usearch"
 _META_KEY = "ann/graph.json"

@@ -12,8 +12,8 @@ Search (the ``search`` option of the URL, e.g. ``postgresql://h/db?search=exact`
 * ``auto`` (default): exact below `EXACT_BELOW` chunks, so that small indexes (a few
   documents, every test corpus) answer exactly what the SQLite store answers while the
   scan stays bounded; the HNSW index above, where an exact scan reads the whole table per
-  query (measured in docs/performance.md: at 50,000 chunks the scan took 11x the HNSW
-  search, whose recall@10 against exact was 0.992);
+  query (measured in docs/performance.md#backends: at 50,000 chunks the scan took 11x
+  the HNSW search, whose recall@10 against exact was 0.992);
 * ``exact``: always every vector (the top-k by inner product, as SQLite computes it);
 * ``hnsw``: always the HNSW index, with ``hnsw.ef_search`` = max(`EF_SEARCH`, k + 16)
   (``?ef_search=N`` sets another value: more candidates, higher recall, slower).

@@ -1,8 +1,8 @@
 """Bulk loads into PostgreSQL: drop the HNSW index, write, build it once at the end.
 
 pgvector inserts every written vector into the HNSW graph inside the writing
-transaction (16–45 chunks/s under load, docs/performance.md); pgvector's advice for a
-large load is to build the index once over the finished table instead (4,600 chunks/s
+transaction (16–45 chunks/s under load, docs/performance.md#backends); pgvector's advice
+for a large load is to build the index once over the finished table instead (4,600 chunks/s
 of writes without the index, and an in-memory build). `PostgresStore.bulk_writes`
 does this for `suture index` and `Index.ingest`, which announce the chunks they plan
 as they plan them (`BulkWrites.expect`).

@@ -1,6 +1,6 @@
 """The embedded default store: one SQLite file plus an in-memory float32 matrix.
 
-Why this design (measured in `benchmarks/bench_store.py`, numbers in docs/performance.md):
+Why this design (measured by `benchmarks/bench_store.py`, docs/performance.md#store):
 SQLite gives atomic, crash-safe writes per document and a persistent embedding
 cache; exact cosine search over a contiguous float32 matrix is a single BLAS
 matrix-vector product (about 100,000 x 384 in a few milliseconds on two cores), so
