@@ -248,8 +248,8 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         """Delete the document named by `?id=` or by a JSON body `{doc_id}`: any stored
         id, line breaks included (a job, run after every write queued before it)."""
         if (doc_id is None) == (body is None):
-            raise ApiError(400, "invalid_request", "name the document to delete by ?id=ID "
-                           "or by a JSON body {\"doc_id\": ID}, not both")
+            raise ApiError(400, "invalid_request", "name one document to delete: ?id=ID or "
+                           "a JSON body {\"doc_id\": ID}")
         named = body.doc_id if body is not None else doc_id
         assert named is not None
         return await delete(named, response, wait)
@@ -458,11 +458,11 @@ async def _queue_upload(form: FormData, service: IndexService) -> Any:
         raise ApiError(400, "invalid_request", f"{exc}; send a JSON object") from None
     if not isinstance(metadata, dict):
         raise ApiError(400, "invalid_request", "metadata must be a JSON object")
-    data = await upload.read()
     effective_id = doc_id or (None if suffix == ".jsonl" else filename)
     problem = None if effective_id is None else doc_id_problem(effective_id)
     if problem is not None:
         raise ApiError(400, "invalid_request", problem)
+    data = await upload.read()
     return service.submit_upload(data, filename, suffix, effective_id, title, metadata)
 
 
