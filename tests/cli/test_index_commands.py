@@ -564,3 +564,21 @@ def test_fifos_sockets_and_devices_are_skipped_without_being_opened(tmp_path: Pa
     assert f"{tmp_path / 'alone.md'}: a named pipe (FIFO)" in stderr
     listed = json.loads(suture("ls", "--index", idx, "--json").stdout)
     assert [row["doc_id"] for row in listed] == ["a.txt"]
+
+
+def test_ls_counts_every_character_and_a_byte_order_mark_alone_is_empty(
+        tmp_path: Path) -> None:
+    """A text holding NUL is listed with all its characters (SQLite's length() stopped at
+    the NUL); a file of just a UTF-8 byte-order mark is skipped as empty, as a blank one."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "nul.txt").write_text("x" * 10_000 + "\x00" + "y" * 10_013)
+    (folder / "bom.txt").write_bytes(b"\xef\xbb\xbf")
+    (folder / "blank.txt").write_text(" \n")
+    idx = tmp_path / "idx"
+    built = suture("index", folder, "--index", idx, "--embedder", "hashing", "-q")
+    assert built.returncode == 0, built.stderr
+    assert "1 added" in built.stdout and "2 skipped" in built.stdout
+    assert f"{folder / 'bom.txt'}: empty file" in built.stderr
+    listed = json.loads(suture("ls", "--index", idx, "--json").stdout)
+    assert [(row["doc_id"], row["characters"]) for row in listed] == [("nul.txt", 20_014)]

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
-from suture.embedders import _REGISTRY, DEFAULT_EMBEDDER, Embedder, EmbedderName, get_embedder
+from suture.embedders import (
+    _REGISTRY,
+    DEFAULT_EMBEDDER,
+    Embedder,
+    EmbedderName,
+    embedder_from_spec,
+    get_embedder,
+)
 from suture.embedders.hashing import HashingEmbedder
 from suture.exceptions import ConfigurationError, UnknownPluginError
 
@@ -33,6 +41,15 @@ def test_unknown_name_lists_the_choices() -> None:
         get_embedder("bert")
     with pytest.raises(ConfigurationError):  # UnknownPluginError is a ConfigurationError
         get_embedder("")
+
+
+def test_an_option_the_embedder_does_not_take_names_those_it_does(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError,
+                       match=r"hashing embedder takes no option 'bogus'; its options: "
+                             r"batch_size, dimension"):
+        get_embedder("hashing", dimension=16, bogus=1)
+    with pytest.raises(ConfigurationError, match="minilm embedder takes no option 'colour'"):
+        embedder_from_spec(str(tmp_path), colour="red")  # a model folder: MiniLM
 
 
 def test_openai_without_settings_is_a_configuration_error(

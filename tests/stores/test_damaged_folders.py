@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -186,3 +187,128 @@ def test_another_user_can_read_an_index_it_may_read(built: Path, shared_root: Pa
                     cwd=shared_root)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == expected
+
+
+@pytest.mark.skipif(not _as_root(), reason="needs root to run the command as another user")
+def test_an_index_folder_another_user_may_not_enter(built: Path, shared_root: Path) -> None:
+    """Mode 700: every path inside raises PermissionError, even a test for a file."""
+    index = shared_root / "private"
+    shutil.copytree(built, index)
+    index.chmod(0o700)
+    for command in (["query", QUESTION], ["info"], ["ls"],
+                    ["index", built.parent / "docs", "--embedder", "hashing"]):
+        result = suture(*command, "--index", index, user="nobody", cwd=shared_root)
+        assert_one_clear_line(result, f"no permission to read the index at {index}",
+                              "chmod -R a+rX")
+
+
+def _sql(index: Path, statement: str) -> None:
+    with sqlite3.connect(index / "store.sqlite") as connection:
+        connection.execute(statement)
+    connection.close()
+
+
+#: rows of store.sqlite damaged in place: the statement, what the error names, and the
+#: commands that read the damaged part
+_DAMAGED_ROWS = {
+    "short-first-vector": (
+        "UPDATE chunks SET vector = x'0102' WHERE id = (SELECT min(id) FROM chunks)",
+        ("holds a vector of 2 bytes for chunk", "rebuild it"), ("query", "info", "index")),
+    "short-vector": (
+        "UPDATE chunks SET vector = x'010203' WHERE id = (SELECT max(id) FROM chunks)",
+        ("holds a vector of 3 bytes for chunk", "rebuild it"), ("query", "info", "index")),
+    "generation": (
+        "UPDATE meta SET value = 'many' WHERE key = 'generation'",
+        ("its generation", "'many', not a whole number", "rebuild"),
+        ("query", "info", "index")),
+    "text": (
+        "UPDATE documents SET text = x'ff41fe' WHERE doc_id = 'tcp.txt'",
+        ("stored text of document 'tcp.txt'", "suture delete tcp.txt"), ("query",)),
+    "metadata": (
+        "UPDATE documents SET metadata = '{garbage' WHERE doc_id = 'tcp.txt'",
+        ("stored metadata of document 'tcp.txt'", "suture delete tcp.txt"),
+        ("query",)),
+    "sections": (
+        "UPDATE documents SET sections = '[{\"title\": 1}]' WHERE doc_id = 'udp.txt'",
+        ("stored sections of document 'udp.txt'", "suture delete udp.txt"),
+        ("query",)),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(_DAMAGED_ROWS))
+def test_a_damaged_row_is_one_line_naming_it(built: Path, tmp_path: Path, damage: str) -> None:
+    index = copy_of(built, tmp_path)
+    statement, phrases, commands = _DAMAGED_ROWS[damage]
+    _sql(index, statement)
+    (index / "matrix.npz").unlink()  # else the cached matrix answers without the vectors
+    arguments = {"query": ["query", QUESTION], "info": ["info"],
+                 "index": ["index", built.parent / "docs", "--embedder", "hashing"]}
+    for command in commands:
+        result = suture(*arguments[command], "--index", index)
+        assert_one_clear_line(result, *phrases)
+
+
+def test_a_damaged_document_is_mended_by_the_fix_its_error_names(built: Path,
+                                                                 tmp_path: Path) -> None:
+    index = copy_of(built, tmp_path)
+    expected = json.loads(answers(index).stdout)
+    _sql(index, "UPDATE documents SET text = x'ff41fe' WHERE doc_id = 'tcp.txt'")
+    assert_one_clear_line(answers(index), "suture delete tcp.txt")
+    assert suture("delete", "tcp.txt", "--index", index).returncode == 0
+    again = suture("index", built.parent / "docs", "--index", index, "--embedder", "hashing")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(answers(index).stdout)["spans"] == expected["spans"]
+
+
+def test_a_garbage_manifest_row_is_restored_from_manifest_json(built: Path,
+                                                               tmp_path: Path) -> None:
+    index = copy_of(built, tmp_path)
+    expected = json.loads(answers(index).stdout)
+    _sql(index, "UPDATE meta SET value = '{garbage' WHERE key = 'manifest'")
+    result = answers(index)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == expected
+    assert "settings stored in" in result.stderr and "restores them" in result.stderr
+    with sqlite3.connect(index / "store.sqlite") as connection:
+        row = connection.execute("SELECT value FROM meta WHERE key = 'manifest'").fetchone()
+    connection.close()
+    assert json.loads(row[0]) == json.loads((index / "manifest.json").read_text())
+    _sql(index, "UPDATE meta SET value = '[1, 2]' WHERE key = 'manifest'")
+    (index / "manifest.json").unlink()
+    assert_one_clear_line(answers(index), "settings stored in", "are damaged",
+                          "no manifest.json to restore them from")
+
+
+def test_an_unknown_embedder_option_in_the_manifest(built: Path, tmp_path: Path) -> None:
+    index = copy_of(built, tmp_path)
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["embedder_options"]["bogus"] = 1
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    _sql(index, "UPDATE meta SET value = json_set(value, '$.embedder_options.bogus', 1) "
+                "WHERE key = 'manifest'")
+    assert_one_clear_line(answers(index), "records embedder option 'bogus'",
+                          "hashing embedder does not take", "rebuild the index")
+
+
+def test_a_truncated_sentence_vector_file_is_rebuilt_with_a_warning(built: Path,
+                                                                    tmp_path: Path) -> None:
+    index = copy_of(built, tmp_path)
+    expected = json.loads(answers(index).stdout)
+    saved = sorted((index / "sentences").rglob("*.npz"))
+    assert saved
+    for path in saved:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 3])
+    result = answers(index)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == expected
+    assert "saved sentence vectors of" in result.stderr and "rebuilt" in result.stderr
+    for path in saved:  # rewritten whole
+        with np.load(path) as arrays:
+            assert arrays["vectors"].shape[1] == built_dimension(index)
+    indexed = suture("index", built.parent / "docs", "--index", index, "--embedder", "hashing")
+    assert indexed.returncode == 0 and "Traceback" not in indexed.stderr
+
+
+def built_dimension(index: Path) -> int:
+    return int(json.loads((index / "manifest.json").read_text())["dimension"])
