@@ -124,7 +124,10 @@ def test_nesting_up_to_the_limit_is_stored_and_read_back(client: TestClient) -> 
 def test_bodies_that_json_cannot_read_name_the_problem(client: TestClient, route: str) -> None:
     huge = '{"query": "q", "doc_id": "x", "text": "t", "k": ' + "9" * 5000 + "}"
     refused(client.post(route, content=huge, headers=JSON), "not valid JSON", "digits")
-    refused(client.post(route, content=b'{"query": "\xff\xfe\xfa"}', headers=JSON))
+    refused(client.post(route, content=b'{"query": "\xff\xfe\xfa"}', headers=JSON),
+            "not valid JSON", "utf-8")
+    refused(client.post(route, content=b'{"query": "q",', headers=JSON),
+            "not valid JSON", "Expecting")
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
@@ -140,3 +143,20 @@ def test_json_depth_counts_what_a_parser_recurses_into(value: Any) -> None:
 
     for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1)):
         assert json_depth(text) == depth(value)
+
+
+def test_records_no_store_could_take_fail_with_the_reason(client: TestClient) -> None:
+    """A JSONL line nested past the JSON reader's recursion, one whose metadata nests past
+    a record's depth (it could be stored, then not served) and metadata holding a lone
+    surrogate: the job or the request says why, never "internal error"."""
+    lines = ('{"doc_id": "deep", "text": "t", "metadata": ' + nested(100_000) + "}\n"
+             '{"doc_id": "deeper", "text": "t", "metadata": ' + nested(MAX_JSON_DEPTH) + "}\n")
+    upload = client.post("/v1/documents", params={"wait": True},
+                         files={"file": ("records.jsonl", lines.encode())})
+    assert upload.status_code == 200, upload.text
+    job = upload.json()
+    assert job["state"] == "failed" and "internal error" not in job["error"], job
+    assert "too deep to read" in job["error"] and "levels" in job["error"], job
+    surrogate = client.post("/v1/documents", headers=JSON, content=(
+        '{"doc_id": "s", "text": "t", "metadata": {"k": "\\ud800"}}'))
+    refused(surrogate, "lone surrogate")

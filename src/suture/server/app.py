@@ -448,6 +448,11 @@ def _errors(app: FastAPI) -> None:
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
         for error in exc.errors():
+            if error.get("type") == "json_invalid":  # FastAPI's: name what JSON said
+                where = error.get("loc", ("", "?"))[-1]
+                problems.append(f"the body is not valid JSON: {error.get('ctx', {}).get('error')}"
+                                f" (at character {where})")
+                continue
             where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
             problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
         return answer(422, "invalid_request", "; ".join(problems))

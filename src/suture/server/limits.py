@@ -10,9 +10,12 @@ from typing import Any
 import numpy as np
 from starlette.exceptions import HTTPException
 
-#: deepest nesting of arrays and objects a JSON body (or a JSON form field) may have:
-#: far beyond any real request, far below what would exhaust a parser's recursion
-MAX_JSON_DEPTH = 64
+from suture.documents import MAX_RECORD_DEPTH
+
+#: deepest nesting of arrays and objects a JSON body (or a JSON form field) may have: a
+#: document record's (far beyond any real request, far below what would exhaust a
+#: parser's recursion)
+MAX_JSON_DEPTH = MAX_RECORD_DEPTH
 #: a JSON string (its escapes included), whose brackets are text, not structure
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
