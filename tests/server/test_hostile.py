@@ -120,6 +120,12 @@ def test_nesting_up_to_the_limit_is_stored_and_read_back(client: TestClient) -> 
     assert client.delete("/v1/documents/nested", params={"wait": True}).status_code == 200
 
 
+def test_a_broken_upload_is_an_invalid_request(client: TestClient) -> None:
+    for kind in ("multipart/form-data", "multipart/form-data; boundary=xyz"):
+        answer = client.post("/v1/documents", content=b"garbage", headers={"content-type": kind})
+        assert refused(answer, "multipart") and answer.json()["error"] == "invalid_request"
+
+
 @pytest.mark.parametrize("route", ["/v1/retrieve", "/v1/documents"])
 def test_bodies_that_json_cannot_read_name_the_problem(client: TestClient, route: str) -> None:
     huge = '{"query": "q", "doc_id": "x", "text": "t", "k": ' + "9" * 5000 + "}"

@@ -458,7 +458,8 @@ def _errors(app: FastAPI) -> None:
         return answer(422, "invalid_request", "; ".join(problems))
 
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        codes = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+        codes = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed",
+                 413: "too_large"}
         code = codes.get(exc.status_code, "http_error")
         cause = exc.__cause__
         if exc.status_code == 400 and isinstance(cause, ValueError | RecursionError):
