@@ -7,13 +7,15 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from suture.index import Index
+from suture.server import limits
 from suture.server.app import create_app
 from suture.server.limits import MAX_JSON_DEPTH, json_depth
 from suture.server.service import IndexService
@@ -136,7 +138,9 @@ def test_bodies_that_json_cannot_read_name_the_problem(client: TestClient, route
             "not valid JSON", "Expecting")
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+@settings(deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers()
+                   | st.text(st.sampled_from('ab"\\[]{}é')) | st.text(),
                     lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
                     max_leaves=30))
 def test_json_depth_counts_what_a_parser_recurses_into(value: Any) -> None:
@@ -149,6 +153,9 @@ def test_json_depth_counts_what_a_parser_recurses_into(value: Any) -> None:
 
     for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1)):
         assert json_depth(text) == depth(value)
+    for block in (1, 2, 3, 7):  # strings, escapes and runs of backslashes cut by blocks
+        with patch.object(limits, "_BLOCK", block):
+            assert json_depth(json.dumps(value, ensure_ascii=False).encode()) == depth(value)
 
 
 def test_records_no_store_could_take_fail_with_the_reason(client: TestClient) -> None:
