@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from suture.chunking import chunk_document
-from suture.documents import Newlines, Skipped, iter_documents, load_document
+from suture.documents import MAX_RECORD_DEPTH, Newlines, Skipped, iter_documents, load_document
 from suture.exceptions import DocumentError
 from tests.documents.test_ingest import tiny_pdf
 
@@ -170,6 +170,35 @@ def test_jsonl_with_a_byte_order_mark_still_reads_its_first_record(tmp_path: Pat
     items = list(iter_documents([path]))
     assert [(d.doc_id, d.text) for d in items if not isinstance(d, Skipped)] == [
         ("a", "first"), ("b", "second")]
+
+
+def test_jsonl_records_no_store_or_reader_could_take_are_skipped_with_the_reason(
+        tmp_path: Path) -> None:
+    """A line nested past the JSON reader's recursion, an integer of thousands of digits,
+    metadata nested past a record's depth and a lone surrogate (a JSON escape) are each
+    a skipped line that says why, not a RecursionError or a failed store write."""
+    def nested(depth: int) -> str:
+        return '{"a": ' * depth + "1" + "}" * depth
+
+    lines = [
+        '{"doc_id": "deep", "text": "t", "metadata": ' + nested(100_000) + "}",
+        '{"doc_id": "digits", "text": "t", "n": ' + "9" * 5000 + "}",
+        '{"doc_id": "metadata", "text": "t", "metadata": ' + nested(MAX_RECORD_DEPTH) + "}",
+        '{"doc_id": "surrogate", "text": "bad \\ud800 text"}',
+        '{"doc_id": "key", "text": "t", "metadata": {"\\udc00": 1}}',
+        '{"doc_id": "kept", "text": "t", "metadata": ' + nested(MAX_RECORD_DEPTH - 1) + "}",
+    ]
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    items = list(iter_documents([path]))
+    reasons = [item.reason for item in items if isinstance(item, Skipped)]
+    assert [item.doc_id for item in items if not isinstance(item, Skipped)] == ["kept"]
+    assert len(reasons) == 5 and all(str(path) in reason for reason in reasons)
+    assert "line 1: nests arrays and objects too deep" in reasons[0]
+    assert "line 2: invalid JSON" in reasons[1] and "digits" in reasons[1]
+    assert f"deeper than {MAX_RECORD_DEPTH - 1} levels" in reasons[2]
+    assert "text holds a lone surrogate" in reasons[3]
+    assert "metadata holds a lone surrogate" in reasons[4]
 
 
 def test_unknown_newlines_value_is_refused(crlf_bom: Path) -> None:

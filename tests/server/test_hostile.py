@@ -7,13 +7,15 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from suture.index import Index
+from suture.server import limits
 from suture.server.app import create_app
 from suture.server.limits import MAX_JSON_DEPTH, json_depth
 from suture.server.service import IndexService
@@ -120,14 +122,25 @@ def test_nesting_up_to_the_limit_is_stored_and_read_back(client: TestClient) -> 
     assert client.delete("/v1/documents/nested", params={"wait": True}).status_code == 200
 
 
+def test_a_broken_upload_is_an_invalid_request(client: TestClient) -> None:
+    for kind in ("multipart/form-data", "multipart/form-data; boundary=xyz"):
+        answer = client.post("/v1/documents", content=b"garbage", headers={"content-type": kind})
+        assert refused(answer, "multipart") and answer.json()["error"] == "invalid_request"
+
+
 @pytest.mark.parametrize("route", ["/v1/retrieve", "/v1/documents"])
 def test_bodies_that_json_cannot_read_name_the_problem(client: TestClient, route: str) -> None:
     huge = '{"query": "q", "doc_id": "x", "text": "t", "k": ' + "9" * 5000 + "}"
     refused(client.post(route, content=huge, headers=JSON), "not valid JSON", "digits")
-    refused(client.post(route, content=b'{"query": "\xff\xfe\xfa"}', headers=JSON))
+    refused(client.post(route, content=b'{"query": "\xff\xfe\xfa"}', headers=JSON),
+            "not valid JSON", "utf-8")
+    refused(client.post(route, content=b'{"query": "q",', headers=JSON),
+            "not valid JSON", "Expecting")
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+@settings(deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers()
+                   | st.text(st.sampled_from('ab"\\[]{}é')) | st.text(),
                     lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
                     max_leaves=30))
 def test_json_depth_counts_what_a_parser_recurses_into(value: Any) -> None:
@@ -140,3 +153,23 @@ def test_json_depth_counts_what_a_parser_recurses_into(value: Any) -> None:
 
     for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1)):
         assert json_depth(text) == depth(value)
+    for block in (1, 2, 3, 7):  # strings, escapes and runs of backslashes cut by blocks
+        with patch.object(limits, "_BLOCK", block):
+            assert json_depth(json.dumps(value, ensure_ascii=False).encode()) == depth(value)
+
+
+def test_records_no_store_could_take_fail_with_the_reason(client: TestClient) -> None:
+    """A JSONL line nested past the JSON reader's recursion, one whose metadata nests past
+    a record's depth (it could be stored, then not served) and metadata holding a lone
+    surrogate: the job or the request says why, never "internal error"."""
+    lines = ('{"doc_id": "deep", "text": "t", "metadata": ' + nested(100_000) + "}\n"
+             '{"doc_id": "deeper", "text": "t", "metadata": ' + nested(MAX_JSON_DEPTH) + "}\n")
+    upload = client.post("/v1/documents", params={"wait": True},
+                         files={"file": ("records.jsonl", lines.encode())})
+    assert upload.status_code == 200, upload.text
+    job = upload.json()
+    assert job["state"] == "failed" and "internal error" not in job["error"], job
+    assert "too deep to read" in job["error"] and "levels" in job["error"], job
+    surrogate = client.post("/v1/documents", headers=JSON, content=(
+        '{"doc_id": "s", "text": "t", "metadata": {"k": "\\ud800"}}'))
+    refused(surrogate, "lone surrogate")

@@ -13,6 +13,7 @@ from suture.documents.ingest import (
     same_file_key,
 )
 from suture.documents.loaders import (
+    MAX_RECORD_DEPTH,
     PAGE_SEPARATOR,
     Newlines,
     document_from_record,
@@ -24,6 +25,7 @@ from suture.documents.sections import Heading, build_sections, detect_sections
 
 __all__ = [
     "MAX_DOC_ID_CHARS",
+    "MAX_RECORD_DEPTH",
     "PAGE_SEPARATOR",
     "SUPPORTED_SUFFIXES",
     "Heading",

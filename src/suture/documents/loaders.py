@@ -458,6 +458,11 @@ def iter_jsonl(path: Path, newlines: Newlines = Newlines.UNIVERSAL) -> Iterator[
             yield document_from_record(json.loads(line), str(path), newlines)
         except json.JSONDecodeError as error:
             yield f"{path} line {number}: invalid JSON ({error.msg} at column {error.colno})"
+        except RecursionError:
+            yield (f"{path} line {number}: nests arrays and objects too deep to read (a "
+                   f"record may nest {MAX_RECORD_DEPTH} levels)")
+        except ValueError as error:  # e.g. an integer of thousands of digits
+            yield f"{path} line {number}: invalid JSON ({error})"
         except DocumentError as error:
             yield f"{path} line {number}: {error}"
 
@@ -481,12 +486,48 @@ def document_from_record(record: Any, source: str,
         raise DocumentError(
             f"document {doc_id!r}: \"title\" must be a string and \"metadata\" an object"
         )
+    _check_record_values(doc_id, text, title, metadata)
     if newlines is Newlines.UNIVERSAL:
         text = normalise_newlines(text)
     return Document(
         doc_id=doc_id, text=text, title=_WS.sub(" ", title).strip(), source=source,
         metadata=metadata, sections=detect_sections(text, "jsonl"),
     )
+
+
+#: deepest nesting of arrays and objects in a JSON record (a JSONL line, an API body); its
+#: metadata nests one level less. Far beyond real metadata, far below what would make a
+#: JSON reader or a response serializer recurse past its limit.
+MAX_RECORD_DEPTH = 64
+
+
+def _check_record_values(doc_id: str, text: str, title: str, metadata: dict[str, Any]) -> None:
+    """Refuse metadata nested deeper than a record may and strings holding a lone
+    surrogate (a JSON escape such as "\\ud800" reads as one; no store can write it)."""
+    strings: list[tuple[str, str]] = [("doc_id", doc_id), ("text", text), ("title", title)]
+    stack: list[tuple[Any, int]] = [(metadata, 1)]
+    while stack:  # no recursion: the metadata may be as deep as the JSON reader allowed
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            strings.append(("metadata", value))
+        if not isinstance(value, dict | list):
+            continue
+        if depth >= MAX_RECORD_DEPTH:
+            raise DocumentError(f"document {doc_id!r}: metadata nests arrays and objects "
+                                f"deeper than {MAX_RECORD_DEPTH - 1} levels")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str):
+                strings.append(("metadata", key))
+            stack.append((item, depth + 1))
+    for name, string in strings:
+        try:
+            string.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise DocumentError(
+                f"document {doc_id!r}: {name} holds a lone surrogate "
+                f"({string[error.start]!r}), which is no character; send valid Unicode"
+            ) from None
 
 
 #: formats whose loader reads a file of more than `SPOOL_ABOVE_BYTES` to disk (`decode_file`)

@@ -497,12 +497,18 @@ def _errors(app: FastAPI) -> None:
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
         for error in exc.errors():
+            if error.get("type") == "json_invalid":  # FastAPI's: name what JSON said
+                where = error.get("loc", ("", "?"))[-1]
+                problems.append(f"the body is not valid JSON: {error.get('ctx', {}).get('error')}"
+                                f" (at character {where})")
+                continue
             where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
             problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
         return answer(422, "invalid_request", "; ".join(problems))
 
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        codes = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+        codes = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed",
+                 413: "too_large"}
         code = codes.get(exc.status_code, "http_error")
         cause = exc.__cause__
         if exc.status_code == 400 and isinstance(cause, ValueError | RecursionError):

@@ -4,18 +4,21 @@ nesting depth of a JSON body, checked before anything parses it."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import numpy as np
 from starlette.exceptions import HTTPException
 
-#: deepest nesting of arrays and objects a JSON body (or a JSON form field) may have:
-#: far beyond any real request, far below what would exhaust a parser's recursion
-MAX_JSON_DEPTH = 64
-#: a JSON string (its escapes included), whose brackets are text, not structure
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+from suture.documents import MAX_RECORD_DEPTH
+
+#: deepest nesting of arrays and objects a JSON body (or a JSON form field) may have: a
+#: document record's (far beyond any real request, far below what would exhaust a
+#: parser's recursion)
+MAX_JSON_DEPTH = MAX_RECORD_DEPTH
+#: bytes scanned at a time by `json_depth`, so a body of any size needs little memory
+_BLOCK = 1 << 18
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+_OPENING, _CLOSING = (ord("["), ord("{")), (ord("]"), ord("}"))
 
 
 class BodyTooLarge(HTTPException):
@@ -80,22 +83,49 @@ class JsonRefused(ValueError):
     """A JSON text nested too deep or not JSON at all; the message says which."""
 
 
-def json_depth(text: str) -> int:
-    """How deep arrays and objects nest in `text` (0: a bare value), without parsing it:
-    strings dropped, then the running count of open brackets. An unbalanced text counts
-    its opening brackets, as a parser would recurse into them."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    if not brackets:
+def json_depth(text: str | bytes) -> int:
+    """How deep arrays and objects nest in JSON `text` (0: a bare value), without parsing
+    it: the running count of the brackets outside strings (a quote after an odd run of
+    backslashes is escaped). Linear with numpy, whatever the text: no pattern to rescan.
+    An unbalanced text counts its opening brackets, as a parser would recurse into them;
+    bytes are read as UTF-8 (whose multi-byte characters hold no ASCII byte)."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if raw.count(b"[") + raw.count(b"{") == 0:
         return 0
-    codes = np.frombuffer(brackets.encode("ascii"), dtype=np.uint8)
-    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
-    return max(int(np.cumsum(steps).max()), 0)
+    data = np.frombuffer(raw, dtype=np.uint8)
+    escapes = b"\\" in raw  # without any, every quote opens or closes a string
+    depth = deepest = 0
+    backslashes = 0  # the run of backslashes that ended the previous block
+    inside = False  # whether the previous block ended inside a string
+    for start in range(0, len(data), _BLOCK):
+        block = data[start:start + _BLOCK]
+        quotes = block == _QUOTE
+        if escapes:
+            where = np.arange(len(block), dtype=np.int32)
+            # the last byte that is no backslash at or before each position (a run
+            # carried over from the previous block reaches back before this one)
+            last = np.maximum.accumulate(
+                np.where(block == _BACKSLASH, np.int32(-1 - backslashes), where))
+            before = np.concatenate((np.array([-1 - backslashes], dtype=np.int32), last[:-1]))
+            quotes &= (where - before) & 1 == 1  # an even run of backslashes before it
+            backslashes = len(block) - 1 - int(last[-1])
+        quoted = np.cumsum(quotes, dtype=np.int32)
+        outside = (quoted - quotes + inside) & 1 == 0
+        steps = (((block == _OPENING[0]) | (block == _OPENING[1])) & outside).astype(np.int32)
+        steps -= ((block == _CLOSING[0]) | (block == _CLOSING[1])) & outside
+        running = np.cumsum(steps, dtype=np.int64) + depth
+        deepest, depth = max(deepest, int(running.max())), int(running[-1])
+        inside = bool((int(quoted[-1]) + inside) & 1)
+    return deepest
 
 
-def check_json_depth(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> None:
+def check_json_depth(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> None:
     """Raise `JsonRefused` when `text` nests deeper than `max_depth` (`what`: "the body",
     "the metadata field", for the message)."""
-    depth = json_depth(text)
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if raw.count(b"[") + raw.count(b"{") <= max_depth:  # cannot nest deeper: no scan
+        return
+    depth = json_depth(raw)
     if depth > max_depth:
         raise JsonRefused(
             f"{what} nests arrays and objects {depth} levels deep; this server accepts at "
@@ -156,11 +186,7 @@ class JsonDepthLimit:
                 break
         body = b"".join(chunks)
         try:
-            text = body.decode(json.detect_encoding(body), "surrogatepass") if body else ""
-        except ValueError:
-            text = ""  # not text: the route's own parsing says so
-        try:
-            check_json_depth(text, "the JSON body", self._max)
+            check_json_depth(_utf8(body), "the JSON body", self._max)
         except JsonRefused as exc:
             await _answer(send, 400, "invalid_request", str(exc))
             return
@@ -172,6 +198,20 @@ class JsonDepthLimit:
             return pending.pop(0) if pending else await receive()
 
         await self._app(scope, replay, send)
+
+
+def _utf8(body: bytes) -> bytes:
+    """A JSON body as UTF-8 (JSON may come as UTF-16 or UTF-32); bytes that are no text
+    are left to the route's parser to refuse."""
+    if not body:
+        return body
+    encoding = json.detect_encoding(body)
+    if encoding == "utf-8":
+        return body
+    try:
+        return body.decode(encoding, "surrogatepass").encode("utf-8", "surrogatepass")
+    except ValueError:
+        return b""
 
 
 async def _answer(send: Any, status: int, code: str, message: str) -> None:
