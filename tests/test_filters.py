@@ -169,3 +169,17 @@ def test_bm25_fused_into_dense_sentences_keeps_to_the_filter(index: Index) -> No
                              retriever_options=options, filter=wanted, focus=False)
     assert {"lexical", "rrf"} <= set(context.hits[0].scores)
     assert _docs(context) == {"acme/b.txt"}
+
+
+def doc_blocks(page: str, section: str) -> list[str]:
+    """The ```python blocks under `## section` of docs/`page`, in order (the docs' filter
+    examples are run as written)."""
+    import re
+
+    from tests.conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / page).read_text(encoding="utf-8")
+    part = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```python\n(.*?)^```", part, flags=re.MULTILINE | re.DOTALL)
+    assert blocks, f"no python example under {section!r} in docs/{page}"
+    return blocks

@@ -112,3 +112,19 @@ def test_the_reference_itself_separates_types(raw: dict[str, Any]) -> None:
     assert wanted is not None
     allowed = {d for d, m in METADATA.items() if wanted.allows(d, m)}
     assert allowed == {"acme/a.txt", "acme/b.txt", "acme2/d.txt", "beta/f.txt"}
+
+
+def test_the_stores_page_example_runs_on_every_backend(
+        store_target: StoreTarget, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/stores.md, "Filters", as written, with this backend's store and index name."""
+    from tests.test_filters import doc_blocks
+
+    (block,) = doc_blocks("stores.md", "Filters")
+    assert "STORE = None" in block and 'INDEX = "tenants"' in block
+    block = block.replace("STORE = None", f"STORE = {store_target.store!r}").replace(
+        'INDEX = "tenants"', f"INDEX = {store_target.index('tenants')!r}")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "docs/stores.md (Filters)", "exec"), {"__name__": "__docs__"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["['acme/2023-terms.txt']", "['acme/2023-terms.txt']"]
