@@ -169,3 +169,31 @@ def test_bm25_fused_into_dense_sentences_keeps_to_the_filter(index: Index) -> No
                              retriever_options=options, filter=wanted, focus=False)
     assert {"lexical", "rrf"} <= set(context.hits[0].scores)
     assert _docs(context) == {"acme/b.txt"}
+
+
+def doc_blocks(page: str, section: str) -> list[str]:
+    """The ```python blocks under `## section` of docs/`page`, in order (the docs' filter
+    examples are run as written)."""
+    import re
+
+    from tests.conftest import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / page).read_text(encoding="utf-8")
+    part = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```python\n(.*?)^```", part, flags=re.MULTILINE | re.DOTALL)
+    assert blocks, f"no python example under {section!r} in docs/{page}"
+    return blocks
+
+
+def test_approximate_sqlite_search_filters_exactly(index: Index) -> None:
+    """With `search=ann` the allowed documents' chunks are scored exactly (no graph search
+    then post-filter, which could return fewer than k): the same context as exact."""
+    pytest.importorskip("usearch")
+    folder = index.store.index_argument
+    approximate = Index.open(folder, store="sqlite:?search=ann")
+    exact = Index.open(folder, store="sqlite:?search=exact")
+    for wanted in ({"doc_id": "beta/d.txt"}, {"metadata": {"year": {"lte": 2021}}}):
+        for retriever in ("dense", "dense-sentences"):
+            got = approximate.retrieve(SHARED, "scar", 4, retriever=retriever, filter=wanted)
+            assert got == exact.retrieve(SHARED, "scar", 4, retriever=retriever, filter=wanted)
+            assert len(got.hits) == 4

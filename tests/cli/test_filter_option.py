@@ -47,3 +47,11 @@ def test_a_bad_filter_exits_with_the_fix(index: Path) -> None:
     assert run.returncode != 0
     assert "unknown filter key 'year'" in run.stderr
     assert '"metadata"' in run.stderr
+
+
+def test_a_filter_that_allows_nothing_says_so(index: Path) -> None:
+    wanted = '{"metadata": {"tenant": "gamma"}}'
+    run = suture("query", SHARED, "--index", index, "--filter", wanted, "--explain")
+    assert run.returncode == 0, run.stderr
+    assert "0 chunks" in run.stdout and "filter matched no document" in run.stdout
+    assert "nothing found within --filter" in run.stderr

@@ -90,3 +90,16 @@ def test_a_server_error_is_not_a_filter_error(server: Server, tmp_path: Path) ->
     """The server's own validation still answers (an unknown policy with a filter)."""
     with Client(server.url) as client, pytest.raises(ServiceError):
         client.retrieve(SHARED, "no-such-policy", filter=WANTED)
+
+
+def test_the_server_page_example_runs(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/server.md, "Filters", as written against this server (its URL put in)."""
+    from tests.test_filters import doc_blocks
+
+    (block,) = doc_blocks("server.md", "Filters")
+    assert 'url = "http://127.0.0.1:8000"' in block
+    block = block.replace('url = "http://127.0.0.1:8000"', f"url = {server.url!r}")
+    exec(compile(block, "docs/server.md (Filters)", "exec"), {"__name__": "__docs__"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:2] == ["{'acme/b.txt'}", "{'acme/b.txt'}"]
+    assert printed[2].startswith("400 unknown filter key 'year'")

@@ -7,6 +7,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from suture.filters import Filter
 from suture.stores import Store, create_store
@@ -112,3 +114,67 @@ def test_the_reference_itself_separates_types(raw: dict[str, Any]) -> None:
     assert wanted is not None
     allowed = {d for d, m in METADATA.items() if wanted.allows(d, m)}
     assert allowed == {"acme/a.txt", "acme/b.txt", "acme2/d.txt", "beta/f.txt"}
+
+
+def test_the_stores_page_example_runs_on_every_backend(
+        store_target: StoreTarget, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/stores.md, "Filters", as written, with this backend's store and index name."""
+    from tests.test_filters import doc_blocks
+
+    (block,) = doc_blocks("stores.md", "Filters")
+    assert "STORE = None" in block and 'INDEX = "tenants"' in block
+    block = block.replace("STORE = None", f"STORE = {store_target.store!r}").replace(
+        'INDEX = "tenants"', f"INDEX = {store_target.index('tenants')!r}")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "docs/stores.md (Filters)", "exec"), {"__name__": "__docs__"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["['acme/2023-terms.txt']", "['acme/2023-terms.txt']"]
+
+
+_values = st.one_of(
+    st.integers(-5, 5), st.floats(-5, 5, allow_nan=False, width=32), st.booleans(), st.none(),
+    st.sampled_from(["", "a", "B", "ab", "é", "𝔸", "a\u0000", "10", "9"]))
+_scalars = st.one_of(st.integers(-5, 5), st.floats(-5, 5, allow_nan=False, width=32),
+                     st.sampled_from(["", "a", "B", "ab", "é", "𝔸", "10", "9"]))
+
+
+@st.composite
+def _filters(draw: st.DrawFn) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for key in draw(st.lists(st.sampled_from(["x", "y", "z.w"]), max_size=2, unique=True)):
+        op = draw(st.sampled_from(["eq", "in", "gt", "gte", "lt", "lte"]))
+        if op == "in":
+            fields[key] = {"in": draw(st.lists(_values, min_size=1, max_size=3))}
+        elif op == "eq":
+            fields[key] = draw(_values)
+        else:
+            fields[key] = {op: draw(_scalars)}
+    wanted: dict[str, Any] = {"metadata": fields}
+    if draw(st.booleans()):
+        prefixes = st.sampled_from(["d", "d1", "é", "𝔸", "d\U0010ffff"])
+        wanted["doc_id_prefix"] = draw(st.lists(prefixes, min_size=1, max_size=2))
+    return wanted
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(metadata=st.lists(st.dictionaries(st.sampled_from(["x", "y", "z.w"]), _values,
+                                         max_size=3), min_size=1, max_size=5),
+       wanted=_filters())
+def test_sqlite_sql_is_the_reference(tmp_path_factory: pytest.TempPathFactory,
+                                     metadata: list[dict[str, Any]], wanted: dict[str, Any]
+                                     ) -> None:
+    """SQLite's SQL against `Filter.allows` on generated metadata and filters (numbers
+    of both kinds, bools beside 0 and 1, null, strings beyond the BMP, prefixes)."""
+    store = create_store(str(tmp_path_factory.mktemp("h") / "idx"), manifest())
+    ids = ["d1", "d10", "é", "𝔸x", "d\U0010ffffz"]
+    for seed, (doc_id, meta) in enumerate(zip(ids, metadata, strict=False)):
+        doc, chunks = document(doc_id, 1)
+        doc = Document(doc.doc_id, doc.text, doc.title, doc.source, meta, doc.sections)
+        store.write_document(doc, f"h{seed}", chunks, unit_vectors(1, seed))
+    parsed = Filter.parse(wanted)
+    assert parsed is not None
+    expected = sorted(d for d, m in zip(ids, metadata, strict=False) if parsed.allows(d, m))
+    assert store.filter_documents(parsed) == expected
+    store.close()

@@ -278,6 +278,9 @@ def query_command(
     )
     _print_focus(context.focus)
     _print_budget(context)
+    if filter_json is not None and not context.spans:
+        err_console.print(f"nothing found within --filter {escape(filter_json)} (--explain says "
+                          "when it allows no document)")
     for span in context.spans:
         reasons = ", ".join(sorted(set(span.reasons)))
         copies = f"; identical in {', '.join(span.identical_in)}" if span.identical_in else ""

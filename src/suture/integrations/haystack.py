@@ -3,6 +3,9 @@
 * `SutureRetriever` answers a query from a suture index (or a `suture serve` URL) with
   any policy; each span is a `Document` whose `meta` says where it lies in its source
   (`doc_id`, `start`, `end`) and why it is there (`chunk_ids`, `reasons`, `scores`).
+  `filters` (at init, or per `run`, which replaces it) take Haystack's filter syntax,
+  ``{"field": "meta.year", "operator": ">=", "value": 2020}`` (==, in, >, >=, <, <=,
+  joined by AND; the field ``meta.doc_id`` is the document id).
 * `ScarExpander` goes after any Haystack retriever, like `SentenceWindowRetriever`, but
   adds a neighbour only when SCAR accepts it. It reads the neighbours from the same
   `DocumentStore` with one filter per query (`source_id` / `split_id` ranges, the
@@ -14,7 +17,7 @@ Install with ``pip install 'suture[haystack]'``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from suture.exceptions import ConfigurationError, missing_dependency
+from suture.filters import Filter
 from suture.integrations.framework_store import (
     FrameworkStore,
     StoredPiece,
@@ -32,6 +36,7 @@ from suture.integrations.source import (
     ContextSource,
     RetrieveSettings,
     context_source,
+    filter_of,
     span_id,
     span_metadata,
 )
@@ -56,17 +61,21 @@ class SutureRetriever:
     "postgresql://host/db"), a `suture serve` URL (its key from `api_key`, by default
     the SUTURE_API_KEY environment variable), or an open `Index` (a pipeline holding one
     cannot be saved: `to_dict` asks for its name). `options`: `budget`, `budget_unit`,
-    `retriever` and the policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR).
+    `retriever` and the policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR). `filters`
+    (Haystack's syntax, module docstring) keeps every query to the documents they allow.
     """
 
     def __init__(self, index: str | Path | ContextSource,
                  policy: str = DEFAULT_POLICY.value, k: int | None = None, *,
                  store: str | None = None, api_key: Secret | None = None,
+                 filters: Mapping[str, Any] | None = None,
                  **options: Any) -> None:
         self.index = str(index) if isinstance(index, (str, Path)) else index
         self.store = store
         self.api_key = api_key or Secret.from_env_var("SUTURE_API_KEY", strict=False)
-        self.settings = RetrieveSettings.of(policy, k, **options)
+        self.filters = dict(filters) if filters is not None else None
+        self.settings = RetrieveSettings.of(policy, k, filter=haystack_filter(filters),
+                                            **options)
         self._source: ContextSource | None = None
 
     def warm_up(self) -> None:
@@ -76,12 +85,14 @@ class SutureRetriever:
                                           api_key=self.api_key.resolve_value())
 
     @component.output_types(documents=list[Document])
-    def run(self, query: str, top_k: int | None = None) -> dict[str, list[Document]]:
-        """The spans of the policy's context for `query` (`top_k` overrides k)."""
+    def run(self, query: str, top_k: int | None = None,
+            filters: dict[str, Any] | None = None) -> dict[str, list[Document]]:
+        """The spans of the policy's context for `query` (`top_k` overrides k, `filters`
+        the filters given at init)."""
         self.warm_up()
         assert self._source is not None
         settings = self.settings if top_k is None else replace(self.settings, k=top_k)
-        context = settings.retrieve(self._source, query)
+        context = settings.retrieve(self._source, query, haystack_filter(filters))
         return {"documents": [
             Document(id=span_id(span), content=span.text, meta=span_metadata(span, context),
                      score=span.score)
@@ -94,15 +105,58 @@ class SutureRetriever:
                 "a SutureRetriever made from an open index cannot be saved; make it with the "
                 "index's path or name (and store=) to save the pipeline"
             )
+        options = self.settings.options()
+        options.pop("filter", None)  # saved in Haystack's own syntax, as `filters`
         return default_to_dict(self, index=self.index, policy=self.settings.policy,
                                k=self.settings.k, store=self.store,
-                               api_key=self.api_key.to_dict(), **self.settings.options())
+                               api_key=self.api_key.to_dict(), filters=self.filters,
+                               **options)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SutureRetriever:
         deserialize_secrets_inplace(data["init_parameters"], keys=["api_key"])
         retriever: SutureRetriever = default_from_dict(cls, data)
         return retriever
+
+
+#: Haystack's comparison operators suture filters by
+HAYSTACK_OPERATORS = {"==": "eq", "in": "in", ">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}
+
+
+def haystack_filter(filters: Mapping[str, Any] | Filter | None) -> Filter | None:
+    """A Haystack filter (``{"field": "meta.x", "operator": "==", "value": ...}``, or
+    ``{"operator": "AND", "conditions": [...]}``) as a suture `Filter`; the field
+    ``meta.doc_id`` is the document id. OR, NOT and other operators are refused."""
+    if filters is None or isinstance(filters, Filter):
+        return filters
+    return filter_of(_haystack_conditions(filters), "Haystack")
+
+
+def _haystack_conditions(raw: Any) -> Iterator[tuple[str, str, Any]]:
+    supported = ", ".join(HAYSTACK_OPERATORS)
+    if not isinstance(raw, Mapping) or "operator" not in raw:
+        raise ConfigurationError(
+            f"a Haystack filter is {{\"field\": ..., \"operator\": ..., \"value\": ...}} or "
+            f"{{\"operator\": \"AND\", \"conditions\": [...]}}, got {raw!r}")
+    operator = raw["operator"]
+    if "conditions" in raw:
+        if operator != "AND":
+            raise ConfigurationError(
+                f"Haystack filter operator {operator!r} is not supported: suture keeps "
+                "documents that meet every condition (operator AND)")
+        for part in raw["conditions"]:
+            yield from _haystack_conditions(part)
+        return
+    field = str(raw.get("field", ""))
+    if not field.startswith("meta."):
+        raise ConfigurationError(
+            f"Haystack filter field {field!r} is not supported: filter on \"meta.<field>\" "
+            "(a field of the documents' metadata; meta.doc_id is the document id)")
+    if operator not in HAYSTACK_OPERATORS:
+        raise ConfigurationError(
+            f"Haystack filter on {field!r}: operator {operator!r} is not supported; use one "
+            f"of {supported}")
+    yield field.removeprefix("meta."), HAYSTACK_OPERATORS[operator], raw.get("value")
 
 
 @component

@@ -3,7 +3,9 @@
 * `SutureRetriever` answers a query from a suture index (or a `suture serve` URL) with
   any policy; each span is a `TextNode` with `start_char_idx`/`end_char_idx` in its
   source document (`ref_doc_id`), the policy's `reasons` and per-chunk `scores` in its
-  metadata (kept out of embeddings and prompts).
+  metadata (kept out of embeddings and prompts). `filters=` takes LlamaIndex's
+  `MetadataFilters` (ExactMatchFilter / EQ, GT, GTE, LT, LTE, IN, joined by AND; the key
+  `doc_id` is the document id) and keeps every query to the documents they allow.
 * `SutureEmbedding` is a suture embedder (by default the offline all-MiniLM-L6-v2) as a
   LlamaIndex embed model, so a LlamaIndex index can be built without downloading one.
 * `ScarPostprocessor` takes the nodes any LlamaIndex retriever returned and adds the
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ import numpy as np
 
 from suture.embedders.base import TextEmbedder
 from suture.exceptions import ConfigurationError, missing_dependency
+from suture.filters import Filter
 from suture.integrations.framework_store import (
     FrameworkStore,
     StoredPiece,
@@ -36,6 +39,7 @@ from suture.integrations.framework_store import (
 from suture.integrations.source import (
     SPAN_KEYS,
     ContextSource,
+    filter_of,
     open_source,
     span_id,
     span_metadata,
@@ -61,6 +65,12 @@ try:
         TextNode,
     )
     from llama_index.core.vector_stores.simple import SimpleVectorStore
+    from llama_index.core.vector_stores.types import (
+        FilterCondition,
+        FilterOperator,
+        MetadataFilter,
+        MetadataFilters,
+    )
 except ImportError:  # pragma: no cover - depends on the environment
     raise missing_dependency("llama-index-core", "llamaindex") from None
 
@@ -73,12 +83,16 @@ class SutureRetriever(BaseRetriever):
     `index` is an index path or name, an `Index`, or a `suture serve` URL. `options`:
     `store`, `api_key`, `budget`, `budget_unit`, `retriever`, `embedder_options`, and the
     policy's parameters (e.g. `lam=0.5, tau=0.1` for SCAR); see `source.open_source`.
+    `filters` (`MetadataFilters`, or a `suture.filters.Filter`) keeps every query to the
+    documents they allow.
     """
 
     def __init__(self, index: str | Path | ContextSource, *,
                  policy: str = DEFAULT_POLICY.value, k: int | None = None,
+                 filters: MetadataFilters | Filter | None = None,
                  callback_manager: CallbackManager | None = None, **options: Any) -> None:
-        self.source, self.settings = open_source(index, policy, k, **options)
+        self.source, self.settings = open_source(index, policy, k,
+                                                 filter=llamaindex_filter(filters), **options)
         super().__init__(callback_manager=callback_manager)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -101,6 +115,45 @@ class SutureRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         # suture's reads block (SQLite, a server store, HTTP): keep the event loop free.
         return await asyncio.to_thread(self._retrieve, query_bundle)
+
+
+#: LlamaIndex's filter operators suture filters by
+LLAMAINDEX_OPERATORS = {FilterOperator.EQ: "eq", FilterOperator.IN: "in",
+                        FilterOperator.GT: "gt", FilterOperator.GTE: "gte",
+                        FilterOperator.LT: "lt", FilterOperator.LTE: "lte"}
+
+
+def llamaindex_filter(filters: MetadataFilters | Filter | None) -> Filter | None:
+    """LlamaIndex `MetadataFilters` as a suture `Filter` (AND of EQ, GT, GTE, LT, LTE and
+    IN; other operators and OR / NOT are refused, naming them)."""
+    if filters is None or isinstance(filters, Filter):
+        return filters
+    if not isinstance(filters, MetadataFilters):
+        raise ConfigurationError(
+            f"filters must be LlamaIndex MetadataFilters or a suture Filter, got "
+            f"{type(filters).__name__}")
+    return filter_of(_llamaindex_conditions(filters), "LlamaIndex")
+
+
+def _llamaindex_conditions(filters: MetadataFilters) -> Iterator[tuple[str, str, Any]]:
+    supported = ", ".join(op.name for op in LLAMAINDEX_OPERATORS)
+    condition = filters.condition or FilterCondition.AND
+    if (condition != FilterCondition.AND and len(filters.filters) > 1) or (
+            condition == FilterCondition.NOT):
+        raise ConfigurationError(
+            f"LlamaIndex MetadataFilters condition {condition.value!r} is not supported: "
+            "suture keeps documents that meet every filter (condition 'and')")
+    for item in filters.filters:
+        if isinstance(item, MetadataFilters):
+            yield from _llamaindex_conditions(item)
+            continue
+        assert isinstance(item, MetadataFilter)
+        op = LLAMAINDEX_OPERATORS.get(FilterOperator(item.operator))
+        if op is None:
+            raise ConfigurationError(
+                f"LlamaIndex filter on {item.key!r}: operator {item.operator.name} is not "
+                f"supported; use one of {supported}")
+        yield item.key, op, item.value
 
 
 class ScarPostprocessor(BaseNodePostprocessor):

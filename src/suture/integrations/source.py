@@ -8,12 +8,13 @@ policy's parameters; `span_metadata` is the metadata every framework piece carri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from suture.exceptions import ConfigurationError
+from suture.filters import OPERATORS, Condition, Filter
 from suture.policies import DEFAULT_POLICY
 from suture.types import Context, Span
 
@@ -37,6 +38,7 @@ class ContextSource(Protocol):
         budget_unit: str = ...,
         explain: bool = ...,
         focus: bool = ...,
+        filter: Filter | None = ...,
         **params: Any,
     ) -> Context: ...
 
@@ -118,6 +120,8 @@ class RetrieveSettings:
     #: search a query that names its document again by its question (`suture.focus`)
     focus: bool = True
     budget_unit: str = "tokens"
+    #: the documents every query may draw from (`suture.filters`); None: all of them
+    filter: Filter | None = None
 
     def __post_init__(self) -> None:
         from suture.policies import get_policy
@@ -136,28 +140,70 @@ class RetrieveSettings:
     @classmethod
     def of(cls, policy: str, k: int | None, *, budget: int | None = None,
            budget_unit: str = "tokens", retriever: str | None = None, focus: bool = True,
+           filter: Filter | Mapping[str, Any] | str | None = None,
            **params: Any) -> RetrieveSettings:
         """The settings from an adapter's keyword arguments: `budget` (the most context per
         query, in `budget_unit`: "tokens" or "chars"), `retriever` (the first stage,
         default the index's own), `focus` (`suture.focus`; False searches every query as
-        written) and the policy's parameters."""
-        return cls(policy, k, params, budget, retriever, focus, budget_unit)
+        written), `filter` (a `Filter` or its JSON form) and the policy's parameters."""
+        return cls(policy, k, params, budget, retriever, focus, budget_unit,
+                   Filter.parse(filter))
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments `of` takes back (for saving an adapter)."""
-        return {"budget": self.budget, "budget_unit": self.budget_unit,
-                "retriever": self.retriever, "focus": self.focus, **self.params}
+        saved = {"budget": self.budget, "budget_unit": self.budget_unit,
+                 "retriever": self.retriever, "focus": self.focus, **self.params}
+        if self.filter is not None:
+            saved["filter"] = self.filter.to_dict()
+        return saved
 
-    def retrieve(self, source: ContextSource, query: str) -> Context:
+    def retrieve(self, source: ContextSource, query: str,
+                 wanted: Filter | None = None) -> Context:
+        """The context of `query`; `wanted` (a filter for this query) stands in for the
+        settings' own filter."""
+        chosen = wanted if wanted is not None else self.filter
+        extra: dict[str, Any] = {} if chosen is None else {"filter": chosen}
         return source.retrieve(query, self.policy, self.k, retriever=self.retriever,
                                budget=self.budget, budget_unit=self.budget_unit,
-                               focus=self.focus, **self.params)
+                               focus=self.focus, **extra, **self.params)
 
 
 def span_id(span: Span) -> str:
     """The id of a span as a framework piece (LangChain `Document.id`, LlamaIndex node id,
     Haystack `Document.id`): its document and offsets, the same for the same text."""
     return f"{span.doc_id}:{span.start}-{span.end}"
+
+
+#: what each adapter's filter conditions name the document id by (the `doc_id` key of the
+#: metadata every piece carries, `span_metadata`)
+DOC_ID_FIELD = "doc_id"
+
+
+def filter_of(conditions: Iterable[tuple[str, str, Any]], framework: str) -> Filter:
+    """A `Filter` requiring every (field, operator, value) of a framework's filter, in
+    suture's operator names (`suture.filters.OPERATORS`); the field `doc_id` is the
+    document id (eq and in only), any other a metadata field. `framework` names the
+    syntax in messages."""
+    doc_ids: set[str] | None = None
+    metadata: list[Condition] = []
+    for name, op, value in conditions:
+        if op not in OPERATORS:  # the adapters map their own names first
+            raise ConfigurationError(f"{framework} filter on {name!r}: operator {op!r} is "
+                                     f"not one suture filters by")
+        if name == DOC_ID_FIELD:
+            if op not in ("eq", "in"):
+                raise ConfigurationError(
+                    f"{framework} filter on {DOC_ID_FIELD!r} (the document id) takes "
+                    f"equality or in, not {op!r}")
+            ids = Filter.parse({"doc_id": list(value) if op == "in" else value})
+            assert ids is not None and ids.doc_ids is not None
+            doc_ids = set(ids.doc_ids) if doc_ids is None else doc_ids & set(ids.doc_ids)
+            continue
+        parsed = Filter.parse({"metadata": {name: {op: value}}})
+        assert parsed is not None
+        metadata.extend(parsed.metadata)
+    metadata.sort(key=lambda c: (c.key, c.op))  # the order `Filter.parse` gives
+    return Filter(None if doc_ids is None else tuple(sorted(doc_ids)), (), tuple(metadata))
 
 
 def span_metadata(span: Span, context: Context) -> dict[str, Any]:
