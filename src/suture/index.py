@@ -35,7 +35,13 @@ from suture.indexing import IndexReport, ingest
 from suture.policies import DEFAULT_POLICY, Policy, get_policy, policy_needs_sentences
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
-from suture.policies.budget import DEFAULT_BUDGET, check_budget, first_stage_hits
+from suture.policies.budget import (
+    DEFAULT_BUDGET,
+    budget_tiers,
+    check_budget,
+    first_stage_hits,
+    tiered_stream,
+)
 from suture.progress import ProgressFactory
 from suture.retrievers import (
     Retriever,
@@ -512,27 +518,36 @@ class Index:
                     f"the index at {self.store.location} holds no documents; add some with "
                     f"`suture index PATH... --index {self.store.index_argument}`"
                 )
-            result = chosen.select(
-                PolicyRequest(
-                    query=query,
-                    query_vector=query_vector,
-                    hits=hits,
-                    k=k,
-                    store=self.store,
-                    explain=explain,
-                    sentences=sentences,
-                    focused=found is not None,
-                )
+            request = PolicyRequest(
+                query=query,
+                query_vector=query_vector,
+                hits=hits,
+                k=k,
+                store=self.store,
+                explain=explain,
+                sentences=sentences,
+                focused=found is not None,
             )
+            if limit is None:
+                result = chosen.select(request)
+                selections, trace = result.selections, result.trace
+            else:  # the policy at k = 5, 10, ... up to k: one stream (suture.policies.budget)
+                tiers = budget_tiers(k)
+                results = [chosen.select(replace(request, k=tier)) for tier in tiers]
+                result = results[-1]
+                selections = tiered_stream([r.selections for r in results])
+                trace = [{"k": tier, **row} if len(tiers) > 1 else row
+                         for tier, r in zip(tiers, results, strict=True) for row in r.trace]
             return assemble_context(
                 query=query,
                 policy=policy if isinstance(policy, str) else chosen.name,
-                selections=result.selections,
+                selections=selections,
+                ranked=limit is not None,
                 hits=list(result.hits) if result.hits is not None else hits[:k],
                 store=self.store,
                 budget=limit,
                 candidates=k,
-                trace=[dict(row) for row in result.trace] if explain else None,
+                trace=[dict(row) for row in trace] if explain else None,
                 identical=identical,
                 focus=found,
             )
