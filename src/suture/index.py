@@ -37,10 +37,9 @@ from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
 from suture.policies.budget import (
     DEFAULT_BUDGET,
-    budget_tiers,
     check_budget,
     first_stage_hits,
-    tiered_stream,
+    select_in_tiers,
 )
 from suture.progress import ProgressFactory
 from suture.retrievers import (
@@ -531,13 +530,8 @@ class Index:
             if limit is None:
                 result = chosen.select(request)
                 selections, trace = result.selections, result.trace
-            else:  # the policy at k = 5, 10, ... up to k: one stream (suture.policies.budget)
-                tiers = budget_tiers(k)
-                results = [chosen.select(replace(request, k=tier)) for tier in tiers]
-                result = results[-1]
-                selections = tiered_stream([r.selections for r in results])
-                trace = [{"k": tier, **row} if len(tiers) > 1 else row
-                         for tier, r in zip(tiers, results, strict=True) for row in r.trace]
+            else:  # the policy at k = 5, 10, ... up to k, as one ranked stream
+                result, selections, trace = select_in_tiers(chosen, request)
             return assemble_context(
                 query=query,
                 policy=policy if isinstance(policy, str) else chosen.name,

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from suture.exceptions import ConfigurationError
 from suture.types import Selection
+
+if TYPE_CHECKING:
+    from suture.policies.base import Policy, PolicyRequest, PolicyResult
 
 #: the units a budget is counted in: WordPiece tokens (`suture.tokens`) or characters
 BUDGET_UNITS = ("tokens", "chars")
@@ -141,6 +144,18 @@ def tiered_stream(tiers: Sequence[Sequence[Selection]]) -> list[Selection]:
     return stream
 
 
+def select_in_tiers(policy: Policy, request: PolicyRequest
+                    ) -> tuple[PolicyResult, list[Selection], list[Mapping[str, Any]]]:
+    """The policy's selections at each of `budget_tiers(request.k)` as one `tiered_stream`,
+    with the result at the largest k (its hits are the context's) and every tier's trace
+    (each row with its `k` when there are several)."""
+    tiers = budget_tiers(request.k)
+    results = [policy.select(replace(request, k=tier)) for tier in tiers]
+    trace = [{"k": tier, **row} if len(tiers) > 1 else row
+             for tier, result in zip(tiers, results, strict=True) for row in result.trace]
+    return results[-1], tiered_stream([r.selections for r in results]), trace
+
+
 @dataclass(frozen=True, slots=True)
 class Filled:
     """What a budget kept of a ranked stream, how much it used and why it stopped."""
@@ -207,4 +222,4 @@ def _cut_points(text: str, piece: Selection) -> list[tuple[int, str]]:
 
 __all__ = ["BUDGET_HITS", "BUDGET_TIERS", "BUDGET_UNITS", "DEFAULT_BUDGET", "DEFAULT_K",
            "Budget", "Filled", "Measure", "budget_tiers", "check_budget", "fill_budget",
-           "first_stage_hits", "ranked_stream", "tiered_stream"]
+           "first_stage_hits", "ranked_stream", "select_in_tiers", "tiered_stream"]
