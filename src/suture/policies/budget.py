@@ -6,7 +6,8 @@ that stream that fits, cutting the first piece that does not fit at the last sen
 (else the last word end) inside what is left. The stream is the policy's context at k = 5
 (each hit, best first, then its expansions nearest-first, in the policy's priority
 order), then what its context at k = 10 adds, then k = 20, then k = 50 (`BUDGET_TIERS`,
-up to the call's k): a small budget gets the best part of what the policy chooses at
+up to the call's k; a policy that adds nothing beyond its hits runs once, at k): a small
+budget gets the best part of what the policy chooses at
 k = 5, a large one more hits. (One pool of 50 hits would not do: SCAR's walks stop at
 other hits, so in a large pool a hit's neighbours become hits of their own, ranked far
 behind it, and a budget of 1,000 tokens lost a quarter of the recall that k = 5 reached
@@ -148,8 +149,9 @@ def select_in_tiers(policy: Policy, request: PolicyRequest
                     ) -> tuple[PolicyResult, list[Selection], list[Mapping[str, Any]]]:
     """The policy's selections at each of `budget_tiers(request.k)` as one `tiered_stream`,
     with the result at the largest k (its hits are the context's) and every tier's trace
-    (each row with its `k` when there are several)."""
-    tiers = budget_tiers(request.k)
+    (each row with its `k` when there are several). A policy that adds nothing beyond its
+    hits (`Policy.expands` false: topk, parent, rerank) runs once, at k."""
+    tiers = budget_tiers(request.k) if policy.expands else [request.k]
     results = [policy.select(replace(request, k=tier)) for tier in tiers]
     trace = [{"k": tier, **row} if len(tiers) > 1 else row
              for tier, result in zip(tiers, results, strict=True) for row in result.trace]
