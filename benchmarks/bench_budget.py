@@ -8,7 +8,7 @@ seconds per query: the numbers that choose `DEFAULT_BUDGET`.
 
     python benchmarks/bench_budget.py \\
         --benchmark ../shared/data/legalbench_rag/benchmarks/cuad_mini.json \\
-        --corpus ../shared/data/legalbench_rag/corpus --index out/idx-cuad-mini
+        --corpus ../shared/data/cuad_v1/full_contract_txt --index out/idx-cuad-mini
     python benchmarks/bench_budget.py \\
         --benchmark ../shared/data/legalbench_rag/benchmarks/privacy_qa_fiverr_keep.json \\
         --corpus ../shared/data/legalbench_rag/corpus --index out/idx-privacy

@@ -25,6 +25,7 @@ from suture.documents import Skipped, document_files
 from suture.exceptions import ServiceError
 from suture.index import IndexReport
 from suture.policies import DEFAULT_POLICY
+from suture.policies.budget import refuse_max_tokens
 from suture.types import Context, Document
 
 #: job states after which a write job changes no more
@@ -73,6 +74,7 @@ class Client:
         **params: Any,
     ) -> Context:
         """The context of one policy for one query (`Index.retrieve`)."""
+        refuse_max_tokens(params)
         body = {"query": query, "policy": policy, "k": k, "params": params,
                 "retriever": retriever, "retriever_options": dict(retriever_options or {}),
                 "budget": budget, "budget_unit": budget_unit, "explain": explain,

@@ -39,6 +39,7 @@ from suture.policies.budget import (
     DEFAULT_BUDGET,
     check_budget,
     first_stage_hits,
+    refuse_max_tokens,
     select_in_tiers,
 )
 from suture.progress import ProgressFactory
@@ -483,11 +484,7 @@ class Index:
                 "the query is empty; ask a question (every chunk would score alike, so "
                 "suture does not answer an empty query)"
             )
-        if "max_tokens" in params:
-            raise ConfigurationError(
-                f"max_tokens={params['max_tokens']!r} is no longer taken: pass "
-                f"budget={params['max_tokens']!r} (the most tokens of context; CLI --budget, "
-                "HTTP \"budget\"), which fills it best-first and never exceeds it")
+        refuse_max_tokens(params)
         limit = check_budget(budget, budget_unit)
         k = first_stage_hits(k, limit)
         chosen, retriever = self._pipeline(policy, params, retriever, retriever_options)

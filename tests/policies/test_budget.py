@@ -124,6 +124,11 @@ def test_max_tokens_is_refused_with_the_fix(index: Index) -> None:
     with pytest.raises(ConfigurationError, match=r"max_tokens=300 is no longer taken: pass "
                                                  r"budget=300"):
         index.retrieve(QUESTIONS[0], "topk", max_tokens=300)
+    from suture.client import Client
+
+    with Client("http://127.0.0.1:9") as client, pytest.raises(  # refused before any request
+            ConfigurationError, match="pass budget=300"):
+        client.retrieve(QUESTIONS[0], max_tokens=300)
 
 
 # -- checks and order ---------------------------------------------------------------------------

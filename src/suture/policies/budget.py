@@ -85,6 +85,16 @@ def check_budget(budget: Any, unit: Any = "tokens") -> Budget | None:
     return Budget(int(budget), str(unit))
 
 
+def refuse_max_tokens(options: Mapping[str, Any]) -> None:
+    """Refuse the `max_tokens` of suture before budgets, naming the `budget` to pass (it
+    would otherwise read as an unknown policy parameter)."""
+    if "max_tokens" in options:
+        value = options["max_tokens"]
+        raise ConfigurationError(
+            f"max_tokens={value!r} is no longer taken: pass budget={value!r} (the most tokens "
+            "of context, filled best-first and never exceeded; CLI --budget, HTTP \"budget\")")
+
+
 def first_stage_hits(k: Any, budget: Budget | None) -> int:
     """The k a call runs with: its own (checked), else `BUDGET_HITS` under a budget (k then
     caps the hits), else `DEFAULT_K`."""
@@ -224,4 +234,5 @@ def _cut_points(text: str, piece: Selection) -> list[tuple[int, str]]:
 
 __all__ = ["BUDGET_HITS", "BUDGET_TIERS", "BUDGET_UNITS", "DEFAULT_BUDGET", "DEFAULT_K",
            "Budget", "Filled", "Measure", "budget_tiers", "check_budget", "fill_budget",
-           "first_stage_hits", "ranked_stream", "select_in_tiers", "tiered_stream"]
+           "first_stage_hits", "ranked_stream", "refuse_max_tokens", "select_in_tiers",
+           "tiered_stream"]
