@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from suture.explain import render_trace, trace_table
-from suture.types import Context
+from suture.types import BudgetUse, Context
 
 SCAR_ROWS: list[dict[str, Any]] = [
     {"seed": "d#1", "neighbour": "d#0", "offset": -1, "anchor": "d#1", "cos_q_seed": 0.98481,
@@ -64,3 +65,12 @@ def test_other_policies_and_empty_traces() -> None:
     assert "rerank score" in text and "+3.250" in text and "kept" in text
     empty = render_trace(_context([], policy="topk"))
     assert "recorded no decisions" in _text(empty)
+
+
+def test_a_budgeted_context_says_why_assembly_stopped() -> None:
+    stopped = "budget full (497 of 500 tokens; the next piece needed 40: cut at a word end)"
+    use = BudgetUse(limit=500, unit="tokens", used=497, stopped=stopped)
+    for trace in (SCAR_ROWS, []):
+        text = _text(render_trace(replace(_context(trace), budget=use)))
+        assert f"assembly: {stopped}" in text
+    assert "assembly:" not in _text(render_trace(_context(SCAR_ROWS)))

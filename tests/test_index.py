@@ -138,7 +138,7 @@ def test_mismatches_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(IndexError_, match="no index at"):
         Index.open(tmp_path / "missing")
     index = Index.open(tmp_path / "idx")
-    with pytest.raises(ConfigurationError, match="k must be >= 1"):
+    with pytest.raises(ConfigurationError, match="k must be a whole number >= 1, got 0"):
         index.retrieve("x", k=0)
 
 

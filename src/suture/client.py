@@ -28,6 +28,7 @@ from suture.exceptions import ServiceError
 from suture.filters import Filter
 from suture.index import IndexReport
 from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
+from suture.policies.budget import refuse_max_tokens
 from suture.types import Context, Document
 
 #: job states after which a write job changes no more
@@ -81,6 +82,7 @@ class Client:
     ) -> Context:
         """The context of one policy for one query (`Index.retrieve`; `filter` checked
         here by the same parser before it is sent)."""
+        refuse_max_tokens(params)
         body = {"query": query, "policy": policy, "k": k, "params": params,
                 "retriever": retriever, "retriever_options": dict(retriever_options or {}),
                 "budget": budget, "budget_unit": budget_unit, "explain": explain,

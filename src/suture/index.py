@@ -43,7 +43,13 @@ from suture.policies import (
 )
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest
-from suture.policies.budget import DEFAULT_BUDGET, check_budget, first_stage_hits
+from suture.policies.budget import (
+    DEFAULT_BUDGET,
+    check_budget,
+    first_stage_hits,
+    refuse_max_tokens,
+    select_in_tiers,
+)
 from suture.progress import ProgressFactory
 from suture.retrievers import (
     Retriever,
@@ -511,11 +517,7 @@ class Index:
                 "the query is empty; ask a question (every chunk would score alike, so "
                 "suture does not answer an empty query)"
             )
-        if "max_tokens" in params:
-            raise ConfigurationError(
-                f"max_tokens={params['max_tokens']!r} is no longer taken: pass "
-                f"budget={params['max_tokens']!r} (the most tokens of context; CLI --budget, "
-                "HTTP \"budget\"), which fills it best-first and never exceeds it")
+        refuse_max_tokens(params)
         limit = check_budget(budget, budget_unit)
         k = first_stage_hits(k, limit)
         wanted = Filter.parse(filter)  # a bad filter fails before any work
@@ -551,28 +553,32 @@ class Index:
                     f"the index at {self.store.location} holds no documents; add some with "
                     f"`suture index PATH... --index {self.store.index_argument}`"
                 )
-            result = chosen.select(
-                PolicyRequest(
-                    query=query,
-                    query_vector=query_vector,
-                    hits=hits,
-                    k=k,
-                    store=self.store,
-                    explain=explain,
-                    sentences=sentences,
-                    focused=found is not None,
-                    allowed=allowed,
-                )
+            request = PolicyRequest(
+                query=query,
+                query_vector=query_vector,
+                hits=hits,
+                k=k,
+                store=self.store,
+                explain=explain,
+                sentences=sentences,
+                focused=found is not None,
+                allowed=allowed,
             )
+            if limit is None:
+                result = chosen.select(request)
+                selections, trace = result.selections, result.trace
+            else:  # the policy at k = 5, 10, ... up to k, as one ranked stream
+                result, selections, trace = select_in_tiers(chosen, request)
             return assemble_context(
                 query=query,
                 policy=policy if isinstance(policy, str) else chosen.name,
-                selections=result.selections,
+                selections=selections,
+                ranked=limit is not None,
                 hits=list(result.hits) if result.hits is not None else hits[:k],
                 store=self.store,
                 budget=limit,
                 candidates=k,
-                trace=[dict(row) for row in result.trace] if explain else None,
+                trace=[dict(row) for row in trace] if explain else None,
                 identical=identical,
                 focus=found,
             )

@@ -152,3 +152,44 @@ def test_eval_command_refuses_unknown_peer(privacy_paths: tuple[Path, Path],
     ])
     assert result.exit_code == 2
     assert "unknown peer 'haystack-nope'" in result.output
+
+
+def test_eval_at_exact_budgets_runs_policies_and_tuned_peers(
+        privacy_paths: tuple[Path, Path], tmp_path: Path) -> None:
+    """--budgets: every policy and every peer (at its defaults and at the chunk sizes a
+    user would tune) within each budget, no interpolation; the best of a family counts."""
+    pytest.importorskip("llama_index.core")
+    _register()
+    bench, corpus = privacy_paths
+    out = tmp_path / "budgets"
+    result = CliRunner().invoke(app, [
+        "eval", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(out),
+        "--embedder", "hashing", "--policies", "topk,scar", "--peers", "llamaindex-topk",
+        "--budgets", "600,200", "--limit", "5", "--resamples", "100", "--no-progress",
+        "--no-plots",
+    ])
+    assert result.exit_code == 0, result.output
+    found = json.loads((out / "budgets.json").read_text())
+    assert found["budgets"] == [200, 600] and found["unit"] == "tokens"
+    labels = set(found["results"])
+    assert {"topk", "scar", "scar-sentences", "llamaindex-topk"} <= labels
+    assert {f"llamaindex-topk:{size}" for size in (128, 256, 512, 1024)} <= labels
+    for label, cells in found["results"].items():
+        for budget, cell in cells.items():
+            assert 0 < cell["largest"] <= int(budget), (label, budget)
+    for label in ("topk", "scar", "scar-sentences"):  # a larger budget never loses recall
+        assert found["results"][label]["600"]["recall"] >= found["results"][label]["200"]["recall"]
+    for budget in ("200", "600"):
+        best = found["best_peers"][budget]["llamaindex-topk"]
+        family = [cells[budget]["recall"] for label, cells in found["results"].items()
+                  if label.startswith("llamaindex-topk")]
+        assert found["results"][best][budget]["recall"] == max(family)
+    assert [(c["budget"], c["family"]) for c in found["comparisons"]] == [
+        (200, "llamaindex-topk"), (600, "llamaindex-topk")]
+    assert "# At exact budgets" in (out / "budgets.md").read_text()
+    assert "| 200 |" in result.output
+    bad = CliRunner().invoke(app, [
+        "eval", "--benchmark", str(bench), "--corpus", str(corpus), "--out", str(out),
+        "--embedder", "hashing", "--budgets", "250,0", "--no-progress"])
+    assert bad.exit_code == 2 and "budget must be a whole number of tokens >= 1, got 0" in (
+        bad.output)

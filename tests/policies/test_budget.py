@@ -13,9 +13,11 @@ from suture.index import Index
 from suture.policies.budget import (
     BUDGET_HITS,
     DEFAULT_K,
+    budget_tiers,
     check_budget,
     first_stage_hits,
     ranked_stream,
+    tiered_stream,
 )
 from suture.types import Context, Selection
 
@@ -87,6 +89,17 @@ def test_k_caps_the_hits_under_a_budget(index: Index, question: str, policy: str
     assert seeds <= {hit.chunk.chunk_id for hit in capped.hits}
 
 
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_budget_the_size_of_the_k5_context_holds_all_of_it(index: Index, policy: str) -> None:
+    # the stream starts with the policy's own context at k = 5, so a budget that holds it
+    # returns it (and more), rather than a larger pool's hits in place of its expansions
+    for question in QUESTIONS:
+        plain = index.retrieve(question, policy)
+        for extra in (0, 200):
+            budgeted = index.retrieve(question, policy, budget=plain.tokens + extra)
+            assert covered(plain) <= covered(budgeted)
+
+
 def test_the_budget_fills_up_and_says_why_it_stopped(index: Index) -> None:
     question = QUESTIONS[0]
     full = index.retrieve(question, "topk", budget=500)
@@ -111,6 +124,11 @@ def test_max_tokens_is_refused_with_the_fix(index: Index) -> None:
     with pytest.raises(ConfigurationError, match=r"max_tokens=300 is no longer taken: pass "
                                                  r"budget=300"):
         index.retrieve(QUESTIONS[0], "topk", max_tokens=300)
+    from suture.client import Client
+
+    with Client("http://127.0.0.1:9") as client, pytest.raises(  # refused before any request
+            ConfigurationError, match="pass budget=300"):
+        client.retrieve(QUESTIONS[0], max_tokens=300)
 
 
 # -- checks and order ---------------------------------------------------------------------------
@@ -143,6 +161,15 @@ def _piece(doc: str, start: int, priority: float, *, hit: bool, seed: str | None
            ) -> Selection:
     return Selection(doc, start, start + 10, (f"{doc}#{start}",), "hit" if hit else "x",
                      priority, hit, priority, seed)
+
+
+def test_a_tiered_stream_adds_only_what_earlier_tiers_lack() -> None:
+    hit, grown = _piece("a", 0, 0.9, hit=True), _piece("a", 10, 0.5, hit=False, seed="a#0")
+    inside = Selection("a", 12, 18, ("a#10",), "x", 0.2, False, 0.2, "a#0")
+    second = _piece("b", 0, 0.4, hit=True)
+    assert tiered_stream([[grown, hit], [hit, inside, second, grown]]) == [hit, grown, second]
+    assert budget_tiers(50) == [5, 10, 20, 50] and budget_tiers(12) == [5, 10, 12]
+    assert budget_tiers(3) == [3] and budget_tiers(5) == [5]
 
 
 def test_the_stream_is_each_hit_then_its_expansions_by_priority() -> None:

@@ -133,6 +133,16 @@ def eval_command(
         "every policy is also compared against every peer.")] = None,
     budget: BudgetOption = None,
     budget_unit: BudgetUnitOption = "tokens",
+    budgets: Annotated[str | None, typer.Option(
+        help="Also measure every policy and peer at each of these exact budgets (in "
+        "--budget-unit), e.g. 250,500,1000,2000: a policy with that budget, a peer at growing "
+        "k until its pieces fill it, then cut; no interpolation. Writes budgets.md and "
+        "budgets.json.")] = None,
+    peer_sizes: Annotated[bool, typer.Option(
+        "--peer-sizes/--no-peer-sizes", help="With --budgets, also run each peer family at "
+        "the chunk sizes a user would tune it to (LlamaIndex 128-1024 tokens, LangChain "
+        "parents 500-4000 characters); the best of each family per budget is compared.")]
+        = True,
     focus: Annotated[bool, typer.Option(
         "--focus/--no-focus", help="Search a query whose leading clause names its document "
         "again by its question (suture.focus); --no-focus searches every query as written.")]
@@ -149,6 +159,8 @@ def eval_command(
     newlines: NewlinesOpt = Newlines.UNIVERSAL,
 ) -> None:
     """Run policies over a labelled benchmark; write runs, results.json, report.md, plots."""
+    from suture.evaluation.budgets import evaluate_budgets, parse_budgets
+    from suture.evaluation.evaluator import Evaluator
     from suture.evaluation.policy_specs import (
         PeerSpec,
         PolicySpec,
@@ -178,6 +190,7 @@ def eval_command(
             suture_specs.append(PolicySpec(DEFAULT_PIPELINE))
         specs: list[PolicySpec | PeerSpec] = [*suture_specs, *peer_specs]
         ks = parse_ks(k)
+        exact = parse_budgets(budgets, budget_unit) if budgets else []
         out.mkdir(parents=True, exist_ok=True)
         loaded = load_for_command(benchmark, corpus, out, split, limit, newlines)
         idx = open_or_build_index(index or out / "index", loaded, embedder=embedder,
@@ -186,8 +199,10 @@ def eval_command(
         if any(spec.name == "sprout" for spec in specs):
             idx.build_sprout_trees(show_progress=progress)  # only missing or stale trees
         built = time.perf_counter()
+        evaluator = Evaluator(idx, loaded, show_progress=progress, budget=budget,
+                              budget_unit=budget_unit, focus=focus)
         result = evaluate(
-            idx, loaded, specs, ks,
+            evaluator, None, specs, ks,
             baselines=[*expand_baselines(
                 [b.strip() for b in baselines.split(",") if b.strip()],
                 [s for s in specs if isinstance(s, PolicySpec)]),
@@ -197,10 +212,17 @@ def eval_command(
             focus=focus,
         )
         result.write(out, command=command_line(ctx), plots=plots)
+        at_budgets = evaluate_budgets(evaluator, specs, exact, unit=budget_unit,
+                                      tune_peers=peer_sizes, resamples=resamples,
+                                      seed=seed) if exact else None
+        if at_budgets is not None:
+            at_budgets.write(out, command=command_line(ctx))
     except SutureError as exc:
         raise fail(exc) from None
     done = time.perf_counter()
     _print_summary(result.to_json())
+    if at_budgets is not None:
+        typer.echo(at_budgets.markdown())
     typer.echo(
         f"wrote {out}/report.md, results.json and runs/ "
         f"(index ready in {built - started:.1f}s, evaluation {done - built:.1f}s)"

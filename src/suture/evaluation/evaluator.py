@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from suture.evaluation.peers import Peer
+    from suture.evaluation.peers import Peer, PeerPiece
     from suture.index import Index
+    from suture.policies.budget import Budget
     from suture.types import Document
 
 
@@ -87,6 +88,7 @@ class Evaluator:
             )
         self.query_vectors = query_vectors
         self._peers: dict[str, Peer] = {}
+        self._peer_answers: dict[tuple[str, str, int], list[PeerPiece]] = {}
         self._peer_facts: dict[str, dict[str, float]] = {}
 
     # -- set-up checks -----------------------------------------------------------------
@@ -215,6 +217,51 @@ class Evaluator:
                 progress.update(1)
         records.sort(key=lambda r: r.query_id)
         return PolicyRun(spec, k, records, time.perf_counter() - started)
+
+    def run_at_budget(self, spec: PolicySpec | PeerSpec, budget: Budget, *,
+                      progress: Any = None) -> PolicyRun:
+        """Every query's context within `budget` (`suture.evaluation.budgets`): a policy
+        through `Index.retrieve(budget=...)`, a peer at growing k until its pieces fill
+        the budget, cut like a policy's stream. The run's `k` is the budget."""
+        from suture.evaluation.budgets import PEER_KS
+        from suture.policies.assembly import assemble_context
+
+        records: list[QueryRecord] = []
+        started = time.perf_counter()
+        for query, vector in zip(self.benchmark.queries, self.query_vectors, strict=True):
+            if isinstance(spec, PolicySpec):
+                context = self.index.retrieve(
+                    query.text, spec.name, None, query_vector=vector, budget=budget.limit,
+                    budget_unit=budget.unit, retriever=spec.retriever,
+                    retriever_options=dict(spec.retriever_options) or None, focus=self.focus,
+                    **dict(spec.params))
+                records.append(self._record(query, spec, budget.limit, context))
+            else:
+                for k in PEER_KS:
+                    pieces = self._peer_pieces(spec, query.text, k)
+                    # the peer's own order: its first piece first
+                    stream = [Selection(p.doc_id, p.start, p.end, (), spec.label, p.score,
+                                        True, -rank) for rank, p in enumerate(pieces)]
+                    context = assemble_context(query=query.text, policy=spec.label,
+                                               selections=stream, hits=[],
+                                               store=self.index.store, budget=budget,
+                                               ranked=True, candidates=k)
+                    if context.dropped or len(pieces) < k:  # full, or the peer has no more
+                        break
+                records.append(self._record(query, spec, budget.limit, context,
+                                            pieces=len(pieces) - context.dropped))
+            if progress is not None:
+                progress.update(1)
+        records.sort(key=lambda r: r.query_id)
+        return PolicyRun(spec, budget.limit, records, time.perf_counter() - started)
+
+    def _peer_pieces(self, spec: PeerSpec, query: str, k: int) -> list[PeerPiece]:
+        """A peer's pieces for a query at k, asked once per evaluator."""
+        key = (spec.label, query, k)
+        found = self._peer_answers.get(key)
+        if found is None:
+            found = self._peer_answers[key] = self.peer(spec).retrieve(query, k)
+        return found
 
     def peer(self, spec: PeerSpec) -> Peer:
         """The peer of `spec`, built once over every document of the index."""

@@ -125,14 +125,10 @@ class RetrieveSettings:
 
     def __post_init__(self) -> None:
         from suture.policies import get_policy
-        from suture.policies.budget import check_budget, first_stage_hits
+        from suture.policies.budget import check_budget, first_stage_hits, refuse_max_tokens
 
         first_stage_hits(self.k, check_budget(self.budget, self.budget_unit))  # checks both
-        if "max_tokens" in self.params:
-            raise ConfigurationError(
-                f"max_tokens={self.params['max_tokens']!r} is no longer taken: pass "
-                f"budget={self.params['max_tokens']!r} (the most tokens of context, filled "
-                "best-first, never exceeded)")
+        refuse_max_tokens(self.params)
         if not isinstance(self.focus, bool):
             raise ConfigurationError(f"focus must be True or False, got {self.focus!r}")
         get_policy(self.policy, **self.params)  # a bad name or parameter fails here, not later

@@ -133,6 +133,7 @@ def assemble_context(
     store: Store,
     token_counter: TokenCounter | None = None,
     budget: Budget | None = None,
+    ranked: bool = False,
     candidates: int = 0,
     trace: Sequence[dict[str, object]] | None = None,
     identical: IdenticalDocuments | None = None,
@@ -141,8 +142,9 @@ def assemble_context(
     """Budget, merge and measure the selections of one query.
 
     With a `budget`, the longest prefix of the selections' ranked stream that fits in it
-    (`suture.policies.budget`; `candidates`: the k that capped the first-stage hits they
-    came from, for the stop reason), else every selection. Tokens are counted with
+    (`suture.policies.budget`; `ranked`: the selections are that stream already, e.g. a
+    `tiered_stream`; `candidates`: the k that capped the first-stage hits they came from,
+    for the stop reason), else every selection. Tokens are counted with
     `stored_token_counter(store)` unless `token_counter` is given. With `identical` (the
     copies `Index.retrieve` collapsed), each span names the other documents holding its
     text at the same offsets. `focus` is recorded as it is.
@@ -151,7 +153,7 @@ def assemble_context(
     kept: Sequence[Selection] = selections
     dropped, use = 0, None
     if budget is not None:
-        filled = fill_budget(ranked_stream(selections), budget,
+        filled = fill_budget(selections if ranked else ranked_stream(selections), budget,
                              span_measure(store, budget.unit, token_counter),
                              lambda doc_id: store.document(doc_id).text, candidates)
         kept, dropped = filled.kept, filled.dropped

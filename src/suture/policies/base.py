@@ -51,6 +51,9 @@ class Policy(ABC):
     name: ClassVar[str] = ""
     #: whether `select` reads the index's sentence vectors (`PolicyRequest.sentences`)
     needs_sentences: ClassVar[bool] = False
+    #: whether it adds pieces beyond the hits that stop at other hits (window, scar): under
+    #: a budget such a policy runs at k = 5, 10, 20, 50 in turn (`suture.policies.budget`)
+    expands: ClassVar[bool] = False
 
     def first_stage(self, index_retriever: str) -> str:
         """The first stage this policy runs on when neither the call nor the index's own

@@ -95,6 +95,7 @@ class ScarPolicy(Policy):
     """Expand each hit with the adjacent chunks that pass the SCAR rule (SCAR eq. b, S, rule)."""
 
     name = "scar"
+    expands = True
 
     def __init__(
         self,

@@ -104,6 +104,7 @@ class SentenceScarPolicy(Policy):
 
     name = "scar-sentences"
     needs_sentences = True
+    expands = True
 
     def __init__(self, lam: float = 0.0, tau: float = 0.9, radius: int = 12,
                  extra_hits: int = 0, rule: str = "ratio", focused_units: str = "auto",

@@ -11,6 +11,7 @@ from suture.types import Selection
 
 class WindowPolicy(Policy):
     name = "window"
+    expands = True
 
     def __init__(self, width: int = 1) -> None:
         self.width = whole_number("window", "width", width, minimum=0, example=1)

@@ -155,7 +155,7 @@ async function ask(event) {
   if (!policies.length) { setStatus("Pick at least one policy.", true); return; }
   const budget = $("budget").value ? Number($("budget").value) : null;
   const body = {
-    query: $("question").value, policies, k: Number($("k").value),
+    query: $("question").value, policies, k: $("k").value ? Number($("k").value) : null,
     budget, explain: true,
   };
   setStatus("Asking…");
