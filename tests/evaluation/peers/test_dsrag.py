@@ -131,3 +131,13 @@ def test_suture_eval_runs_the_rse_peers(tiny: tuple[Path, Path], tmp_path: Path)
     for name in PEERS:
         assert results["peers"][name]["pieces_returned"] > 0
         assert results["results"][name]["k=3"]["all"]["span_recall"] > 0.5
+
+
+def test_no_documents_no_segments_and_build_comes_first(evaluator: Evaluator) -> None:
+    from suture.evaluation.peers import CachedEmbeddings
+
+    peer = get_peer("dsrag-rse-balanced")
+    with pytest.raises(ConfigurationError, match="build"):
+        peer.retrieve("governing law", 5)
+    peer.build([], CachedEmbeddings(evaluator.index.embedder, evaluator.index.store))
+    assert peer.retrieve("governing law", 5) == []

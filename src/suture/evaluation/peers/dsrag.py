@@ -80,7 +80,7 @@ class DsragRSE(Peer):
         found, vectors = store.neighbours(ranges)
         index_of = {c.chunk_id: i for doc in self.chunks.values() for i, c in enumerate(doc)}
         self.rows = [(c.doc_id, index_of[c.chunk_id]) for c in found]
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(found), -1)
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(found), embeddings.dimension)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         self.matrix = (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
         self.embeddings = embeddings

@@ -12,10 +12,11 @@ re-sums every candidate segment in Python (quadratic in the candidate documents'
 minutes per query for `find_all` over long contracts). Two deliberate differences, both
 checked by tests/evaluation/peers/test_dsrag_rse.py against the package's own file:
 
-* `get_best_segments` scores every (start, length) once per query with running sums
-  (`numpy.cumsum`, the same left-to-right additions dsRAG's `sum` makes over its
-  numpy values) and masks what overlaps, crosses a document or overflows; the first
-  best segment in (start, end) order wins, as in dsRAG's loop. Same segments, same scores.
+* `get_best_segments` scores every segment that starts on a chunk of non-negative value
+  (at most the searched chunks) once per query with running sums (`numpy.cumsum`, the
+  same left-to-right additions dsRAG's `sum` makes over its numpy values), then masks
+  what overlaps, crosses a document or overflows; the first best segment in (start, end)
+  order wins, as in dsRAG's loop. Same segments, same scores.
 * `get_meta_document` orders the documents by first appearance in the ranked results;
   dsRAG's `list(set(...))` orders them by string hash (a different order each process).
   Document order only breaks exact ties between segments of different documents.
@@ -95,11 +96,10 @@ def get_best_segments(
         if rv_index in done:
             rv_index += 1
             continue
-        values, allowed = tables[rv_index]
-        n, width = allowed.shape
-        starts = np.arange(n)[:, None]
-        ends = np.minimum(starts + np.arange(1, width + 1)[None, :], n)
-        free = (taken[ends] - taken[starts]) == 0
+        starts, values, allowed = tables[rv_index]
+        width = allowed.shape[1]
+        ends = np.minimum(starts[:, None] + np.arange(1, width + 1)[None, :], size)
+        free = (taken[ends] - taken[starts[:, None]]) == 0
         fits = np.arange(1, width + 1)[None, :] <= overall_max_length - total
         candidates = np.where(allowed & free & fits, values, -np.inf)
         flat = int(np.argmax(candidates)) if candidates.size else 0
@@ -108,7 +108,8 @@ def get_best_segments(
             done.add(rv_index)
             rv_index += 1
             continue
-        start, length = divmod(flat, width)
+        row, length = divmod(flat, width)
+        start = int(starts[row])
         segment = (start, start + length + 1)
         best_segments.append(segment)
         scores.append(best)
@@ -120,29 +121,32 @@ def get_best_segments(
 
 
 def _segment_table(values: Sequence[float], max_length: int, document_splits: Sequence[int]
-                   ) -> tuple[np.ndarray[Any, np.dtype[np.float64]],
+                   ) -> tuple[np.ndarray[Any, np.dtype[np.int64]],
+                              np.ndarray[Any, np.dtype[np.float64]],
                               np.ndarray[Any, np.dtype[np.bool_]]]:
-    """Value of every segment (row: start, column: length - 1) and whether it may be chosen
-    before overlaps and the overall length are checked."""
+    """The chunks a segment may start at (value >= 0, as dsRAG's loop skips the others),
+    the value of every segment from each (row: start, column: length - 1) and whether it
+    may be chosen before overlaps and the overall length are checked."""
     rv = np.asarray(values, dtype=np.float64)
     n, width = len(rv), max(0, min(max_length, len(rv)))
+    starts = np.flatnonzero(rv >= 0).astype(np.int64)
+    if width == 0 or len(starts) == 0:
+        return starts, np.zeros((len(starts), 0)), np.zeros((len(starts), 0), dtype=bool)
     padded = np.concatenate([rv, np.zeros(width)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, width)[:n] if width else \
-        np.zeros((n, 0))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, width)[starts]
     sums = np.cumsum(windows, axis=1)  # sequential, as dsRAG's sum over numpy floats
-    starts = np.arange(n)[:, None]
-    last = starts + np.arange(width)[None, :]  # index of each segment's last chunk
+    last = starts[:, None] + np.arange(width)[None, :]  # index of each segment's last chunk
     inside = last < n
-    last = np.minimum(last, max(n - 1, 0))
+    last = np.minimum(last, n - 1)
     split_at = np.zeros(n + 1, dtype=np.int64)
     for split in document_splits:
         if 0 < split < n:
             split_at[split] = 1
     crossings = np.cumsum(split_at)  # splits at positions <= i
     # a segment [s, e) crosses a split p when s < p < e, i.e. s + 1 <= p <= e - 1 = last
-    crosses = (crossings[last] - crossings[starts]) > 0
-    allowed = inside & (rv[starts] >= 0) & (rv[last] >= 0) & ~crosses
-    return sums, allowed
+    crosses = (crossings[last] - crossings[starts[:, None]]) > 0
+    allowed = inside & (rv[last] >= 0) & ~crosses
+    return starts, sums, allowed
 
 
 def get_meta_document(all_ranked_results: Sequence[Sequence[Mapping[str, Any]]],
