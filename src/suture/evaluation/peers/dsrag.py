@@ -8,6 +8,9 @@ cosine of the query with every stored chunk vector, their cosine as dsRAG's
 with the preset's settings. Each segment (chunks `[chunk_start, chunk_end)` of a
 document) is the span from its first chunk's start to its last chunk's end in the text
 suture stores, so suture's span metrics score it; dsRAG's segment header is left out.
+suture's default chunks (up to 600 characters, 60 shared with the previous one) are close
+to dsRAG's (LangChain's recursive splitter at 800, no overlap; `chunk_length_adjustment`
+scales chunks past 700, its average).
 
 `k` caps the segments returned, best first (RSE's own order: it picks the best segment,
 then the best of what is left). At an exact budget (`suture eval --budgets`) the peer is
