@@ -129,7 +129,9 @@ def eval_command(
         help="Other frameworks' pipelines to run beside the policies, on the same corpus "
         "and embedder: llamaindex-topk, llamaindex-prevnext, llamaindex-sentence-window, "
         "llamaindex-automerging, langchain-parent (needs suture[llamaindex] / "
-        "suture[langchain]). Settings by --param, e.g. llamaindex-topk.chunk_size=256; "
+        "suture[langchain]), dsrag-rse-balanced, dsrag-rse-find-all (dsRAG's Relevant "
+        "Segment Extraction, ported). Settings by --param, e.g. "
+        "llamaindex-topk.chunk_size=256; "
         "every policy is also compared against every peer.")] = None,
     budget: BudgetOption = None,
     budget_unit: BudgetUnitOption = "tokens",

@@ -2,7 +2,8 @@
 suture's embedder, scored like suture's policies (`suture eval --peers ...`).
 
 Each framework lives in its own module, imported only when one of its peers is asked
-for (`pip install 'suture[llamaindex]'` / `'suture[langchain]'`).
+for (`pip install 'suture[llamaindex]'` / `'suture[langchain]'`); dsRAG's Relevant Segment
+Extraction is ported (`dsrag_rse`) and needs nothing beyond numpy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ class PeerName(StrEnum):
     LLAMAINDEX_SENTENCE_WINDOW = "llamaindex-sentence-window"
     LLAMAINDEX_AUTOMERGING = "llamaindex-automerging"
     LANGCHAIN_PARENT = "langchain-parent"
+    DSRAG_RSE_BALANCED = "dsrag-rse-balanced"
+    DSRAG_RSE_FIND_ALL = "dsrag-rse-find-all"
 
 
 _LLAMAINDEX = "suture.evaluation.peers.llamaindex"
@@ -29,6 +32,8 @@ _REGISTRY: dict[PeerName, tuple[str, str]] = {
     PeerName.LLAMAINDEX_SENTENCE_WINDOW: (_LLAMAINDEX, "LlamaIndexSentenceWindow"),
     PeerName.LLAMAINDEX_AUTOMERGING: (_LLAMAINDEX, "LlamaIndexAutoMerging"),
     PeerName.LANGCHAIN_PARENT: ("suture.evaluation.peers.langchain", "LangChainParent"),
+    PeerName.DSRAG_RSE_BALANCED: ("suture.evaluation.peers.dsrag", "DsragRSE"),
+    PeerName.DSRAG_RSE_FIND_ALL: ("suture.evaluation.peers.dsrag", "DsragRSEFindAll"),
 }
 
 
