@@ -319,7 +319,7 @@ def test_an_order_field_places_chunks_without_offsets(unplaced: str,
                                                       texts: dict[str, str]) -> None:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    with pytest.raises(IndexError_, match="add_start_index=True"):
+    with pytest.raises(ConfigurationError, match="add_start_index=True.*files=DIR"):
         Index.open("plain", store=unplaced).retrieve(QUERIES[0], "scar", 3)
     store = open_store("plain", unplaced + "&order=metadata.chunk")
     try:
@@ -339,3 +339,43 @@ def test_attach_needs_the_embedder_and_an_existing_collection(unplaced: str) -> 
         open_store("other", unplaced)
     with pytest.raises(ConfigurationError, match="unknown attach layout 'haystack'"):
         open_store("plain", unplaced.replace("attach=langchain", "attach=haystack"))
+
+
+def test_files_locate_chunks_by_their_text(unplaced: str, texts: dict[str, str],
+                                           tmp_path: Path) -> None:
+    """LangChain's default (no start_index) with the split files given: every document is
+    its file's text exactly (paragraph breaks kept), every chunk lies where its text is."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    files = tmp_path / "files"
+    files.mkdir()
+    for name, text in texts.items():
+        (files / name).write_text(text, encoding="utf-8")
+    store = open_store("plain", unplaced + f"&files={files}")
+    try:
+        splitter = RecursiveCharacterTextSplitter(chunk_size=500, chunk_overlap=80,
+                                                  add_start_index=True)
+        for name, text in texts.items():
+            assert store.document(name).text == text
+            truth = [d.metadata["start_index"] for d in splitter.create_documents([text])]
+            chunks = [c for c in store.iter_chunks() if c.doc_id == name]
+            assert [c.start for c in chunks] == truth
+            assert all(text[c.start:c.end] == c.text for c in chunks)
+        context = Index(store).retrieve(QUERIES[0], "window", 2)
+        assert any(r != "hit" for s in context.spans for r in s.reasons)
+        assert all(texts[s.doc_id][s.start:s.end] == s.text for s in context.spans)
+    finally:
+        store.close()
+    (files / "gdpr-part.md").write_text("rewritten since", encoding="utf-8")
+    changed = open_store("plain", unplaced + f"&files={files}")
+    try:
+        with pytest.raises(IndexError_, match="is not in the file"):
+            changed.document("gdpr-part.md")
+    finally:
+        changed.close()
+    elsewhere = open_store("plain", unplaced + f"&files={files / 'sub'}")
+    try:
+        with pytest.raises(IndexError_, match="cannot read"):
+            elsewhere.document("gdpr-part.md")
+    finally:
+        elsewhere.close()
