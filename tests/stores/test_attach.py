@@ -319,7 +319,7 @@ def test_an_order_field_places_chunks_without_offsets(unplaced: str,
                                                       texts: dict[str, str]) -> None:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    with pytest.raises(ConfigurationError, match="add_start_index=True.*files=DIR"):
+    with pytest.raises(ConfigurationError, match=r"add_start_index=True.*files=DIR"):
         Index.open("plain", store=unplaced).retrieve(QUERIES[0], "scar", 3)
     store = open_store("plain", unplaced + "&order=metadata.chunk")
     try:
