@@ -379,3 +379,28 @@ def test_files_locate_chunks_by_their_text(unplaced: str, texts: dict[str, str],
             elsewhere.document("gdpr-part.md")
     finally:
         elsewhere.close()
+
+
+def test_index_into_a_collection_says_it_is_read_only(unplaced: str, tmp_path: Path) -> None:
+    (tmp_path / "new.md").write_text("# New\n\nA document to add.\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "suture", "index", str(tmp_path / "new.md"), "--index", "plain",
+         "--store", unplaced],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
+    assert done.returncode == 2
+    assert "read-only for suture: its chunks are written by LangChain" in done.stderr
+    assert "chunk size" not in done.stderr and "built with" not in done.stderr
+
+
+def test_a_wrong_embedder_is_named_as_the_urls(unplaced: str) -> None:
+    from suture.exceptions import EmbedderMismatchError
+
+    attached = Index.open("plain", store=unplaced.replace("embedder=hashing",
+                                                          "embedder=wordllama"))
+    with pytest.raises(EmbedderMismatchError) as wrong:
+        attached.retrieve(QUERIES[0], "topk", 2)
+    message = str(wrong.value)
+    assert "holds 64-d vectors that LangChain made" in message
+    assert "embedder=wordllama in the --store URL gives" in message
+    assert "was built with" not in message
