@@ -154,3 +154,45 @@ def test_compressor_refuses_what_it_cannot_place(texts: dict[str, str]) -> None:
     split_into(split, texts)
     with pytest.raises(ConfigurationError, match="is not in the vector store"):
         ScarCompressor(split).compress_documents([stranger], "personal data")
+
+
+def test_attach_an_in_memory_store_runs_every_policy(texts: dict[str, str],
+                                                     tmp_path: Any) -> None:
+    """`attach(InMemoryVectorStore)` decides as suture's own index of the same chunks and
+    vectors; without start offsets, `files=` places the chunks by their text."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from suture.exceptions import ConfigurationError
+    from suture.integrations.langchain import attach
+
+    store = InMemoryVectorStore(SutureEmbeddings("hashing"))
+    split_into(store, texts)
+    attached = attach(store)
+    own = reference.reference_index(tmp_path / "own", texts, stored_chunks(store))
+    for policy, params in [("topk", {}), ("window", {}), ("scar", {"lam": 0.5, "tau": 0.0})]:
+        for query in QUERIES:
+            vector = attached.embedder.embed_query(query)
+            got = attached.retrieve(query, policy, 3, **params)
+            want = own.retrieve(query, policy, 3, query_vector=vector, **params)
+            assert [(s.doc_id, s.start, s.end, s.reasons) for s in got.spans] == [
+                (s.doc_id, s.start, s.end, s.reasons) for s in want.spans]
+    documents = SutureRetriever(attached, policy="window", k=2).invoke(QUERIES[0])
+    assert documents and all(d.metadata["reasons"] for d in documents)
+
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    plain = InMemoryVectorStore(SutureEmbeddings("hashing"))
+    plain.add_documents(RecursiveCharacterTextSplitter(chunk_size=400, chunk_overlap=40)
+                        .split_documents([Document(page_content=t, metadata={"source": n})
+                                          for n, t in texts.items()]))
+    files = tmp_path / "files"
+    files.mkdir()
+    for name, text in texts.items():
+        (files / name).write_text(text, encoding="utf-8")
+    located = attach(plain, files=files)
+    for name, text in texts.items():
+        assert located.document(name).text == text
+    context = located.retrieve(QUERIES[2], "window", 2)
+    assert all(texts[s.doc_id][s.start:s.end] == s.text for s in context.spans)
+    with pytest.raises(ConfigurationError, match="InMemoryVectorStore"):
+        attach(object())
