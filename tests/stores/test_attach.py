@@ -337,7 +337,9 @@ def test_attach_needs_the_embedder_and_an_existing_collection(unplaced: str) -> 
         open_store("plain", unplaced.replace("&embedder=hashing", ""))
     with pytest.raises(IndexError_, match="no collection 'other'"):
         open_store("other", unplaced)
-    with pytest.raises(ConfigurationError, match="unknown attach layout 'haystack'"):
+    with pytest.raises(ConfigurationError, match="unknown attach layout 'chroma'"):
+        open_store("plain", unplaced.replace("attach=langchain", "attach=chroma"))
+    with pytest.raises(ConfigurationError, match=r"haystack\.attach\(document_store\)"):
         open_store("plain", unplaced.replace("attach=langchain", "attach=haystack"))
 
 

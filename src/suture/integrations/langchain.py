@@ -22,7 +22,7 @@ Install with ``pip install 'suture[langchain]'``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +39,13 @@ from suture.integrations.framework_store import (
 from suture.integrations.source import (
     ContextSource,
     RetrieveSettings,
+    attached_index,
     open_source,
     span_id,
     span_metadata,
 )
 from suture.policies import DEFAULT_POLICY
 from suture.policies.scar import ScarPolicy
-from suture.stores.attach import AttachedReader, Record
 from suture.stores.base import PositionRange
 
 try:
@@ -309,9 +309,7 @@ def attach(vectorstore: Any, *, embedder: str | TextEmbedder | None = None,
     """
     from langchain_core.vectorstores import InMemoryVectorStore
 
-    from suture.embedders import get_embedder
-    from suture.index import Index
-    from suture.stores.attach import PRESETS, AttachedStore, AttachOptions, Layout
+    from suture.stores.attach_memory import MemoryReader
 
     if not isinstance(vectorstore, InMemoryVectorStore):
         raise ConfigurationError(
@@ -319,63 +317,15 @@ def attach(vectorstore: Any, *, embedder: str | TextEmbedder | None = None,
             "Qdrant collection or pgvector table is attached by its --store URL "
             "(docs/integrations.md, \"Attach mode\")")
     if embedder is None:
-        own = getattr(vectorstore.embedding, "embedder", None)
-        if not isinstance(vectorstore.embedding, SutureEmbeddings) or own is None:
+        if not isinstance(vectorstore.embedding, SutureEmbeddings):
             raise ConfigurationError(
                 "attach() needs the suture embedder of the model that made the vectors: "
                 "pass embedder=NAME (e.g. embedder=\"minilm\" for all-MiniLM-L6-v2)")
-        model = own
-    else:
-        model = get_embedder(embedder) if isinstance(embedder, str) else embedder
-    options = AttachOptions(Layout.LANGCHAIN, str(model.name),
-                            PRESETS[(Layout.LANGCHAIN, "qdrant")], "",
-                            files=None if files is None else str(files))
-    store = AttachedStore(_InMemoryReader(vectorstore), options, name, f"memory:{name}")
-    return Index(store, model)
+        embedder = vectorstore.embedding.embedder
 
+    def rows() -> list[Any]:
+        return [(str(r["id"]), {"page_content": r["text"], "metadata": r["metadata"]},
+                 r["vector"]) for r in vectorstore.store.values()]
 
-class _InMemoryReader(AttachedReader):
-    """The reads attach mode needs, over an `InMemoryVectorStore`'s dictionary (each record
-    as LangChain's Qdrant layout: `page_content` and `metadata`)."""
-
-    where = "LangChain InMemoryVectorStore"
-
-    def __init__(self, vectorstore: Any) -> None:
-        self.vectorstore = vectorstore
-
-    def _rows(self) -> list[dict[str, Any]]:
-        return list(self.vectorstore.store.values())
-
-    @staticmethod
-    def _record(row: dict[str, Any]) -> Record:
-        return Record(str(row["id"]), {"page_content": row["text"],
-                                       "metadata": dict(row["metadata"])})
-
-    def dimension(self) -> int:
-        rows = self._rows()
-        if not rows:
-            raise ConfigurationError("the InMemoryVectorStore holds no chunks yet")
-        return len(rows[0]["vector"])
-
-    def search(self, query: Any, k: int, doc_ids: Collection[str] | None
-               ) -> list[tuple[Record, float]]:
-        rows = [r for r in self._rows()
-                if doc_ids is None or r["metadata"].get("source") in doc_ids]
-        if not rows:
-            return []
-        matrix = np.asarray([r["vector"] for r in rows], np.float32)
-        norms = np.linalg.norm(matrix, axis=1)
-        scores = (matrix @ np.asarray(query, np.float32)) / np.where(norms > 0, norms, 1.0)
-        best = np.argsort(-scores, kind="stable")[:k]
-        return [(self._record(rows[i]), float(scores[i])) for i in best]
-
-    def records(self, doc_ids: Collection[str]) -> list[Record]:
-        return [self._record(r) for r in self._rows() if r["metadata"].get("source") in doc_ids]
-
-    def vectors(self, keys: Sequence[str]) -> dict[str, Any]:
-        wanted = set(keys)
-        return {str(r["id"]): np.asarray(r["vector"], np.float32) for r in self._rows()
-                if str(r["id"]) in wanted}
-
-    def all_records(self) -> Iterator[Record]:
-        return iter([self._record(r) for r in self._rows()])
+    reader = MemoryReader("LangChain InMemoryVectorStore", rows, "metadata.source")
+    return attached_index(reader, "langchain", embedder, files=files, name=name)

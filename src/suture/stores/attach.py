@@ -91,6 +91,8 @@ class Layout(StrEnum):
 
     LANGCHAIN = "langchain"
     LLAMAINDEX = "llamaindex"
+    #: a Haystack document store, attached in-process (`suture.integrations.haystack.attach`)
+    HAYSTACK = "haystack"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +118,18 @@ PRESETS: dict[tuple[Layout, str], FieldMap] = {
                                            start="metadata.start_index"),
     (Layout.LANGCHAIN, "postgresql"): FieldMap("document", "cmetadata.source",
                                                start="cmetadata.start_index"),
+    (Layout.LANGCHAIN, "memory"): FieldMap("page_content", "metadata.source",
+                                           start="metadata.start_index"),
     (Layout.LLAMAINDEX, "qdrant"): FieldMap("_node_content.text", "ref_doc_id",
                                             start="_node_content.start_char_idx"),
     (Layout.LLAMAINDEX, "postgresql"): FieldMap("text", "metadata_.ref_doc_id",
                                                 start="metadata_._node_content.start_char_idx"),
+    (Layout.HAYSTACK, "memory"): FieldMap("content", "meta.source_id",
+                                          start="meta.split_idx_start"),
 }
+#: who writes each layout, for messages
+OWNERS = {Layout.LANGCHAIN: "LangChain", Layout.LLAMAINDEX: "LlamaIndex",
+          Layout.HAYSTACK: "Haystack"}
 
 _FIELD_OPTIONS = ("text", "doc_id", "start", "order")
 _OPTIONS = ("attach", "embedder", "vector", "files", *_FIELD_OPTIONS)
@@ -150,6 +159,10 @@ def parse_attach(url: str, backend: str) -> AttachOptions:
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     options = {k: v for k, v in pairs if k in _OPTIONS}
     layout = lookup("attach layout", Layout, options["attach"].lower())
+    if (layout, backend) not in PRESETS:
+        raise ConfigurationError(
+            f"attach={layout.value} has no layout in {backend}; a Haystack document store is "
+            "attached in-process: suture.integrations.haystack.attach(document_store)")
     embedder = options.get("embedder", "")
     if not embedder:
         raise ConfigurationError(
@@ -270,7 +283,7 @@ class AttachedStore(ReadOnlyStore):
         self.fields = options.fields
         self.name = name
         self._url = url
-        self.owner = {"langchain": "LangChain", "llamaindex": "LlamaIndex"}[options.layout]
+        self.owner = OWNERS[options.layout]
         self.manifest = Manifest(suture_version=__version__, embedder=options.embedder,
                                  dimension=reader.dimension(), chunk_size=0,
                                  chunk_overlap=0, contextual=False)
