@@ -167,7 +167,15 @@ class Index:
         documents: Iterable[SourceDocument | Skipped] = iter_documents(
             paths, newlines=newlines, max_file_size=max_file_size)
         try:
-            built = cls.open(index, store=store, embedder=model, embedder_options=options)
+            built = cls.open(index, store=store, embedder_options=options)
+            if built.store.owner:  # attached: its settings are the framework's, not ours
+                raise ConfigurationError(
+                    f"{built.store.location} is read-only for suture: its chunks are "
+                    f"written by {built.store.owner}. Add documents with "
+                    f"{built.store.owner} itself, or index them into a suture store "
+                    "(a --store without attach=)")
+            built._check_embedder(model)
+            built._embedder = model
             built._check_settings(chunk_size, chunk_overlap, contextual)
         except IndexError_ as exc:
             if not _is_missing(exc):
@@ -277,6 +285,13 @@ class Index:
         same = model.name == m.embedder and model.dimension == m.dimension
         if same and m.embedder_key:
             same = model.key == m.embedder_key
+        if not same and self.store.owner:  # attached: the URL named the embedder
+            raise EmbedderMismatchError(
+                f"{self.store.location} holds {m.dimension}-d vectors that "
+                f"{self.store.owner} made; embedder={m.embedder} in the --store URL gives "
+                f"{model.key} ({model.dimension}-d vectors). Name the suture embedder of the "
+                "model that made the collection's vectors (embedder=NAME in the URL)"
+            )
         if not same:
             recorded = m.embedder_key or f"{m.embedder} ({m.dimension}-d)"
             where = {k: v for k, v in m.embedder_options.items()

@@ -148,3 +148,37 @@ def test_expander_refuses_documents_without_embeddings(texts: dict[str, str]) ->
         expander.run(retrieved_documents=[Document(content="loose")], query_embedding=[0.1])
     with pytest.raises(ConfigurationError, match=r"extra_hits=1 .* raise its top-k"):
         ScarExpander(store, extra_hits=1)
+
+
+def test_attach_an_in_memory_document_store_runs_every_policy(texts: dict[str, str],
+                                                              tmp_path: Path) -> None:
+    """`attach(InMemoryDocumentStore)` decides as suture's own index of the same
+    splits and vectors (DocumentSplitter's source_id / split_idx_start)."""
+    from suture.embedders import get_embedder
+    from suture.integrations.haystack import attach
+
+    hashing = get_embedder("hashing")
+    splitter = DocumentSplitter(split_by="word", split_length=60, split_overlap=10)
+    splitter.warm_up()
+    split = splitter.run([Document(content=t, id=n) for n, t in texts.items()])["documents"]
+    vectors = hashing.embed_documents([d.content or "" for d in split])
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(id=d.id, content=d.content, meta=d.meta,
+                                    embedding=v.tolist()) for d, v in zip(split, vectors,
+                                                                          strict=True)])
+    attached = attach(store, embedder="hashing")
+    own = reference.reference_index(tmp_path / "own", texts, [
+        (d.meta["source_id"], d.meta["split_idx_start"],
+         d.meta["split_idx_start"] + len(d.content or ""), v) for d, v in zip(
+            split, vectors, strict=True)])
+    for policy, params in [("topk", {}), ("window", {}), ("scar", {"lam": 0.5, "tau": 0.0})]:
+        for query in QUERIES:
+            vector = hashing.embed_query(query)
+            got = attached.retrieve(query, policy, 3, **params)
+            want = own.retrieve(query, policy, 3, query_vector=vector, **params)
+            assert [(s.doc_id, s.start, s.end, s.reasons) for s in got.spans] == [
+                (s.doc_id, s.start, s.end, s.reasons) for s in want.spans]
+    found = SutureRetriever(attached, policy="window", k=2).run(QUERIES[0])["documents"]
+    assert found and all(d.meta["doc_id"] in texts for d in found)
+    with pytest.raises(ConfigurationError, match="InMemoryDocumentStore"):
+        attach(object(), embedder="hashing")

@@ -290,6 +290,25 @@ def test_openapi_and_docs(served: Server) -> None:
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
 
 
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_api_pages_load_everything_from_the_server(open_server: Server, page: str) -> None:
+    """Swagger UI and ReDoc come from the fastapi-offline package: every script,
+    stylesheet and icon the page names is a path on this server (no CDN), and loads."""
+    import re
+
+    with open_server.client() as http:
+        html = http.get(page)
+        assert html.status_code == 200
+        assets = re.findall(r"""(?:src|href|spec-url)=["']([^"']+)["']""", html.text)
+        assets += re.findall(r"""url: ?["']([^"']+)["']""", html.text)  # the schema
+        assert any(a.endswith(".js") for a in assets) and "/openapi.json" in assets
+        for asset in assets:
+            assert asset.startswith("/") and not asset.startswith("//"), asset
+            loaded = http.get(asset)
+            assert loaded.status_code == 200 and loaded.content, asset
+    assert "cdn" not in html.text.lower()
+
+
 def test_no_cors_headers_unless_configured(served: Server, open_server: Server) -> None:
     preflight = {"Origin": "http://allowed.example", "Access-Control-Request-Method": "POST"}
     with served.client() as http:

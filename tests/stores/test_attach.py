@@ -319,7 +319,7 @@ def test_an_order_field_places_chunks_without_offsets(unplaced: str,
                                                       texts: dict[str, str]) -> None:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    with pytest.raises(IndexError_, match="add_start_index=True"):
+    with pytest.raises(ConfigurationError, match=r"add_start_index=True.*files=DIR"):
         Index.open("plain", store=unplaced).retrieve(QUERIES[0], "scar", 3)
     store = open_store("plain", unplaced + "&order=metadata.chunk")
     try:
@@ -337,5 +337,72 @@ def test_attach_needs_the_embedder_and_an_existing_collection(unplaced: str) -> 
         open_store("plain", unplaced.replace("&embedder=hashing", ""))
     with pytest.raises(IndexError_, match="no collection 'other'"):
         open_store("other", unplaced)
-    with pytest.raises(ConfigurationError, match="unknown attach layout 'haystack'"):
+    with pytest.raises(ConfigurationError, match="unknown attach layout 'chroma'"):
+        open_store("plain", unplaced.replace("attach=langchain", "attach=chroma"))
+    with pytest.raises(ConfigurationError, match=r"haystack\.attach\(document_store\)"):
         open_store("plain", unplaced.replace("attach=langchain", "attach=haystack"))
+
+
+def test_files_locate_chunks_by_their_text(unplaced: str, texts: dict[str, str],
+                                           tmp_path: Path) -> None:
+    """LangChain's default (no start_index) with the split files given: every document is
+    its file's text exactly (paragraph breaks kept), every chunk lies where its text is."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    files = tmp_path / "files"
+    files.mkdir()
+    for name, text in texts.items():
+        (files / name).write_text(text, encoding="utf-8")
+    store = open_store("plain", unplaced + f"&files={files}")
+    try:
+        splitter = RecursiveCharacterTextSplitter(chunk_size=500, chunk_overlap=80,
+                                                  add_start_index=True)
+        for name, text in texts.items():
+            assert store.document(name).text == text
+            truth = [d.metadata["start_index"] for d in splitter.create_documents([text])]
+            chunks = [c for c in store.iter_chunks() if c.doc_id == name]
+            assert [c.start for c in chunks] == truth
+            assert all(text[c.start:c.end] == c.text for c in chunks)
+        context = Index(store).retrieve(QUERIES[0], "window", 2)
+        assert any(r != "hit" for s in context.spans for r in s.reasons)
+        assert all(texts[s.doc_id][s.start:s.end] == s.text for s in context.spans)
+    finally:
+        store.close()
+    (files / "gdpr-part.md").write_text("rewritten since", encoding="utf-8")
+    changed = open_store("plain", unplaced + f"&files={files}")
+    try:
+        with pytest.raises(IndexError_, match="is not in the file"):
+            changed.document("gdpr-part.md")
+    finally:
+        changed.close()
+    elsewhere = open_store("plain", unplaced + f"&files={files / 'sub'}")
+    try:
+        with pytest.raises(IndexError_, match="cannot read"):
+            elsewhere.document("gdpr-part.md")
+    finally:
+        elsewhere.close()
+
+
+def test_index_into_a_collection_says_it_is_read_only(unplaced: str, tmp_path: Path) -> None:
+    (tmp_path / "new.md").write_text("# New\n\nA document to add.\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "suture", "index", str(tmp_path / "new.md"), "--index", "plain",
+         "--store", unplaced],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
+    assert done.returncode == 2
+    assert "read-only for suture: its chunks are written by LangChain" in done.stderr
+    assert "chunk size" not in done.stderr and "built with" not in done.stderr
+
+
+def test_a_wrong_embedder_is_named_as_the_urls(unplaced: str) -> None:
+    from suture.exceptions import EmbedderMismatchError
+
+    attached = Index.open("plain", store=unplaced.replace("embedder=hashing",
+                                                          "embedder=wordllama"))
+    with pytest.raises(EmbedderMismatchError) as wrong:
+        attached.retrieve(QUERIES[0], "topk", 2)
+    message = str(wrong.value)
+    assert "holds 64-d vectors that LangChain made" in message
+    assert "embedder=wordllama in the --store URL gives" in message
+    assert "was built with" not in message

@@ -2,7 +2,8 @@
 
 Each framework has one module, imported only when asked for (its framework is an extra):
 
-* `suture.integrations.langchain`: `SutureRetriever` (extra ``suture[langchain]``);
+* `suture.integrations.langchain`: `SutureRetriever`, `ScarCompressor`
+  (extra ``suture[langchain]``);
 * `suture.integrations.llamaindex`: `SutureRetriever`, `ScarPostprocessor`
   (extra ``suture[llamaindex]``);
 * `suture.integrations.haystack`: `SutureRetriever`, `ScarExpander`

@@ -12,6 +12,10 @@
   metadata `DocumentSplitter` writes) and takes their vectors from the store, so nothing
   is re-embedded; SCAR itself is suture's (`suture.policies.scar`).
 
+`attach(document_store, embedder=NAME)` opens an `InMemoryDocumentStore` that
+`DocumentSplitter` and a document embedder filled as a read-only suture `Index` (attach
+mode), so every policy runs over its documents.
+
 Install with ``pip install 'suture[haystack]'``.
 """
 
@@ -35,6 +39,7 @@ from suture.integrations.framework_store import (
 from suture.integrations.source import (
     ContextSource,
     RetrieveSettings,
+    attached_index,
     context_source,
     filter_of,
     span_id,
@@ -50,7 +55,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the environment
     raise missing_dependency("haystack-ai", "haystack") from None
 
-__all__ = ["ScarExpander", "SutureRetriever"]
+__all__ = ["ScarExpander", "SutureRetriever", "attach"]
 
 
 @component
@@ -264,3 +269,30 @@ class _DocumentStoreView(FrameworkStore):
                               dtype=np.float32),
             item=doc,
         )
+
+
+def attach(document_store: Any, *, embedder: Any, files: str | Path | None = None,
+           name: str = "in-memory") -> Any:
+    """An `InMemoryDocumentStore` as a read-only suture `Index` (attach mode): every policy,
+    `SutureRetriever(attach(store, embedder="minilm"), policy="scar")` included, runs over it.
+
+    `embedder` is the suture embedder of the model that made the stored embeddings (a name
+    or an embedder). A document's source is `meta["source_id"]` and its place
+    `meta["split_idx_start"]` (what `DocumentSplitter` writes); with `files` (the folder of
+    the source files, `source_id` naming one) documents are those files' text.
+    """
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from suture.stores.attach_memory import MemoryReader
+
+    if not isinstance(document_store, InMemoryDocumentStore):
+        raise ConfigurationError(
+            f"attach() opens an InMemoryDocumentStore; got {type(document_store).__name__} "
+            "(for another store, put ScarExpander after its retriever)")
+
+    def rows() -> list[Any]:
+        return [(doc.id, {"content": doc.content or "", "meta": dict(doc.meta)}, doc.embedding)
+                for doc in document_store.filter_documents()]
+
+    reader = MemoryReader("Haystack InMemoryDocumentStore", rows, "meta.source_id")
+    return attached_index(reader, "haystack", embedder, files=files, name=name)

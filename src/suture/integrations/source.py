@@ -164,6 +164,21 @@ class RetrieveSettings:
                                focus=self.focus, **extra, **self.params)
 
 
+def attached_index(reader: Any, layout: str, embedder: Any, *, files: str | Path | None,
+                   name: str) -> Any:
+    """A framework's in-process chunks (`suture.stores.attach_memory.MemoryReader`) as a
+    read-only `Index` in attach mode, queried with `embedder` (a name or an embedder)."""
+    from suture.embedders import get_embedder
+    from suture.index import Index
+    from suture.stores.attach import PRESETS, AttachedStore, AttachOptions, Layout
+
+    model = get_embedder(embedder) if isinstance(embedder, str) else embedder
+    chosen = Layout(layout)
+    options = AttachOptions(chosen, str(model.name), PRESETS[(chosen, "memory")], "",
+                            files=None if files is None else str(files))
+    return Index(AttachedStore(reader, options, name, f"memory:{name}"), model)
+
+
 def span_id(span: Span) -> str:
     """The id of a span as a framework piece (LangChain `Document.id`, LlamaIndex node id,
     Haystack `Document.id`): its document and offsets, the same for the same text."""

@@ -17,6 +17,7 @@ Routes (all JSON; `/docs` shows them with their schemas):
     DELETE /v1/defaults/{policy}      forget them: a job                     write
     GET    /v1/reports[/view|/file]   `suture eval` reports under --reports  read
     GET    /, /reports                the pages (static; they call the API)
+    GET    /docs, /redoc              Swagger UI, ReDoc (served locally: fastapi-offline)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from pydantic import ValidationError
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -103,7 +105,10 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
         yield
         service.close()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from the fastapi-offline package, not a
+    # CDN, so they work on a machine without internet; no validator badge is fetched
+    app = FastAPIOffline(
+        swagger_ui_parameters={"validatorUrl": None},
         title="suture",
         version=__version__,
         description="Context assembly for RAG: SCAR, SproutRAG and their baselines over one "

@@ -16,7 +16,12 @@ URL options (the rest of the URL goes to the backend as usual):
   (Qdrant) or a row's columns (PostgreSQL) overriding the preset; a JSON string met on
   the way (LlamaIndex's ``_node_content``) is decoded. ``start`` is a chunk's character
   offset in its document, ``order`` its rank; one of them places chunks in reading order;
-* ``vector=NAME``: a named Qdrant vector (default: the collection's only dense vector).
+* ``vector=NAME``: a named Qdrant vector (default: the collection's only dense vector);
+* ``files=DIR``: the folder of the files the framework split (a document id is a path in
+  it, as LangChain's loaders record ``source``): a document's text is then its file's,
+  read as UTF-8, and a chunk stored without a start offset is *located by its text* in it
+  (`locate_chunks`), so neither ``add_start_index=True`` nor an order field is needed and
+  the text between chunks (paragraph breaks) is the file's own.
 
 * langchain, Qdrant: text ``page_content``, document id ``metadata.source``, start
   ``metadata.start_index``;
@@ -27,7 +32,8 @@ URL options (the rest of the URL goes to the backend as usual):
   ``metadata_._node_content.start_char_idx``.
 
 LangChain records ``start_index`` only when the splitter ran with ``add_start_index=True``;
-without it, name another field (``order=metadata.chunk``) or re-split.
+without it, give the files (``files=DIR``), name another field (``order=metadata.chunk``)
+or re-split.
 
 Frameworks store chunks, not documents, so a document is *reconstructed* from its chunks
 (its "outline": every chunk of the document, without vectors, read in one request). With
@@ -55,6 +61,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -84,6 +91,8 @@ class Layout(StrEnum):
 
     LANGCHAIN = "langchain"
     LLAMAINDEX = "llamaindex"
+    #: a Haystack document store, attached in-process (`suture.integrations.haystack.attach`)
+    HAYSTACK = "haystack"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +118,21 @@ PRESETS: dict[tuple[Layout, str], FieldMap] = {
                                            start="metadata.start_index"),
     (Layout.LANGCHAIN, "postgresql"): FieldMap("document", "cmetadata.source",
                                                start="cmetadata.start_index"),
+    (Layout.LANGCHAIN, "memory"): FieldMap("page_content", "metadata.source",
+                                           start="metadata.start_index"),
     (Layout.LLAMAINDEX, "qdrant"): FieldMap("_node_content.text", "ref_doc_id",
                                             start="_node_content.start_char_idx"),
     (Layout.LLAMAINDEX, "postgresql"): FieldMap("text", "metadata_.ref_doc_id",
                                                 start="metadata_._node_content.start_char_idx"),
+    (Layout.HAYSTACK, "memory"): FieldMap("content", "meta.source_id",
+                                          start="meta.split_idx_start"),
 }
+#: who writes each layout, for messages
+OWNERS = {Layout.LANGCHAIN: "LangChain", Layout.LLAMAINDEX: "LlamaIndex",
+          Layout.HAYSTACK: "Haystack"}
 
 _FIELD_OPTIONS = ("text", "doc_id", "start", "order")
-_OPTIONS = ("attach", "embedder", "vector", *_FIELD_OPTIONS)
+_OPTIONS = ("attach", "embedder", "vector", "files", *_FIELD_OPTIONS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +144,8 @@ class AttachOptions:
     fields: FieldMap
     backend_url: str
     vector: str | None = None
+    #: the folder of the split files (``files=DIR``): documents are read from it
+    files: str | None = None
 
 
 def is_attach(store: str | None) -> bool:
@@ -141,6 +159,10 @@ def parse_attach(url: str, backend: str) -> AttachOptions:
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     options = {k: v for k, v in pairs if k in _OPTIONS}
     layout = lookup("attach layout", Layout, options["attach"].lower())
+    if (layout, backend) not in PRESETS:
+        raise ConfigurationError(
+            f"attach={layout.value} has no layout in {backend}; a Haystack document store is "
+            "attached in-process: suture.integrations.haystack.attach(document_store)")
     embedder = options.get("embedder", "")
     if not embedder:
         raise ConfigurationError(
@@ -158,7 +180,8 @@ def parse_attach(url: str, backend: str) -> AttachOptions:
                       order=given.get("order", preset.order))
     rest = "&".join(f"{k}={v}" if v else k for k, v in pairs if k not in _OPTIONS)
     return AttachOptions(layout, embedder, fields,
-                         urlunsplit(parts._replace(query=rest)), options.get("vector") or None)
+                         urlunsplit(parts._replace(query=rest)), options.get("vector") or None,
+                         options.get("files") or None)
 
 
 def _shown(url: str) -> str:
@@ -260,7 +283,7 @@ class AttachedStore(ReadOnlyStore):
         self.fields = options.fields
         self.name = name
         self._url = url
-        self.owner = {"langchain": "LangChain", "llamaindex": "LlamaIndex"}[options.layout]
+        self.owner = OWNERS[options.layout]
         self.manifest = Manifest(suture_version=__version__, embedder=options.embedder,
                                  dimension=reader.dimension(), chunk_size=0,
                                  chunk_overlap=0, contextual=False)
@@ -359,14 +382,51 @@ class AttachedStore(ReadOnlyStore):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             hint = (" (LangChain records it when the splitter has add_start_index=True)"
                     if self.options.layout is Layout.LANGCHAIN else "")
-            raise IndexError_(
+            raise ConfigurationError(
                 f"a chunk in {self.location} (id {record.key}) has no number at {path!r}"
-                f"{hint}; name a field that places chunks with start=PATH (a character "
-                "offset) or order=PATH (a rank) in the --store URL"
+                f"{hint}; add files=DIR (the folder of the split files: chunks are then "
+                "located by their text), or name a field that places chunks with start=PATH "
+                "(a character offset) or order=PATH (a rank) in the --store URL"
             )
         return int(value)
 
+    def _stored_start(self, record: Record) -> int | None:
+        value = read_field(record.payload, self.fields.start) if self.fields.start else None
+        return None if isinstance(value, bool) or not isinstance(value, int | float) else int(
+            value)
+
+    def _file_text(self, doc_id: str) -> str:
+        """The text of the file document `doc_id` names under ``files=DIR``."""
+        folder = Path(str(self.options.files)).resolve()
+        path = (folder / doc_id).resolve()
+        if not path.is_relative_to(folder):
+            raise IndexError_(
+                f"document {doc_id!r} in {self.location} names a file outside files="
+                f"{self.options.files}; give the folder that holds it")
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise IndexError_(
+                f"document {doc_id!r} in {self.location}: cannot read {path} ({exc}); "
+                "files= must be the folder of the files the framework split") from None
+
+    def _outline_from_file(self, doc_id: str, records: Sequence[Record]) -> Outline:
+        text = self._file_text(doc_id)
+        pieces = [(r.key, self._text(r), self._stored_start(r)) for r in records]
+        try:
+            starts = locate_chunks(text, pieces)
+        except ValueError as exc:
+            raise IndexError_(f"document {doc_id!r} in {self.location}: {exc}") from None
+        ordered = sorted(pieces, key=lambda p: (starts[p[0]], p[0]))
+        placed = tuple(
+            _Placed(key, Chunk(Chunk.make_id(doc_id, position), doc_id, position, starts[key],
+                               starts[key] + len(piece), piece))
+            for position, (key, piece, _) in enumerate(ordered))
+        return Outline(doc_id, placed, text)
+
     def _outline(self, doc_id: str, records: Sequence[Record]) -> Outline:
+        if self.options.files is not None:
+            return self._outline_from_file(doc_id, records)
         ordered = sorted(records, key=lambda r: (self._place(r), r.key))
         placed = []
         text = ""
@@ -452,6 +512,40 @@ class AttachedStore(ReadOnlyStore):
     @property
     def generation(self) -> int:
         return 0
+
+
+def locate_chunks(text: str, pieces: Sequence[tuple[str, str, int | None]]) -> dict[str, int]:
+    """Where each chunk (key, text, stored start or None) lies in its document's `text`.
+
+    A stored start is kept when the chunk's text is there; the others are found by their
+    text: chunks of equal text take that text's occurrences in order (left to right, one
+    each; a splitter cuts such copies at distinct places), skipping those a stored start
+    holds. A chunk whose text is not in the document raises `ValueError`.
+    """
+    starts: dict[str, int] = {}
+    unplaced: dict[str, list[str]] = {}
+    for key, piece, start in pieces:
+        if start is not None and text[start:start + len(piece)] == piece:
+            starts[key] = start
+        else:
+            unplaced.setdefault(piece, []).append(key)
+    taken = {(start, len(text_)) for key, text_, _ in pieces
+             if (start := starts.get(key)) is not None}
+    for piece, keys in unplaced.items():
+        found: list[int] = []
+        at = text.find(piece)
+        while at >= 0 and len(found) < len(keys):
+            if (at, len(piece)) not in taken:
+                found.append(at)
+            at = text.find(piece, at + 1)
+        if len(found) < len(keys):
+            shown = piece if len(piece) <= 60 else piece[:57] + "..."
+            raise ValueError(
+                f"chunk {keys[len(found)]} ({shown!r}) is not in the file"
+                f"{'' if len(keys) == 1 else f' {len(keys)} times'}: the file changed since it "
+                "was split, or the splitter changed the text")
+        starts.update(zip(sorted(keys), found, strict=True))
+    return starts
 
 
 def _hash(text: str) -> str:

@@ -219,6 +219,9 @@ class Store(ABC):
     #: registry name of the backend ("sqlite", "postgresql", "qdrant")
     backend: str = ""
     manifest: Manifest
+    #: who writes the data when suture does not ("LangChain" for an attached collection):
+    #: such a store is read-only to suture (`stores/readonly.py`); "" for suture's own
+    owner: str = ""
 
     # -- opening ------------------------------------------------------------------
     @classmethod
