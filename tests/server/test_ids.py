@@ -108,5 +108,5 @@ def test_the_client_refuses_to_add_a_bad_id(id_server: Server) -> None:
     from suture.types import Document
 
     with Client(id_server.url, api_key=WRITE_KEY) as client, pytest.raises(ServiceError) as bad:
-        client.add_documents([Document("tab\tid", "text")])
+        client.ingest([Document("tab\tid", "text")])
     assert bad.value.status == 400 and "U+0009" in bad.value.message
