@@ -15,8 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from suture.index import Index
+from suture.policies import policy_names, policy_parameters
+from suture.retrievers import RetrieverName
 from suture.server import limits
-from suture.server.app import create_app
+from suture.server.app import REQUEST_RETRIEVER_OPTIONS, create_app
 from suture.server.limits import MAX_JSON_DEPTH, json_depth
 from suture.server.service import IndexService
 from suture.server.settings import ServerSettings
@@ -173,3 +175,42 @@ def test_records_no_store_could_take_fail_with_the_reason(client: TestClient) ->
     surrogate = client.post("/v1/documents", headers=JSON, content=(
         '{"doc_id": "s", "text": "t", "metadata": {"k": "\\ud800"}}'))
     refused(surrogate, "lone surrogate")
+
+
+#: numbers JSON readers accept (Python writes the first three as Infinity, -Infinity, NaN)
+ODD_NUMBERS = ("Infinity", "-Infinity", "NaN", "1e400", "-1e400", str(10 ** 30), "true",
+               '"inf"')
+
+
+@pytest.mark.parametrize("policy", policy_names())
+def test_every_policy_parameter_takes_or_refuses_odd_numbers(
+        client: TestClient, policy: str) -> None:
+    """Each parameter of the policy, set to each odd number, by a retrieval and as the
+    index's own setting: an answer or a 4xx naming the parameter (radius=Infinity was a
+    500: int(inf) overflowed)."""
+    for name in policy_parameters(policy):
+        for number in ODD_NUMBERS:
+            params = f'{{"{name}": {number}}}'
+            for answer in (
+                client.post("/v1/retrieve", headers=JSON, content=(
+                    f'{{"query": "{QUESTION}", "policy": "{policy}", "params": {params}}}')),
+                client.put(f"/v1/defaults/{policy}", headers=JSON,
+                           content=f'{{"params": {params}}}'),
+            ):
+                assert answer.status_code < 500, (name, number, answer.text)
+                if answer.status_code >= 400:
+                    refused(answer)
+
+
+@pytest.mark.parametrize("retriever", [r.value for r in REQUEST_RETRIEVER_OPTIONS])
+def test_every_request_retriever_option_takes_or_refuses_odd_numbers(
+        client: TestClient, retriever: str) -> None:
+    for name in REQUEST_RETRIEVER_OPTIONS[RetrieverName(retriever)]:
+        for number in ODD_NUMBERS:
+            answer = client.post("/v1/retrieve", headers=JSON, content=(
+                f'{{"query": "{QUESTION}", "policy": "topk", "retriever": "{retriever}", '
+                f'"retriever_options": {{"{name}": {number}}}}}'))
+            if number == str(10 ** 30):  # a number: taken or refused
+                assert answer.status_code < 500, (name, answer.text)
+            else:  # none is a number an option can take
+                assert name in refused(answer), (number, answer.text)
