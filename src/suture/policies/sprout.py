@@ -65,6 +65,13 @@ FOCUS_QUERIES = ("question", "focused")
 #: whole-document root cannot become the context; about four 600-character chunks.
 #: Pass max_node_chars=None for the unbounded reference behaviour.
 DEFAULT_MAX_NODE_CHARS = 2400
+#: SproutRAG's public configuration at query time (its example configs: beam width 5,
+#: threshold 0, nodes of any size); the trees are `suture.sprout.OFFICIAL_SETTINGS`'s
+#: (leaves of at most 2 sentences). `--param` each, or `**OFFICIAL_PARAMS` in Python.
+#: Not replicated: its search runs in every document's tree (top 5 each, then the best
+#: k overall, never a root); this policy's beam runs in the `documents` trees chosen.
+OFFICIAL_PARAMS: dict[str, Any] = {"search": "beam", "beam_width": 5, "threshold": 0.0,
+                                   "max_node_chars": None}
 #: with document_source="hits", first-stage hits read per wanted document (the hits of
 #: one document often come in runs, so k hits alone may name fewer than `documents`)
 HITS_PER_DOCUMENT = 10
