@@ -177,7 +177,7 @@ def test_official_trees_and_a_focused_query_on_real_contracts(
     leaf_sentences = [len([c for c in index.store.document(named).text[s:e] if c == "."])
                       for s, e in trees[named].leaf_spans.tolist()[:50]]
     assert max(leaf_sentences) >= 2  # two sentences a leaf, not suture's one
-    query = "RGC Resources franchise agreement; how long does the franchise last?"
+    query = "Town of Vinton gas franchise agreement; how long does the franchise last?"
     for search in ("beam", "anchored"):
         params = dict(OFFICIAL_PARAMS, search=search, max_node_chars=2400)
         context = index.retrieve(query, "sprout", k=5, explain=True, **params)
