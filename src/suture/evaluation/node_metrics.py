@@ -42,6 +42,7 @@ from suture.evaluation.metrics import DocRange, by_document
 
 if TYPE_CHECKING:
     from suture.sprout.tree import SproutTree
+    from suture.types import Span
 
 #: the cut-offs the public code evaluates at (its default `ks`)
 NODE_KS = (1, 3, 5)
@@ -77,18 +78,19 @@ def node_metrics(retrieved: Sequence[str], relevant: Collection[str],
     return out
 
 
-def ranked_units(spans: Iterable[object]) -> list[str]:
+def ranked_units(spans: Iterable[Span]) -> list[str]:
     """A context's unit ids in rank order: hits by score, then the other units (a window's
     or SCAR's expansions, a parent's section) by score; ties keep context order.
 
-    `spans` are `Span`s (their row-aligned `chunk_ids`, `reasons` and `scores`).
+    Reads each span's row-aligned `chunk_ids`, `reasons` and `scores` (a span without
+    them, as an older saved context, counts its units as hits of the span's score).
     """
     rows: dict[str, tuple[bool, float, int]] = {}
     for span in spans:
-        ids = getattr(span, "chunk_ids", ())
-        reasons = getattr(span, "reasons", ()) or ("hit",) * len(ids)
-        scores = getattr(span, "scores", ()) or (getattr(span, "score", 0.0),) * len(ids)
-        for unit, reason, score in zip(ids, reasons, scores, strict=False):
+        ids = span.chunk_ids
+        reasons = span.reasons if len(span.reasons) == len(ids) else ("hit",) * len(ids)
+        scores = span.scores if len(span.scores) == len(ids) else (span.score,) * len(ids)
+        for unit, reason, score in zip(ids, reasons, scores, strict=True):
             if unit not in rows:
                 rows[unit] = (reason != "hit", -float(score), len(rows))
     return sorted(rows, key=lambda unit: rows[unit])
