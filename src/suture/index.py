@@ -560,8 +560,10 @@ class Index:
             hits = search(query_vector)
             found = self._query_focus().find(query, hits[0].chunk.doc_id) if (
                 focus and hits) else None
+            question_vector = None
             if found is not None:  # searched again by its question, within the named document
-                query_vector = focused_vector(query_vector, self._question_vector(found.question))
+                question_vector = self._question_vector(found.question)
+                query_vector = focused_vector(query_vector, question_vector)
                 hits = search(query_vector, identical.group_of(found.doc_id) or (found.doc_id,))
             if not hits and self.store.chunk_count() == 0:
                 raise IndexError_(
@@ -578,6 +580,8 @@ class Index:
                 sentences=sentences,
                 focused=found is not None,
                 allowed=allowed,
+                focus=found,
+                question_vector=question_vector,
             )
             if limit is None:
                 result = chosen.select(request)

@@ -54,6 +54,22 @@ def test_sprout_index_builds_trees_then_only_what_changed(sprout_index: Path) ->
     assert again.returncode == 0 and "0 built" in again.stdout and "2 unchanged" in again.stdout
 
 
+def test_sprout_index_official_builds_two_sentence_leaves(sprout_index: Path) -> None:
+    built = suture("sprout-index", "--index", sprout_index, "--official", "-q", timeout=900)
+    assert built.returncode == 0, built.stderr
+    assert "sprout trees: 2 built" in built.stdout  # other leaves: every tree again
+    from suture import Index
+    from suture.sprout import TreeStore
+
+    config = TreeStore.of(Index.open(sprout_index).store).read_config() or {}
+    assert config["settings"]["group_size"] == 2
+    answer = suture("query", "What is the expiration date of this contract?", "--index",
+                    sprout_index, "--policy", "sprout", "--param", "beam_width=5",
+                    "--param", "max_node_chars=none", "--json")
+    assert answer.returncode == 0, answer.stderr
+    assert json.loads(answer.stdout)["spans"]
+
+
 def test_train_sprout_names_a_missing_benchmark(tmp_path: Path) -> None:
     # a real training run as a process: tests/training/test_loop.py
     missing = suture("train-sprout", "--benchmark", tmp_path / "none.json",

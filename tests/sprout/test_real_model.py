@@ -160,3 +160,42 @@ def test_index_build_query_and_incremental_update(small_index: Any, tmp_path: Pa
     assert len(retreed.built) == 2 and all(b.from_cache for b in retreed.built)
     config = TreeStore.of(index.store).read_config() or {}
     assert config["alpha"][5] == 1.0
+
+
+def test_official_trees_and_a_focused_query_on_real_contracts(
+        small_index: Any, encoder: SproutEncoder) -> None:
+    from suture.evaluation.node_metrics import node_metrics, ranked_units, relevant_nodes
+    from suture.policies.sprout import OFFICIAL_PARAMS
+    from suture.sprout import OFFICIAL_SETTINGS
+    from suture.sprout.forest import load_forest
+
+    index, _ = small_index
+    build_sprout_trees(index, settings=OFFICIAL_SETTINGS, progress=False, encoder=encoder)
+    named = ("RgcResourcesInc_20151216_8-K_EX-10.3_9372751_EX-10.3_Franchise "
+             "Agreement.txt")
+    trees = {t.doc_id: t for t in load_forest(TreeStore.of(index.store)).trees}
+    leaf_sentences = [len([c for c in index.store.document(named).text[s:e] if c == "."])
+                      for s, e in trees[named].leaf_spans.tolist()[:50]]
+    assert max(leaf_sentences) >= 2  # two sentences a leaf, not suture's one
+    query = "Town of Vinton gas franchise agreement; how long does the franchise last?"
+    for search in ("beam", "anchored"):
+        params = dict(OFFICIAL_PARAMS, search=search, max_node_chars=2400)
+        context = index.retrieve(query, "sprout", k=5, explain=True, **params)
+        assert context.focus is not None and context.focus.doc_id == named
+        assert {s.doc_id for s in context.spans} == {named}
+        assert context.trace[0]["focused_on"] == [named]
+        units = ranked_units(context.spans)
+        assert units and all(u.startswith(f"{named}@n") for u in units)
+    # the paper's metric on these nodes: a context span taken as gold; its relevant ids
+    # are nodes of the tree, all of whose text lies within the span (leaves tile the text,
+    # so a leaf may run on over the white space after the span)
+    first = context.spans[0]
+    relevant = relevant_nodes(trees, [(named, first.start, first.end)])
+    assert relevant
+    tree = trees[named]
+    text = index.store.document(named).text
+    for unit in relevant:
+        node = int(unit.split("@n", 1)[1].split("#", 1)[0])
+        for start, end in tree.spans(node):
+            assert start >= first.start - 1 and not text[max(start, first.end):end].strip()
+    assert set(node_metrics(units, relevant)) >= {"node_ie@1", "node_ie_avg"}

@@ -29,17 +29,27 @@ def sprout_index_command(
         help="Internal-node embeddings: mean (default), size, reembed.")] = None,
     group_size: Annotated[int | None, typer.Option(
         help="Sentences per leaf (m; the reference uses 2).")] = None,
+    official: Annotated[bool, typer.Option(
+        "--official", help="SproutRAG's public configuration: leaves of at most 2 sentences "
+        "(query with --param beam_width=5 --param max_node_chars=none).")] = False,
     force: Annotated[bool, typer.Option(help="Rebuild every tree and its encoder signal.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Build or refresh SproutRAG trees for an existing index (only changed documents)."""
     from suture.index import Index
-    from suture.sprout import SproutSettings, TreeStore, build_sprout_trees
+    from suture.sprout import (
+        OFFICIAL_SETTINGS,
+        SproutSettings,
+        TreeStore,
+        build_sprout_trees,
+    )
 
     try:
         opened = Index.open(index, store=store, embedder=embedder)
         config = TreeStore.of(opened.store).read_config() or {}
         settings = SproutSettings.from_dict(config.get("settings", {}))
+        if official and group_size is None:
+            group_size = OFFICIAL_SETTINGS.group_size
         changes = {k: v for k, v in {"composition": composition,
                                       "group_size": group_size}.items() if v is not None}
         report = build_sprout_trees(opened, doc, weights=weights,

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +20,12 @@ from suture.evaluation.metrics import (
     QueryOutcome,
     is_fragmented,
     query_metrics,
+)
+from suture.evaluation.node_metrics import (
+    node_metric_names,
+    node_metrics,
+    ranked_units,
+    relevant_nodes,
 )
 from suture.evaluation.policy_specs import PeerSpec, PolicySpec
 from suture.evaluation.records import PolicyRun, QueryRecord
@@ -89,6 +96,7 @@ class Evaluator:
         self.query_vectors = query_vectors
         self._peers: dict[str, Peer] = {}
         self._peer_answers: dict[tuple[str, str, int], list[PeerPiece]] = {}
+        self._trees: dict[str, Any] | None = None
         self._peer_facts: dict[str, dict[str, float]] = {}
 
     # -- set-up checks -----------------------------------------------------------------
@@ -172,6 +180,7 @@ class Evaluator:
         if isinstance(spec, str):
             spec = PolicySpec(spec)
         records: list[QueryRecord] = []
+        self._trees = None  # trees may have been rebuilt since the last run
         started = time.perf_counter()
         for query, vector in zip(self.benchmark.queries, self.query_vectors, strict=True):
             context = self.index.retrieve(
@@ -314,6 +323,7 @@ class Evaluator:
         # copies of a document the context read as one (`suture.identical`): copy → kept
         kept_for = {copy: span.doc_id for span in context.spans
                     for copy in getattr(span, "identical_in", ())}
+        gold_and_chunks = self._gold_read_in_copies(query.query_id, kept_for)
         outcome = QueryOutcome(
             spans=doc_spans,
             chunk_ids=chunk_ids,
@@ -331,7 +341,8 @@ class Evaluator:
             characters=context.characters,
             tokens=context.tokens,
             fragmented=self.fragmented[query.query_id],
-            metrics=query_metrics(*self._gold_read_in_copies(query.query_id, kept_for), outcome),
+            metrics={**query_metrics(*gold_and_chunks, outcome),
+                     **self._node_metrics(spec, context, *gold_and_chunks)},
             read_in_copies={self._file_path(copy): self._file_path(kept)
                             for copy, kept in kept_for.items()},
         )
@@ -350,6 +361,28 @@ class Evaluator:
             doc, position = split_chunk_id(chunk_id)
             chunks.add(Chunk.make_id(kept_for.get(doc, doc), position))
         return read_in, chunks
+
+    def _node_metrics(self, spec: PolicySpec | PeerSpec, context: Any,
+                      gold: tuple[DocRange, ...], gold_chunks: set[str]) -> dict[str, float]:
+        """SproutRAG's node-level metrics (`suture.evaluation.node_metrics`): over tree
+        nodes for sprout, over chunks for a policy whose units are the index's chunks;
+        NaN for a peer or a policy of other units (sentences)."""
+        units = ranked_units(context.spans)
+        if isinstance(spec, PolicySpec) and spec.name == "sprout":
+            return node_metrics(units, relevant_nodes(self._sprout_trees(), gold))
+        if isinstance(spec, PolicySpec) and all(self.layout.is_chunk(u) for u in units):
+            return node_metrics(units, gold_chunks)
+        return dict.fromkeys(node_metric_names(), math.nan)
+
+    def _sprout_trees(self) -> dict[str, Any]:
+        """The index's SproutRAG trees by document id, read once per run."""
+        if self._trees is None:
+            from suture.sprout.forest import load_forest
+            from suture.sprout.storage import TreeStore
+
+            forest = load_forest(TreeStore.of(self.index.store))
+            self._trees = {tree.doc_id: tree for tree in forest.trees}
+        return self._trees
 
     def _file_path(self, doc_id: str) -> str:
         return self._file_paths.get(doc_id) or self.benchmark.file_path_of(doc_id)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from suture.embedders.base import Vectors
 from suture.stores.base import Store
-from suture.types import Hit, Selection
+from suture.types import Focus, Hit, Selection
 
 if TYPE_CHECKING:
     from suture.retrievers.sentences import SentenceTable
@@ -33,6 +33,11 @@ class PolicyRequest:
     #: every document); the hits are already among them, and a policy that looks beyond
     #: its hits' documents (SproutRAG's document choice) keeps to them
     allowed: frozenset[str] | None = None
+    #: the focus itself when `focused` (its question and the document it names), and the
+    #: question part embedded: what a policy that searches within the named document by
+    #: the question alone reads (SproutRAG's focused tree search)
+    focus: Focus | None = None
+    question_vector: Vectors | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,13 @@ Per query, `search` chooses how candidates are found (`suture.sprout.search`):
   hits (any retriever, e.g. `document-hybrid`), each lifted to its largest ancestor
   within `max_node_chars`.
 
+A query that names its document (`suture.focus`: `PolicyRequest.focused`) searches only
+that document's tree (and its copies'), the documents of its hits, by its question part
+(`focus_query="question"`, e(question)) or by the focused vector every policy gets
+(`"focused"`, normalise(e(query) + e(question))): the naming clause, which otherwise
+dominates the query vector, no longer steers the beam (docs/sprout.md). When the named
+document has no usable tree, every tree is searched with the request's vector.
+
 Candidates with cosine similarity > `threshold` are ranked and the top k returned,
 never a node together with one of its ancestors (the higher-scoring one stays). Each
 returned node becomes one `Selection` per contiguous piece of its text, so a node
@@ -28,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.exceptions import ConfigurationError
+from suture.focus import focused_vector
 from suture.numbers import real_number, whole_number
 from suture.policies.base import (
     Policy,
@@ -46,15 +54,24 @@ from suture.sprout.search import (
 from suture.sprout.storage import TreeStore
 from suture.sprout.tree import SproutTree
 from suture.stores.base import Store
-from suture.types import Selection
+from suture.types import Focus, Selection
 
 DOCUMENT_SOURCES = ("leaves", "hits")
 #: "beam" is SproutRAG's own search; the others are the query-dependent alternatives
 SEARCHES = ("beam", "collapsed", "anchored")
+#: what a focused query searches the named document's tree with (`suture.focus`)
+FOCUS_QUERIES = ("question", "focused")
 #: nodes larger than this (characters) are walked through but never returned, so a
 #: whole-document root cannot become the context; about four 600-character chunks.
 #: Pass max_node_chars=None for the unbounded reference behaviour.
 DEFAULT_MAX_NODE_CHARS = 2400
+#: SproutRAG's public configuration at query time (its example configs: beam width 5,
+#: threshold 0, nodes of any size); the trees are `suture.sprout.OFFICIAL_SETTINGS`'s
+#: (leaves of at most 2 sentences). `--param` each, or `**OFFICIAL_PARAMS` in Python.
+#: Not replicated: its search runs in every document's tree (top 5 each, then the best
+#: k overall, never a root); this policy's beam runs in the `documents` trees chosen.
+OFFICIAL_PARAMS: dict[str, Any] = {"search": "beam", "beam_width": 5, "threshold": 0.0,
+                                   "max_node_chars": None}
 #: with document_source="hits", first-stage hits read per wanted document (the hits of
 #: one document often come in runs, so k hits alone may name fewer than `documents`)
 HITS_PER_DOCUMENT = 10
@@ -93,6 +110,7 @@ class SproutPolicy(Policy):
         max_node_chars: int | None = DEFAULT_MAX_NODE_CHARS,
         document_source: str = "leaves",
         search: str = "beam",
+        focus_query: str = "question",
     ) -> None:
         beam_width = whole_number("sprout", "beam_width", beam_width, minimum=1, example=4)
         documents = whole_number("sprout", "documents", documents, minimum=1, example=3)
@@ -105,6 +123,10 @@ class SproutPolicy(Policy):
                 f"document_source must be one of {DOCUMENT_SOURCES}, got {document_source!r}")
         if search not in SEARCHES:
             raise ConfigurationError(f"search must be one of {SEARCHES}, got {search!r}")
+        if focus_query not in FOCUS_QUERIES:
+            raise ConfigurationError(
+                f"focus_query must be one of {FOCUS_QUERIES}, got {focus_query!r}")
+        self.focus_query = focus_query
         self.search = search
         self.beam_width = beam_width
         self.threshold = threshold
@@ -127,9 +149,11 @@ class SproutPolicy(Policy):
         return {"beam_width": self.beam_width, "threshold": self.threshold,
                 "documents": self.documents, "leaves_only": self.leaves_only,
                 "max_node_chars": self.max_node_chars,
-                "document_source": self.document_source, "search": self.search}
+                "document_source": self.document_source, "search": self.search,
+                "focus_query": self.focus_query}
 
-    def _query_vector(self, request: PolicyRequest, forest: Forest) -> npt.NDArray[np.float32]:
+    def _query_vector(self, request: PolicyRequest, forest: Forest, focus: Focus | None
+                      ) -> npt.NDArray[np.float32]:
         """The request's vector when the index's embedder made the leaf vectors.
 
         Otherwise the trees came from the bundled MiniLM (an index of another embedder)
@@ -140,8 +164,12 @@ class SproutPolicy(Policy):
         manifest = request.store.manifest
         name = str(forest.config.get("embedder", "minilm"))
         trees_by = dict(forest.config.get("embedder_options") or {}).get("fingerprint")
+        question = focus.question if focus is not None else None
         if (manifest.embedder == name and vector.shape[0] == forest.dimension
                 and manifest.embedder_options.get("fingerprint") == trees_by):
+            if question is not None and self.focus_query == "question" and (
+                    request.question_vector is not None):
+                return np.asarray(request.question_vector, dtype=np.float32).reshape(-1)
             return vector
         if trees_by:
             index_by = manifest.embedder_options.get("fingerprint") or "bundled"
@@ -155,7 +183,12 @@ class SproutPolicy(Policy):
 
             self._query_embedder = get_embedder(name)
         result: npt.NDArray[np.float32] = self._query_embedder.embed_query(request.query)
-        return result
+        if question is None:
+            return result
+        asked: npt.NDArray[np.float32] = self._query_embedder.embed_query(question)
+        if self.focus_query == "question":
+            return asked
+        return np.asarray(focused_vector(result, asked), dtype=np.float32)
 
     def _documents(self, request: PolicyRequest, forest: Forest, query: npt.NDArray[np.float32],
                    usable: set[int]) -> list[tuple[int, float]]:
@@ -185,7 +218,13 @@ class SproutPolicy(Policy):
             usable = {i for i in usable if forest.trees[i].doc_id in request.allowed}
             if not usable:
                 return PolicyResult(selections=[])
-        query = self._query_vector(request, forest)
+        fresh, named = usable, set[str]()
+        if request.focused:  # the named document and its copies: the hits' documents
+            named = {hit.chunk.doc_id for hit in request.hits}
+            within = {i for i in usable if forest.trees[i].doc_id in named}
+            named = named if within else set()
+            usable = within or usable
+        query = self._query_vector(request, forest, request.focus if named else None)
         if self.search == "anchored":
             picked, starts = self._anchors(request, forest, usable)
         else:
@@ -195,7 +234,8 @@ class SproutPolicy(Policy):
         selections = _selections(result.chosen, trees, request.store)
         trace: list[dict[str, Any]] = []
         if request.explain:
-            trace = _trace(forest, picked, trees, result, hashes, usable)
+            trace = _trace(forest, picked, trees, result, hashes, fresh)
+            trace[0]["focused_on"] = sorted(named)
         return PolicyResult(selections=selections, trace=trace)
 
     def _search(self, trees: list[SproutTree], query: npt.NDArray[np.float32], k: int,

@@ -16,11 +16,12 @@ from suture.sprout.build import (
     build_sprout_trees,
     tree_from_signal,
 )
-from suture.sprout.settings import SproutSettings, load_weights
+from suture.sprout.settings import OFFICIAL_SETTINGS, SproutSettings, load_weights
 from suture.sprout.storage import DocumentSignal, TreeStore
 from suture.sprout.tree import SproutTree
 
 __all__ = [
+    "OFFICIAL_SETTINGS",
     "BuildReport",
     "DocumentBuild",
     "DocumentSignal",

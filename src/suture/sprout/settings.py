@@ -78,6 +78,12 @@ class SproutSettings:
         return replace(self, **changes)
 
 
+#: SproutRAG's public configuration (github.com/AmirAbaskohi/SproutRAG, its example
+#: configs: all-MiniLM-L6-v2, leaves of at most 2 sentences); the query side is
+#: `suture.policies.sprout.OFFICIAL_PARAMS`. `suture sprout-index --official`.
+OFFICIAL_SETTINGS = SproutSettings(group_size=2)
+
+
 def tree_digest(settings: SproutSettings, encoder: str, alpha: npt.NDArray[np.float64]) -> str:
     """Identity of everything a tree depends on besides the document text."""
     data = {"signal": settings.signal_digest(encoder), "composition": settings.composition,
