@@ -51,6 +51,10 @@ DECISION_STYLES: dict[str, str] = {
     "stands out: walked, best hit whole": "bold cyan",
 }
 
+#: decisions that neither changed the context nor ended a walk: the rows a short view
+#: of a trace leaves out (the page at `suture serve`'s / folds them away)
+QUIET_DECISIONS: tuple[str, ...] = ("not reached", "duplicate (kept better)")
+
 _NUMBER_FORMAT = "{:+.3f}"
 
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import inspect
 import sys
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from suture._registry import load_class, lookup
 from suture.exceptions import ConfigurationError
 from suture.policies.base import Policy, PolicyRequest, PolicyResult
+
+if TYPE_CHECKING:
+    from suture.stores.base import Store
 
 
 class PolicyName(StrEnum):
@@ -80,6 +83,14 @@ def policy_needs_sentences(name: str) -> bool:
     return bool(cls.needs_sentences)
 
 
+def policy_missing(name: str, store: Store) -> str | None:
+    """Why a registered policy cannot run on the index `store` holds, or None
+    (`Policy.missing_on`: SproutRAG without its trees)."""
+    cls, _ = _policy_class(name)
+    missing: str | None = cls.missing_on(store)
+    return missing
+
+
 def describe_parameters(name: str) -> str:
     """"lam=1.0, tau=0.3, ..." for a policy: its parameters and defaults, in order."""
     shown = [
@@ -126,6 +137,7 @@ __all__ = [
     "PolicyResult",
     "describe_parameters",
     "get_policy",
+    "policy_missing",
     "policy_names",
     "policy_needs_sentences",
     "policy_parameters",

@@ -77,6 +77,13 @@ class Policy(ABC):
         """The policy's settings, for reports and run files."""
         return {}
 
+    @classmethod
+    def missing_on(cls, store: Store) -> str | None:
+        """Why this policy cannot run on the index `store` holds (what it reads that the
+        index lacks, and the command that builds it); None when it can. Cheap: read by
+        `suture serve`'s /v1/info for every policy."""
+        return None
+
 
 def hit_selection(hit: Hit) -> Selection:
     """A first-stage hit as a context piece (priority = its score)."""

@@ -42,7 +42,7 @@ from suture.policies.base import (
     PolicyRequest,
     PolicyResult,
 )
-from suture.sprout.forest import Forest, load_forest
+from suture.sprout.forest import Forest, load_forest, no_trees
 from suture.sprout.search import (
     SearchResult,
     Visit,
@@ -204,6 +204,12 @@ class SproutPolicy(Policy):
             return list(chosen.items())
         ranked = forest.best_documents(query, len(forest.trees))
         return [(t, s) for t, s in ranked if t in usable][: self.documents]
+
+    @classmethod
+    def missing_on(cls, store: Store) -> str | None:
+        """The index's SproutRAG trees, built by `suture sprout-index`."""
+        trees = TreeStore.of(store)
+        return None if trees.has_trees() else no_trees(trees.label)
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         trees_of = TreeStore.of(request.store)

@@ -45,9 +45,9 @@ from suture._registry import lookup
 from suture._version import __version__
 from suture.documents import SUPPORTED_SUFFIXES, doc_id_problem, document_from_record, shown_id
 from suture.exceptions import ConfigurationError, DocumentError, SutureError
-from suture.explain import HEADERS
+from suture.explain import HEADERS, QUIET_DECISIONS
 from suture.filters import Filter
-from suture.policies import policy_names
+from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY, PolicyName, policy_names
 from suture.retrievers import RetrieverName
 from suture.server import reports
 from suture.server.auth import Scope
@@ -145,7 +145,11 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             "retrievers": [r.value for r in RetrieverName],
             "request_retriever_options": {
                 name.value: list(options) for name, options in REQUEST_RETRIEVER_OPTIONS.items()},
+            "default_policy": DEFAULT_POLICY.value,
+            "compared_policies": list(COMPARED_POLICIES),
+            "policy_status": await service.read(lambda: _policy_status(service)),
             "trace_headers": HEADERS,
+            "trace_quiet_decisions": list(QUIET_DECISIONS),
             "limits": {
                 "max_body_bytes": settings.max_body_bytes,
                 "max_query_chars": settings.max_query_chars,
@@ -175,9 +179,8 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
     async def compare(body: CompareRequest) -> dict[str, Any]:
         """Several policies on one question (the query is embedded once)."""
         _check_query(body.query, settings)
-        if "rerank" in body.policies:
-            raise ApiError(400, "invalid_request", "compare runs policies without parameters; "
-                           "ask /v1/retrieve for rerank")
+        if PolicyName.RERANK in body.policies:
+            raise ApiError(400, "invalid_request", RERANK_NOT_COMPARED)
         options = _retriever_options(body.retriever, body.retriever_options)
         wanted = Filter.parse(body.filter)
         contexts = await service.read(lambda: service.compare(
@@ -372,6 +375,21 @@ def _auth(settings: ServerSettings, needed: Scope) -> Any:
 
 
 # -- requests -------------------------------------------------------------------------------
+#: why /v1/compare refuses rerank (its model folder is a parameter, compare takes none)
+RERANK_NOT_COMPARED = ("compare runs policies without parameters; ask /v1/retrieve for "
+                       "rerank")
+
+
+def _policy_status(service: IndexService) -> dict[str, dict[str, Any]]:
+    """Per policy: whether it can run on this index (`available`, else the `reason` with
+    the command that fixes it) and whether /v1/compare runs it (`compare`)."""
+    status = {}
+    for name, missing in service.missing_policies().items():
+        status[name] = {"available": missing is None, "reason": missing,
+                        "compare": name != PolicyName.RERANK}
+    return status
+
+
 def _check_query(query: str, settings: ServerSettings) -> None:
     if len(query) > settings.max_query_chars:
         raise ApiError(422, "query_too_long",

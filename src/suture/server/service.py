@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from suture.documents import Skipped, iter_documents, shown_id, title_from_filename
 from suture.index import Index, check_policy_settings
-from suture.policies import DEFAULT_POLICY, PolicyName, get_policy
+from suture.policies import DEFAULT_POLICY, PolicyName, get_policy, policy_missing, policy_names
 from suture.server.jobs import Job, JobFailed, JobQueue, Progress
 from suture.stores.base import POLICY_RETRIEVER
 from suture.textfile import SpooledDocument
@@ -108,6 +108,11 @@ class IndexService:
 
     def info(self) -> dict[str, Any]:
         return self.index.info()
+
+    def missing_policies(self) -> dict[str, str | None]:
+        """Per registered policy, why it cannot run on this index (None: it can)."""
+        with self.index.store.reading():
+            return {name: policy_missing(name, self.index.store) for name in policy_names()}
 
     def document(self, doc_id: str) -> Document:
         """The stored document; `KeyError` when there is none."""

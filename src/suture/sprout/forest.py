@@ -45,14 +45,18 @@ _CACHE: dict[tuple[int, str], tuple[Any, Forest]] = {}
 _LOCK = threading.Lock()
 
 
+def no_trees(label: str) -> str:
+    """Why policy 'sprout' cannot run on the index at `label`, and the fix."""
+    return (f"the index at {label} has no SproutRAG trees; build them with "
+            f"`suture sprout-index --index {label}` (or `suture index ... --sprout`) "
+            "before using policy 'sprout'")
+
+
 def load_forest(trees: TreeStore) -> Forest:
     """The index's trees (cached until a tree or the settings change)."""
     config = trees.read_config()
     if config is None:
-        raise ConfigurationError(
-            f"the index at {trees.label} has no SproutRAG trees; build them with "
-            f"`suture sprout-index --index {trees.label}` (or `suture index ... "
-            "--sprout`) before using policy 'sprout'")
+        raise ConfigurationError(no_trees(trees.label))
     key = (id(trees.data), trees.prefix)
     signature = trees.stamp()
     with _LOCK:
@@ -63,9 +67,7 @@ def load_forest(trees: TreeStore) -> Forest:
     found = tuple(t for t, _ in loaded if t.n_leaves > 0)
     digests = tuple(d for t, d in loaded if t.n_leaves > 0)
     if not found:
-        raise ConfigurationError(
-            f"the index at {trees.label} has SproutRAG settings but no trees; build them "
-            f"with `suture sprout-index --index {trees.label}`")
+        raise ConfigurationError(no_trees(trees.label))
     leaves = [t.embeddings[: t.n_leaves] for t in found]
     matrix = np.concatenate(leaves, axis=0).astype(np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)

@@ -151,6 +151,10 @@ class TreeStore:
                 continue
         return out
 
+    def has_trees(self) -> bool:
+        """Whether settings and at least one tree are stored (reads no tree)."""
+        return self.read_config() is not None and bool(self.data.keys(self.prefix + "trees/"))
+
     def iter_trees(self) -> Iterator[tuple[SproutTree, str]]:
         for key in self.data.keys(self.prefix + "trees/"):
             raw = self.data.read(key)

@@ -1,5 +1,6 @@
 // Calls to the suture API from the pages, with the API key the user typed (if the
-// server needs one). Kept in sessionStorage: gone when the tab closes.
+// server needs one). Kept in sessionStorage: for this tab while it is open, sent only
+// in the Authorization header, never in a URL.
 "use strict";
 
 const KEY_STORAGE = "suture-api-key";
@@ -21,6 +22,17 @@ class ApiError extends Error {
   }
 }
 
+// The server's own words for an error: suture's {error, message}, or a framework's
+// {detail} (a string or a list of problems); the HTTP status text when there are none.
+function errorMessage(body, fallback) {
+  if (body && typeof body.message === "string" && body.message) return body.message;
+  if (body && typeof body.detail === "string" && body.detail) return body.detail;
+  if (body && Array.isArray(body.detail)) {
+    return body.detail.map((d) => (d && d.msg) || JSON.stringify(d)).join("; ");
+  }
+  return fallback;
+}
+
 async function api(method, path, body) {
   const headers = {};
   const key = apiKey();
@@ -30,12 +42,13 @@ async function api(method, path, body) {
     method, headers, body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (!response.ok) {
-    let code = "http_error", message = response.statusText;
+    let code = "http_error", parsed = null;
     try {
-      const error = await response.json();
-      code = error.error; message = error.message;
+      parsed = await response.json();
+      if (parsed && parsed.error) code = parsed.error;
     } catch (ignored) { /* not JSON: keep the status text */ }
-    throw new ApiError(response.status, code, message);
+    const fallback = `${response.status} ${response.statusText}`.trim();
+    throw new ApiError(response.status, code, errorMessage(parsed, fallback));
   }
   return response;
 }
@@ -44,13 +57,19 @@ async function apiJson(method, path, body) {
   return (await api(method, path, body)).json();
 }
 
-// Shows the key field when the server answers 401; returns true when it did.
+// On a 401: shows the key field and says why, quietly when no key was given yet, with
+// the server's own message (e.g. "unknown API key") when one was. Returns true then.
 function askForKeyIfNeeded(error, label, input, status) {
   if (!(error instanceof ApiError) || error.status !== 401) return false;
+  const tried = apiKey();
   label.hidden = false;
-  input.value = apiKey();
-  input.onchange = () => { setApiKey(input.value.trim()); location.reload(); };
-  status.textContent = "This server needs an API key: type it above.";
-  status.classList.add("error");
+  input.value = tried;
+  if (input.form === null) {  // the reports page: a lone field, read on change
+    input.onchange = () => { setApiKey(input.value.trim()); location.reload(); };
+  }
+  status.textContent = tried ? error.message : "This server needs an API key: enter it above.";
+  status.classList.toggle("error", Boolean(tried));
+  if (tried) setApiKey("");
+  input.focus();
   return true;
 }

@@ -1,14 +1,13 @@
 // The question page: ask once, see every chosen policy's context side by side over
-// the document text. Hits and expansions are marked differently; SCAR's decisions
-// (explain=true) are shown as a table. Everything shown comes from /v1/compare and
-// /v1/documents; nothing is computed here except where the marks go.
+// the document text. Hits and expansions are marked differently; each policy's decisions
+// (explain=true) are shown as a table folded to those that changed the context. What is
+// shown comes from /v1/info, /v1/compare and /v1/documents; nothing is computed here
+// except where the marks go.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const DEFAULT_POLICIES = ["topk", "window", "parent", "scar", "scar-sentences"];
-const HIDDEN_POLICIES = ["rerank"]; // needs a model folder: /v1/retrieve only
 const documents = new Map(); // doc_id -> Promise of the document's JSON
-let traceHeaders = {};
+let info = null; // /v1/info, once the server answered it
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -18,6 +17,7 @@ function el(tag, attrs = {}, ...children) {
     else node[name] = value;
   }
   for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return node;
@@ -30,7 +30,9 @@ function setStatus(text, isError = false) {
 
 function fetchDocument(docId) {
   if (!documents.has(docId)) {
-    documents.set(docId, apiJson("GET", "/v1/documents?id=" + encodeURIComponent(docId)));
+    const answer = apiJson("GET", "/v1/documents?id=" + encodeURIComponent(docId));
+    answer.catch(() => documents.delete(docId)); // asked again next time
+    documents.set(docId, answer);
   }
   return documents.get(docId);
 }
@@ -106,12 +108,33 @@ function renderFocus(contexts) {
     ? `Focused on “${focus.question}”: “${focus.naming}” names ${focus.doc_id}.` : "";
 }
 
+function budgetText(context) {
+  const budget = context.budget;
+  return budget ? `${budget.used} / ${budget.limit} ${budget.unit}` : "—";
+}
+
 function renderSummary(contexts) {
   const body = $("summary").querySelector("tbody");
   body.replaceChildren(...contexts.map((c) => el("tr", { "data-policy": c.policy },
     el("td", {}, c.policy), el("td", { class: "chunks" }, c.chunks),
     el("td", { class: "characters" }, c.characters), el("td", { class: "tokens" }, c.tokens),
-    el("td", { class: "spans" }, c.spans.length), el("td", { class: "dropped" }, c.dropped))));
+    el("td", { class: "spans" }, c.spans.length), el("td", { class: "dropped" }, c.dropped),
+    el("td", { class: "budget", title: c.budget ? c.budget.stopped : "no budget" },
+      budgetText(c)))));
+}
+
+function renderColumn(context, docs, margin) {
+  const isDefault = context.policy === info.default_policy;
+  const budget = context.budget;
+  return el("div", {
+    class: "column" + (isDefault ? " default" : ""), "data-policy": context.policy,
+  },
+  el("h2", {}, context.policy, isDefault && el("span", { class: "badge" }, "default")),
+  el("p", { class: "stats" }, `${context.tokens} tokens · ${context.chunks} chunks`),
+  budget && el("p", {
+    class: "budget", "data-used": budget.used, "data-limit": budget.limit,
+  }, `budget ${budgetText(context)} · ${budget.stopped}`),
+  ...context.spans.map((span) => renderSpan(context, span, docs.get(span.doc_id), margin)));
 }
 
 function formatCell(key, value) {
@@ -124,32 +147,80 @@ function formatCell(key, value) {
   return String(value);
 }
 
+// Folded: only the rows that changed the context or ended a walk (the server names the
+// others: `trace_quiet_decisions`); the button unfolds the whole trace.
+function setFolded(block, folded) {
+  const table = block.querySelector("table");
+  const total = table.tBodies[0].rows.length;
+  const quiet = table.querySelectorAll("tr.quiet").length;
+  table.classList.toggle("folded", folded);
+  block.dataset.folded = String(folded);
+  const button = block.querySelector("button.unfold");
+  if (button) {
+    button.textContent = folded
+      ? `show all ${total} rows (${quiet} not reached or duplicate)`
+      : `show only the ${total - quiet} decisions that changed the context`;
+  }
+}
+
 function renderDecisions(contexts) {
+  const quietDecisions = new Set(info.trace_quiet_decisions);
   const out = [];
   for (const context of contexts) {
     if (!context.trace.length) continue;
     // As `suture.explain.trace_columns`: SCAR's anchor only when it is not the seed.
     const columns = [...new Set(context.trace.flatMap((row) => Object.keys(row)))]
       .filter((c) => c !== "anchor" || context.trace.some((row) => row.anchor !== row.seed));
+    const rows = context.trace.map((row) => {
+      const classes = [];
+      if (row.decision) {
+        classes.push("decision-" + String(row.decision).replace(/[^a-z]+/g, "-")
+          .replace(/-$/, ""));
+      }
+      if (quietDecisions.has(row.decision)) classes.push("quiet");
+      return el("tr", { class: classes.join(" ") },
+        ...columns.map((c) => el("td", {}, formatCell(c, row[c]))));
+    });
+    const quiet = rows.filter((row) => row.classList.contains("quiet")).length;
     const table = el("table", { class: "decision-table", "data-policy": context.policy },
       el("caption", {}, `${context.policy}: decisions`),
-      el("thead", {}, el("tr", {}, ...columns.map((c) => el("th", {}, traceHeaders[c] || c)))),
-      el("tbody", {}, ...context.trace.map((row) => el("tr", {
-        class: row.decision ? "decision-" + String(row.decision).replace(/[^a-z]+/g, "-")
-          .replace(/-$/, "") : "",
-      }, ...columns.map((c) => el("td", {}, formatCell(c, row[c])))))));
-    out.push(table);
+      el("thead", {}, el("tr", {},
+        ...columns.map((c) => el("th", {}, info.trace_headers[c] || c)))),
+      el("tbody", {}, ...rows));
+    const block = el("div", { class: "decision-block", "data-policy": context.policy },
+      table,
+      quiet > 0 && el("button", { type: "button", class: "unfold link" }));
+    const button = block.querySelector("button.unfold");
+    if (button) button.onclick = () => setFolded(block, block.dataset.folded !== "true");
+    setFolded(block, true);
     if (columns.includes("S")) {
-      out.push(el("p", { class: "muted" },
+      block.append(el("p", { class: "muted" },
         "b = 1 − cos(c,n); S = cos(q,n) − λ·b; added when S > τ·cos(q,c); " +
         "margin = S − τ·cos(q,c)"));
     }
+    out.push(block);
   }
   $("decisions").replaceChildren(...out);
 }
 
+function clearResults() {
+  $("results").hidden = true;
+  $("summary").querySelector("tbody").replaceChildren();
+  $("columns").replaceChildren();
+  $("decisions").replaceChildren();
+  $("focus").hidden = true;
+  delete document.body.dataset.answered;
+}
+
+function showError(error) {
+  if (!askForKeyIfNeeded(error, $("key-form"), $("api-key"), $("status"))) {
+    setStatus(error.message, true);
+  }
+}
+
 async function ask(event) {
   event.preventDefault();
+  if (!info) return;
   const policies = [...document.querySelectorAll("#policies input:checked")]
     .map((box) => box.value);
   if (!policies.length) { setStatus("Pick at least one policy.", true); return; }
@@ -168,44 +239,73 @@ async function ask(event) {
       docIds.map(async (id) => [id, await fetchDocument(id)])));
     renderSummary(contexts);
     renderFocus(contexts);
-    $("columns").replaceChildren(...contexts.map((context) => el("div", {
-      class: "column", "data-policy": context.policy,
-    },
-    el("h2", {}, `${context.policy} · ${context.tokens} tokens · ${context.chunks} chunks`),
-    ...context.spans.map((span) => renderSpan(context, span, docs.get(span.doc_id), margin)))));
+    $("columns").replaceChildren(...contexts.map((c) => renderColumn(c, docs, margin)));
     renderDecisions(contexts);
     $("results").hidden = false;
     setStatus(`${contexts.length} policies for “${body.query}”`);
     document.body.dataset.answered = body.query; // for tests: this question is shown
   } catch (error) {
-    if (!askForKeyIfNeeded(error, $("key-label"), $("api-key"), $("status"))) {
-      setStatus(error.message, true);
-    }
+    clearResults(); // never an old answer under a new error
+    showError(error);
   } finally {
     $("ask-button").disabled = false;
   }
 }
 
-async function start() {
-  try {
-    const info = await apiJson("GET", "/v1/info");
-    traceHeaders = info.trace_headers;
-    const index = info.index;
-    $("index-info").textContent =
-      `${index.documents} documents · ${index.chunks} chunks · ${index.embedder}`;
-    const boxes = info.policies.filter((p) => !HIDDEN_POLICIES.includes(p)).map((policy) =>
-      el("label", {}, el("input", {
-        type: "checkbox", value: policy, checked: DEFAULT_POLICIES.includes(policy),
-      }), " " + policy));
-    $("policies").append(...boxes);
-    $("question").maxLength = info.limits.max_query_chars;
-    $("ask").addEventListener("submit", ask);
-    document.body.dataset.ready = "true";
-  } catch (error) {
-    if (!askForKeyIfNeeded(error, $("key-label"), $("api-key"), $("status"))) {
-      setStatus(error.message, true);
-    }
-  }
+// The policies /v1/compare runs, the default first and ticked with the others compare
+// shows by default; one that cannot run on this index is disabled, with the reason.
+function renderPolicies() {
+  const status = info.policy_status;
+  const names = [info.default_policy,
+    ...info.policies.filter((p) => p !== info.default_policy)]
+    .filter((p) => status[p] && status[p].compare);
+  const boxes = names.map((policy) => {
+    const { available, reason } = status[policy];
+    return el("label", {
+      class: available ? "" : "unavailable", "data-policy": policy,
+      title: available ? "" : reason,
+    }, el("input", {
+      type: "checkbox", value: policy, disabled: !available,
+      checked: available && info.compared_policies.includes(policy),
+    }), " " + policy, policy === info.default_policy && el("span", { class: "badge" }, "default"));
+  });
+  $("policies").replaceChildren(el("legend", {}, "policies"), ...boxes);
+  const missing = names.filter((p) => !status[p].available);
+  $("unavailable").hidden = !missing.length;
+  $("unavailable").replaceChildren(...missing.map((p) => el("span", {
+    class: "reason", "data-policy": p,
+  }, `${p} cannot run on this index: ${status[p].reason}`)));
 }
 
+async function start() {
+  setStatus("Loading the index…");
+  try {
+    info = await apiJson("GET", "/v1/info");
+  } catch (error) {
+    showError(error);
+    $("key-button").disabled = false;
+    return;
+  }
+  $("key-form").hidden = true;
+  $("forget-key").hidden = !(info.auth && apiKey());
+  const index = info.index;
+  $("index-info").textContent =
+    `${index.documents} documents · ${index.chunks} chunks · ${index.embedder}`;
+  renderPolicies();
+  $("question").maxLength = info.limits.max_query_chars;
+  $("question").disabled = false;
+  $("ask-button").disabled = false;
+  setStatus("");
+  $("question").focus();
+  document.body.dataset.ready = "true";
+}
+
+$("ask").addEventListener("submit", ask);
+$("key-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  setApiKey($("api-key").value.trim());
+  $("key-button").disabled = true;
+  start();
+});
+$("forget-key").addEventListener("click", () => { setApiKey(""); location.reload(); });
 start();
