@@ -11,7 +11,8 @@
 
 Either URL with ``?attach=langchain|llamaindex&embedder=NAME`` opens, read-only, a
 collection or table LangChain or LlamaIndex wrote in its default layout (attach mode,
-`stores/attach.py`).
+`stores/attach.py`); so does ``chroma:PATH?attach=langchain&embedder=NAME`` for a Chroma
+persistent folder (attach mode only, extra ``suture[chroma]``).
 
 Adding a backend is one module and one line in `_REGISTRY`.
 """
@@ -22,6 +23,7 @@ from enum import StrEnum
 from urllib.parse import urlsplit
 
 from suture._registry import load_class, lookup
+from suture.exceptions import ConfigurationError
 from suture.stores.base import DerivedData, DocumentSummary, Manifest, ScoredChunk, Store
 
 
@@ -29,6 +31,8 @@ class StoreName(StrEnum):
     SQLITE = "sqlite"
     POSTGRESQL = "postgresql"
     QDRANT = "qdrant"
+    #: read in attach mode only (`stores/attach_chroma.py`): no suture index of its own
+    CHROMA = "chroma"
 
 
 _REGISTRY: dict[StoreName, tuple[str, str]] = {
@@ -39,7 +43,8 @@ _REGISTRY: dict[StoreName, tuple[str, str]] = {
 
 #: URL schemes that name a backend (besides the backend names themselves)
 _SCHEMES = {"postgres": StoreName.POSTGRESQL, "postgresql": StoreName.POSTGRESQL,
-            "qdrant": StoreName.QDRANT, "sqlite": StoreName.SQLITE}
+            "qdrant": StoreName.QDRANT, "sqlite": StoreName.SQLITE,
+            "chroma": StoreName.CHROMA}
 
 
 def store_backend(store: str | None) -> tuple[StoreName, str | None]:
@@ -59,6 +64,10 @@ def store_class(store: str | None) -> type[Store]:
 
         if is_attach(store):
             return AttachedStore
+    if name not in _REGISTRY:
+        raise ConfigurationError(
+            f"--store {store}: suture reads {name.value} collections in attach mode only; add "
+            "?attach=langchain&embedder=NAME (docs/integrations.md, \"Attach mode\")")
     cls: type[Store] = load_class(*_REGISTRY[name])
     return cls
 

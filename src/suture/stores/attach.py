@@ -5,7 +5,10 @@
 LangChain's ``QdrantVectorStore`` or LlamaIndex's ``QdrantVectorStore`` filled;
 ``--store 'postgresql://user@host/db?attach=llamaindex&embedder=minilm' --index NAME``
 opens LangChain's ``PGVector`` collection NAME (tables ``langchain_pg_collection`` and
-``langchain_pg_embedding``) or LlamaIndex's ``PGVectorStore`` table NAME (``data_NAME``).
+``langchain_pg_embedding``) or LlamaIndex's ``PGVectorStore`` table NAME (``data_NAME``);
+``--store 'chroma:PATH?attach=langchain&embedder=minilm' --index NAME`` opens the
+collection NAME of a Chroma persistent folder as LangChain's ``Chroma`` or a plain
+chromadb user wrote it (`suture.stores.attach_chroma`).
 
 URL options (the rest of the URL goes to the backend as usual):
 
@@ -26,6 +29,7 @@ URL options (the rest of the URL goes to the backend as usual):
 * langchain, Qdrant: text ``page_content``, document id ``metadata.source``, start
   ``metadata.start_index``;
 * langchain, PostgreSQL: ``document``, ``cmetadata.source``, ``cmetadata.start_index``;
+* langchain, Chroma: ``document``, ``metadata.source``, ``metadata.start_index``;
 * llamaindex, Qdrant: ``_node_content.text``, ``ref_doc_id``,
   ``_node_content.start_char_idx``;
 * llamaindex, PostgreSQL: ``text``, ``metadata_.ref_doc_id``,
@@ -119,6 +123,8 @@ PRESETS: dict[tuple[Layout, str], FieldMap] = {
     (Layout.LANGCHAIN, "postgresql"): FieldMap("document", "cmetadata.source",
                                                start="cmetadata.start_index"),
     (Layout.LANGCHAIN, "memory"): FieldMap("page_content", "metadata.source",
+                                           start="metadata.start_index"),
+    (Layout.LANGCHAIN, "chroma"): FieldMap("document", "metadata.source",
                                            start="metadata.start_index"),
     (Layout.LLAMAINDEX, "qdrant"): FieldMap("_node_content.text", "ref_doc_id",
                                             start="_node_content.start_char_idx"),
@@ -306,10 +312,16 @@ class AttachedStore(ReadOnlyStore):
 
             options = parse_attach(url, "postgresql")
             reader = PostgresReader(options, index)
+        elif backend is StoreName.CHROMA:
+            from suture.stores.attach_chroma import ChromaReader
+
+            options = parse_attach(url, "chroma")
+            reader = ChromaReader(options, index)
         else:
             raise ConfigurationError(
-                f"attach mode reads Qdrant collections and pgvector tables; --store {url} "
-                "names neither (use qdrant://HOST:6333?attach=... or postgresql://...?attach=...)"
+                f"attach mode reads Qdrant and Chroma collections and pgvector tables; --store "
+                f"{url} names none (use qdrant://HOST:6333?attach=..., chroma:PATH?attach=... "
+                "or postgresql://...?attach=...)"
             )
         return cls(reader, options, index, url)
 
