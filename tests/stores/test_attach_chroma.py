@@ -1,11 +1,11 @@
 """Attach mode over a real Chroma collection (chromadb's PersistentClient, in a folder).
 
-The collection is written as LangChain's ``Chroma`` vector store and a plain chromadb
-user write it: documents, metadatas (``source``, ``start_index`` when the splitter
-recorded it) and embeddings, here suture's hashing embedder's vectors. suture attaches
-read-only, and every policy must decide exactly as suture's own does on an index of the
-same chunks and vectors (read back with chromadb itself, placed by
-`tests.integrations.reference`).
+Collections are written by a plain chromadb user (documents, metadatas with ``source``
+and, when the splitter recorded it, ``start_index``, embeddings), by LangChain's
+``Chroma`` (langchain-chroma) and by LlamaIndex's ``ChromaVectorStore`` where those are
+installed, with suture's hashing embedder's vectors. suture attaches read-only, and
+every policy must decide exactly as suture's own does on an index of the same chunks and
+vectors (read back with chromadb itself, placed by `tests.integrations.reference`).
 """
 
 from __future__ import annotations
@@ -44,65 +44,150 @@ def texts(shared_data: Path) -> dict[str, str]:
             for name, (source, start, end) in EXCERPTS.items()}
 
 
-def write_collection(folder: Path, name: str, texts: dict[str, str], start_index: bool
-                     ) -> list[reference.FrameworkChunk]:
-    """Split `texts` as LangChain does and add them to a Chroma collection (as
-    ``Chroma.add_documents`` does: documents, metadatas, embeddings, ids); returns what
-    was stored, read back with chromadb."""
-    import chromadb
+def split(texts: dict[str, str], start_index: bool = True) -> list[Any]:
+    """`texts` split as LangChain splits them, ``source`` naming each excerpt."""
+    from langchain_core.documents import Document as LangChainDocument
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     splitter = RecursiveCharacterTextSplitter(chunk_size=500, chunk_overlap=80,
-                                              add_start_index=True)
-    pieces = [(source, split.page_content, split.metadata["start_index"])
-              for source, text in texts.items() for split in splitter.create_documents([text])]
-    embedder = get_embedder("hashing")
-    vectors = embedder.embed_documents([text for _, text, _ in pieces])
-    client = chromadb.PersistentClient(
-        path=str(folder), settings=chromadb.Settings(anonymized_telemetry=False))
-    collection = client.get_or_create_collection(name)
-    collection.add(
-        ids=[f"{source}-{start}" for source, _, start in pieces],
-        documents=[text for _, text, _ in pieces],
-        metadatas=[{"source": source, **({"start_index": start} if start_index else {})}
-                   for source, _, start in pieces],
-        embeddings=vectors.tolist())
-    stored = collection.get(include=["documents", "metadatas", "embeddings"])
-    return [(meta["source"], int(key.rsplit("-", 1)[1]),
-             int(key.rsplit("-", 1)[1]) + len(text), list(vector))
-            for key, text, meta, vector in zip(stored["ids"], stored["documents"],
-                                               stored["metadatas"], stored["embeddings"],
-                                               strict=True)]
+                                              add_start_index=start_index)
+    return splitter.split_documents([LangChainDocument(page_content=text, metadata={"source": name})
+                                     for name, text in texts.items()])
+
+
+def client(folder: Path) -> Any:
+    import chromadb
+
+    return chromadb.PersistentClient(path=str(folder))
+
+
+def write_plain(folder: Path, name: str, texts: dict[str, str], start_index: bool) -> None:
+    """What a plain chromadb user writes (and LangChain's ``Chroma.add_documents`` too):
+    ids, documents, metadatas, embeddings."""
+    pieces = split(texts, start_index)
+    vectors = get_embedder("hashing").embed_documents([p.page_content for p in pieces])
+    client(folder).get_or_create_collection(name).add(
+        ids=[f"chunk-{i}" for i in range(len(pieces))],
+        documents=[p.page_content for p in pieces],
+        metadatas=[p.metadata for p in pieces], embeddings=vectors.tolist())
+
+
+def write_langchain(folder: Path, name: str, texts: dict[str, str]) -> None:
+    from langchain_chroma import Chroma
+
+    from suture.integrations.langchain import SutureEmbeddings
+
+    Chroma(name, embedding_function=SutureEmbeddings("hashing"),
+           persist_directory=str(folder)).add_documents(split(texts))
+
+
+def write_llamaindex(folder: Path, name: str, texts: dict[str, str]) -> None:
+    from llama_index.core import Document as LlamaDocument
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    from suture.integrations.llamaindex import SutureEmbedding
+
+    store = ChromaVectorStore(chroma_collection=client(folder).get_or_create_collection(name))
+    VectorStoreIndex.from_documents(
+        [LlamaDocument(text=text, id_=name) for name, text in texts.items()],
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=SutureEmbedding(get_embedder("hashing")),
+        transformations=[SentenceSplitter(chunk_size=120, chunk_overlap=20)])
+
+
+def stored(folder: Path, name: str) -> list[reference.FrameworkChunk]:
+    """(doc_id, start, end, vector) of every chunk of a collection, read with chromadb."""
+    found = client(folder).get_collection(name).get(
+        include=["documents", "metadatas", "embeddings"])
+    chunks = []
+    for text, meta, vector in zip(found["documents"], found["metadatas"], found["embeddings"],
+                                  strict=True):
+        if "_node_content" in meta:  # LlamaIndex's node, as JSON
+            from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+            node = metadata_dict_to_node(meta, text)
+            chunks.append((node.ref_doc_id, node.start_char_idx, node.end_char_idx,
+                           list(vector)))
+        else:
+            start = meta["start_index"]
+            chunks.append((meta["source"], start, start + len(text), list(vector)))
+    return chunks
 
 
 @pytest.fixture(scope="module")
-def chroma(tmp_path_factory: pytest.TempPathFactory, texts: dict[str, str]
-           ) -> tuple[Path, list[reference.FrameworkChunk]]:
-    folder = tmp_path_factory.mktemp("chroma")
-    chunks = write_collection(folder, "docs", texts, start_index=True)
-    write_collection(folder, "plain", texts, start_index=False)
-    return folder, chunks
+def folder(tmp_path_factory: pytest.TempPathFactory, texts: dict[str, str]) -> Path:
+    """A Chroma folder with "docs" (start_index recorded) and "plain" (without)."""
+    found = tmp_path_factory.mktemp("chroma")
+    write_plain(found, "docs", texts, start_index=True)
+    write_plain(found, "plain", texts, start_index=False)
+    return found
 
 
-def url(folder: Path, options: str = "") -> str:
-    return f"chroma:{folder}?attach=langchain&embedder=hashing{options}"
+#: who writes the collection compared: (its writer's module, collection, layout)
+WRITERS = {"chromadb": ("chromadb", "docs", "langchain"),
+           "langchain": ("langchain_chroma", "langchain-docs", "langchain"),
+           "llamaindex": ("llama_index.vector_stores.chroma", "llamaindex-docs", "llamaindex")}
+
+
+@pytest.fixture(scope="module", params=sorted(WRITERS))
+def written(request: pytest.FixtureRequest, folder: Path, texts: dict[str, str]
+            ) -> tuple[str, str, list[reference.FrameworkChunk]]:
+    """(collection, attach layout, stored chunks) of a collection each writer filled."""
+    module, name, layout = WRITERS[request.param]
+    pytest.importorskip(module)
+    if request.param == "langchain":
+        write_langchain(folder, name, texts)
+    elif request.param == "llamaindex":
+        write_llamaindex(folder, name, texts)
+    return name, layout, stored(folder, name)
+
+
+def url(folder: Path, options: str = "", layout: str = "langchain") -> str:
+    return f"chroma:{folder}?attach={layout}&embedder=hashing{options}"
 
 
 def decisions(context: Context) -> list[tuple[Any, ...]]:
     return [(s.doc_id, s.start, s.end, s.chunk_ids, s.reasons) for s in context.spans]
 
 
-@pytest.mark.parametrize("collection,options", [("docs", ""), ("plain", "&files={files}")],
-                         ids=["start_index", "files"])
 def test_every_policy_decides_as_suture_own_on_the_same_vectors(
-        chroma: tuple[Path, list[reference.FrameworkChunk]], texts: dict[str, str],
-        tmp_path: Path, collection: str, options: str) -> None:
-    folder, chunks = chroma
+        written: tuple[str, str, list[reference.FrameworkChunk]], folder: Path,
+        texts: dict[str, str], tmp_path: Path) -> None:
+    collection, layout, chunks = written
+    attached = Index.open(collection, store=url(folder, layout=layout))
+    check_every_policy(attached, texts, chunks, tmp_path, exact=False)
+
+
+def test_files_locate_chunks_stored_without_start_index(
+        folder: Path, texts: dict[str, str], tmp_path: Path) -> None:
+    """A plain collection without start_index, with the split files given: documents are
+    the files' own text and every policy decides as suture's own on them."""
     files = tmp_path / "files"
     files.mkdir()
     for name, text in texts.items():
         (files / name).write_text(text, encoding="utf-8")
-    attached = Index.open(collection, store=url(folder, options.format(files=files)))
+    attached = Index.open("plain", store=url(folder, f"&files={files}"))
+    check_every_policy(attached, texts, stored_plain(folder, texts), tmp_path, exact=True)
+
+
+def stored_plain(folder: Path, texts: dict[str, str]) -> list[reference.FrameworkChunk]:
+    """The "plain" collection's chunks, placed by the splitter's own offsets (the
+    collection holds none: its chunks were added in split order, as "chunk-N")."""
+    truth = split(texts)
+    found = client(folder).get_collection("plain").get(include=["embeddings"])
+    vectors = dict(zip(found["ids"], found["embeddings"], strict=True))
+    return [(p.metadata["source"], p.metadata["start_index"],
+             p.metadata["start_index"] + len(p.page_content), list(vectors[f"chunk-{i}"]))
+            for i, p in enumerate(truth)]
+
+
+def check_every_policy(attached: Index, texts: dict[str, str],
+                       chunks: list[reference.FrameworkChunk], tmp_path: Path,
+                       exact: bool) -> None:
+    """Every policy on `attached` decides as on suture's own index of `chunks`; `exact`:
+    the documents are the texts themselves (else rebuilt from the chunks)."""
     hashing = get_embedder("hashing")
     # without files the documents are rebuilt from their chunks (a gap the splitter
     # dropped becomes spaces): suture's own index holds those texts, so that sentence
@@ -110,7 +195,7 @@ def test_every_policy_decides_as_suture_own_on_the_same_vectors(
     seen = {name: attached.store.document(name).text for name in texts}
     for name, text in texts.items():
         assert seen[name].split() == text[:len(seen[name])].split()
-        assert seen[name] == text if options else not text[len(seen[name]):].strip()
+        assert seen[name] == text if exact else not text[len(seen[name]):].strip()
     # the embedder too: sentence-level policies embed sentences at query time
     own = Index(reference.reference_index(tmp_path / "own", seen, chunks).store, hashing)
     expansions = 0
@@ -134,8 +219,8 @@ def test_every_policy_decides_as_suture_own_on_the_same_vectors(
     assert [s.doc_id for s in attached.store.documents_summary()] == sorted(texts)
 
 
-def test_writes_are_refused(chroma: tuple[Path, list[reference.FrameworkChunk]]) -> None:
-    folder, chunks = chroma
+def test_writes_are_refused(folder: Path) -> None:
+    chunks = stored(folder, "docs")
     store = open_store("docs", url(folder))
     with pytest.raises(ConfigurationError, match="LangChain stored and cannot write"):
         store.write_document(Document("x", "text"), "h", [], store.vectors([]))
@@ -144,9 +229,7 @@ def test_writes_are_refused(chroma: tuple[Path, list[reference.FrameworkChunk]])
     assert store.chunk_count() == len(chunks)  # nothing was written
 
 
-def test_index_into_a_collection_says_it_is_read_only(
-        chroma: tuple[Path, list[reference.FrameworkChunk]], tmp_path: Path) -> None:
-    folder, _ = chroma
+def test_index_into_a_collection_says_it_is_read_only(folder: Path, tmp_path: Path) -> None:
     (tmp_path / "new.md").write_text("# New\n\nA document to add.\n")
     done = subprocess.run(
         [sys.executable, "-m", "suture", "index", str(tmp_path / "new.md"), "--index", "docs",
@@ -158,13 +241,12 @@ def test_index_into_a_collection_says_it_is_read_only(
     assert "read-only for suture: its chunks are written by LangChain" in done.stderr
 
 
-def test_cli_query_prints_suture_own_context(
-        chroma: tuple[Path, list[reference.FrameworkChunk]], texts: dict[str, str],
-        tmp_path: Path) -> None:
+def test_cli_query_prints_suture_own_context(folder: Path, texts: dict[str, str],
+                                             tmp_path: Path) -> None:
     """`suture query --store 'chroma:PATH?attach=...' --policy scar --json` as a process."""
     import json
 
-    folder, chunks = chroma
+    chunks = stored(folder, "docs")
     query = QUERIES[1]
     done = subprocess.run(
         [sys.executable, "-m", "suture", "query", query, "--index", "docs", "--store",
@@ -181,10 +263,9 @@ def test_cli_query_prints_suture_own_context(
             for s in json.loads(done.stdout)["spans"]] == decisions(want)
 
 
-def test_missing_collection_folder_and_options_are_named(
-        chroma: tuple[Path, list[reference.FrameworkChunk]], tmp_path: Path) -> None:
-    folder, _ = chroma
-    with pytest.raises(IndexNotFoundError, match=r"no collection 'other' .*holds: docs, plain"):
+def test_missing_collection_folder_and_options_are_named(folder: Path, tmp_path: Path
+                                                          ) -> None:
+    with pytest.raises(IndexNotFoundError, match=r"no collection 'other' .*holds: .*docs"):
         open_store("other", url(folder))
     with pytest.raises(IndexNotFoundError, match="no Chroma store in"):
         open_store("docs", url(tmp_path / "elsewhere"))
@@ -197,9 +278,7 @@ def test_missing_collection_folder_and_options_are_named(
         open_store("docs", url(folder, "&doc_id=document"))
 
 
-def test_chunks_without_start_index_need_the_files(
-        chroma: tuple[Path, list[reference.FrameworkChunk]]) -> None:
-    folder, _ = chroma
+def test_chunks_without_start_index_need_the_files(folder: Path) -> None:
     with pytest.raises(ConfigurationError, match=r"add_start_index=True.*files=DIR"):
         Index.open("plain", store=url(folder)).retrieve(QUERIES[0], "scar", 3)
     with pytest.raises(IndexError_, match="cannot read"):

@@ -7,8 +7,8 @@ LangChain's ``QdrantVectorStore`` or LlamaIndex's ``QdrantVectorStore`` filled;
 opens LangChain's ``PGVector`` collection NAME (tables ``langchain_pg_collection`` and
 ``langchain_pg_embedding``) or LlamaIndex's ``PGVectorStore`` table NAME (``data_NAME``);
 ``--store 'chroma:PATH?attach=langchain&embedder=minilm' --index NAME`` opens the
-collection NAME of a Chroma persistent folder as LangChain's ``Chroma`` or a plain
-chromadb user wrote it (`suture.stores.attach_chroma`).
+collection NAME of a Chroma persistent folder as LangChain's ``Chroma``, LlamaIndex's
+``ChromaVectorStore`` or a plain chromadb user wrote it (`suture.stores.attach_chroma`).
 
 URL options (the rest of the URL goes to the backend as usual):
 
@@ -33,7 +33,9 @@ URL options (the rest of the URL goes to the backend as usual):
 * llamaindex, Qdrant: ``_node_content.text``, ``ref_doc_id``,
   ``_node_content.start_char_idx``;
 * llamaindex, PostgreSQL: ``text``, ``metadata_.ref_doc_id``,
-  ``metadata_._node_content.start_char_idx``.
+  ``metadata_._node_content.start_char_idx``;
+* llamaindex, Chroma: ``document``, ``metadata.ref_doc_id``,
+  ``metadata._node_content.start_char_idx``.
 
 LangChain records ``start_index`` only when the splitter ran with ``add_start_index=True``;
 without it, give the files (``files=DIR``), name another field (``order=metadata.chunk``)
@@ -130,6 +132,8 @@ PRESETS: dict[tuple[Layout, str], FieldMap] = {
                                             start="_node_content.start_char_idx"),
     (Layout.LLAMAINDEX, "postgresql"): FieldMap("text", "metadata_.ref_doc_id",
                                                 start="metadata_._node_content.start_char_idx"),
+    (Layout.LLAMAINDEX, "chroma"): FieldMap("document", "metadata.ref_doc_id",
+                                            start="metadata._node_content.start_char_idx"),
     (Layout.HAYSTACK, "memory"): FieldMap("content", "meta.source_id",
                                           start="meta.split_idx_start"),
 }

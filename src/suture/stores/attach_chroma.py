@@ -2,9 +2,10 @@
 
 ``--store 'chroma:PATH?attach=langchain&embedder=minilm' --index COLLECTION`` opens the
 collection COLLECTION of the Chroma persistent folder PATH, as LangChain's ``Chroma``
-vector store (langchain-chroma) or a plain chromadb user (documents, metadatas,
-embeddings) wrote it. A record's payload is ``{"document": ..., "metadata": {...}}``,
-so the fields are ``document``, ``metadata.source``, ``metadata.start_index``.
+vector store (langchain-chroma), LlamaIndex's ``ChromaVectorStore`` (``attach=llamaindex``)
+or a plain chromadb user (documents, metadatas, embeddings) wrote it. A record's payload
+is ``{"document": ..., "metadata": {...}}``: LangChain's fields are ``document``,
+``metadata.source``, ``metadata.start_index``.
 
 Reads: one ``query`` per search (the collection's own nearest-neighbour search, then the
 cosine recomputed from the returned vectors: suture's scores are cosines whatever the
@@ -60,8 +61,12 @@ class ChromaReader(AttachedReader):
                 f"no Chroma store in {folder} (no chroma.sqlite3); give chroma:PATH the "
                 "folder the Chroma PersistentClient wrote")
         self.where = f"Chroma folder {folder}, collection {collection}"
-        client = chromadb.PersistentClient(
-            path=str(folder), settings=Settings(anonymized_telemetry=False))
+        try:
+            client = chromadb.PersistentClient(
+                path=str(folder), settings=Settings(anonymized_telemetry=False))
+        except ValueError:  # this process holds a client on the folder already (LangChain's
+            # Chroma, with chromadb's default settings): chromadb shares it only as it is
+            client = chromadb.PersistentClient(path=str(folder))
         try:
             self._collection: Any = client.get_collection(collection)
         except NotFoundError:
