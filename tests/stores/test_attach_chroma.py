@@ -99,8 +99,11 @@ def write_llamaindex(folder: Path, name: str, texts: dict[str, str]) -> None:
 
 def stored(folder: Path, name: str) -> list[reference.FrameworkChunk]:
     """(doc_id, start, end, vector) of every chunk of a collection, read with chromadb."""
-    found = client(folder).get_collection(name).get(
-        include=["documents", "metadatas", "embeddings"])
+    return stored_in(client(folder).get_collection(name))
+
+
+def stored_in(collection: Any) -> list[reference.FrameworkChunk]:
+    found = collection.get(include=["documents", "metadatas", "embeddings"])
     chunks = []
     for text, meta, vector in zip(found["documents"], found["metadatas"], found["embeddings"],
                                   strict=True):
@@ -284,3 +287,26 @@ def test_chunks_without_start_index_need_the_files(folder: Path) -> None:
     with pytest.raises(IndexError_, match="cannot read"):
         open_store("plain", url(folder, f"&files={folder / 'nowhere'}")).document(
             "gdpr-part.md")
+
+
+def test_langchain_attach_reads_an_in_memory_chroma_store(texts: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    """`suture.integrations.langchain.attach(Chroma(...))`: a store with no folder (an
+    in-memory chromadb client) is read through its own collection."""
+    pytest.importorskip("langchain_chroma")
+    from langchain_chroma import Chroma
+
+    from suture.integrations.langchain import SutureEmbeddings, SutureRetriever, attach
+
+    vectorstore = Chroma("in-memory-docs", embedding_function=SutureEmbeddings("hashing"))
+    vectorstore.add_documents(split(texts))
+    attached = attach(vectorstore)
+    check_every_policy(attached, texts, stored_in(vectorstore._collection), tmp_path,
+                       exact=False)
+    pieces = SutureRetriever(attached, policy="window", k=2).invoke(QUERIES[0])
+    assert any(r != "hit" for p in pieces for r in p.metadata["reasons"])
+    with pytest.raises(ConfigurationError, match="LangChain stored and cannot write"):
+        attached.store.write_document(Document("x", "text"), "h", [],
+                                      attached.store.vectors([]))
+    with pytest.raises(ConfigurationError, match="embedder=NAME"):
+        attach(Chroma("other-docs"))

@@ -367,29 +367,40 @@ class _VectorStoreChunks(FrameworkStore):
 
 def attach(vectorstore: Any, *, embedder: str | TextEmbedder | None = None,
            files: str | Path | None = None, name: str = "in-memory") -> Any:
-    """An `InMemoryVectorStore` as a read-only suture `Index` (attach mode): every policy,
-    `SutureRetriever(attach(store), policy="scar")` included, runs over its chunks.
+    """An `InMemoryVectorStore` or a langchain-chroma `Chroma` as a read-only suture `Index`
+    (attach mode): every policy, `SutureRetriever(attach(store), policy="scar")` included,
+    runs over its chunks.
 
     `embedder` is the suture embedder of the model that made the vectors (a name or an
     embedder); without it the store's own embeddings must be `SutureEmbeddings`. Chunks
     are placed by `metadata["start_index"]`, or with `files` (the folder of the split
-    files, `metadata["source"]` naming a file in it) located by their text.
+    files, `metadata["source"]` naming a file in it) located by their text. A `Chroma`
+    store is read through its own collection (any chromadb client: in-memory, a folder,
+    a server), as ``--store chroma:PATH?attach=langchain`` reads a folder.
     """
     from langchain_core.vectorstores import InMemoryVectorStore
 
     from suture.stores.attach_memory import MemoryReader
 
-    if not isinstance(vectorstore, InMemoryVectorStore):
+    chroma = _chroma_collection(vectorstore)
+    if chroma is None and not isinstance(vectorstore, InMemoryVectorStore):
         raise ConfigurationError(
-            f"attach() opens an InMemoryVectorStore; got {type(vectorstore).__name__}. A "
-            "Qdrant collection or pgvector table is attached by its --store URL "
-            "(docs/integrations.md, \"Attach mode\")")
+            f"attach() opens an InMemoryVectorStore or a Chroma store; got "
+            f"{type(vectorstore).__name__}. A Qdrant collection or pgvector table is "
+            "attached by its --store URL (docs/integrations.md, \"Attach mode\")")
     if embedder is None:
-        if not isinstance(vectorstore.embedding, SutureEmbeddings):
+        own = vectorstore.embeddings
+        if not isinstance(own, SutureEmbeddings):
             raise ConfigurationError(
                 "attach() needs the suture embedder of the model that made the vectors: "
                 "pass embedder=NAME (e.g. embedder=\"minilm\" for all-MiniLM-L6-v2)")
-        embedder = vectorstore.embedding.embedder
+        embedder = own.embedder
+    if chroma is not None:
+        from suture.stores.attach_chroma import ChromaReader
+
+        where = f"LangChain Chroma store, collection {chroma.name}"
+        return attached_index(ChromaReader(chroma, where, "metadata.source"), "langchain",
+                              embedder, files=files, name=name, backend="chroma")
 
     def rows() -> list[Any]:
         return [(str(r["id"]), {"page_content": r["text"], "metadata": r["metadata"]},
@@ -397,3 +408,13 @@ def attach(vectorstore: Any, *, embedder: str | TextEmbedder | None = None,
 
     reader = MemoryReader("LangChain InMemoryVectorStore", rows, "metadata.source")
     return attached_index(reader, "langchain", embedder, files=files, name=name)
+
+
+def _chroma_collection(vectorstore: Any) -> Any:
+    """The chromadb collection of a langchain-chroma `Chroma` store (None: another store,
+    or langchain-chroma not installed)."""
+    try:
+        from langchain_chroma import Chroma
+    except ImportError:
+        return None
+    return vectorstore._collection if isinstance(vectorstore, Chroma) else None

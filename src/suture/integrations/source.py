@@ -165,18 +165,19 @@ class RetrieveSettings:
 
 
 def attached_index(reader: Any, layout: str, embedder: Any, *, files: str | Path | None,
-                   name: str) -> Any:
-    """A framework's in-process chunks (`suture.stores.attach_memory.MemoryReader`) as a
-    read-only `Index` in attach mode, queried with `embedder` (a name or an embedder)."""
+                   name: str, backend: str = "memory") -> Any:
+    """A framework's in-process chunks (`suture.stores.attach_memory.MemoryReader`, or a
+    `ChromaReader` over a collection object, `backend` "chroma") as a read-only `Index` in
+    attach mode, queried with `embedder` (a name or an embedder)."""
     from suture.embedders import get_embedder
     from suture.index import Index
     from suture.stores.attach import PRESETS, AttachedStore, AttachOptions, Layout
 
     model = get_embedder(embedder) if isinstance(embedder, str) else embedder
     chosen = Layout(layout)
-    options = AttachOptions(chosen, str(model.name), PRESETS[(chosen, "memory")], "",
+    options = AttachOptions(chosen, str(model.name), PRESETS[(chosen, backend)], "",
                             files=None if files is None else str(files))
-    return Index(AttachedStore(reader, options, name, f"memory:{name}"), model)
+    return Index(AttachedStore(reader, options, name, f"{backend}:{name}"), model)
 
 
 def span_id(span: Span) -> str:

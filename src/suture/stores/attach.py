@@ -320,7 +320,7 @@ class AttachedStore(ReadOnlyStore):
             from suture.stores.attach_chroma import ChromaReader
 
             options = parse_attach(url, "chroma")
-            reader = ChromaReader(options, index)
+            reader = ChromaReader.open(options, index)
         else:
             raise ConfigurationError(
                 f"attach mode reads Qdrant and Chroma collections and pgvector tables; --store "

@@ -45,9 +45,24 @@ def chroma_folder(url: str) -> Path:
 
 
 class ChromaReader(AttachedReader):
-    """One Chroma collection of a persistent folder, read through chromadb's own client."""
+    """One Chroma collection, read through chromadb's own collection object."""
 
-    def __init__(self, options: AttachOptions, collection: str) -> None:
+    def __init__(self, collection: Any, where: str, doc_id: str) -> None:
+        """`collection` is a chromadb ``Collection``; `doc_id` the dotted path of the
+        document id (``metadata.KEY``: Chroma filters on metadata keys)."""
+        doc_path = doc_id.split(".")
+        if len(doc_path) != 2 or doc_path[0] != _METADATA:
+            raise ConfigurationError(
+                f"doc_id={doc_id} cannot be searched in a Chroma collection: a document id "
+                "must be a metadata key, doc_id=metadata.KEY")
+        self._collection = collection
+        self.where = where
+        #: the metadata key holding a chunk's document id
+        self._doc_key = doc_path[1]
+
+    @classmethod
+    def open(cls, options: AttachOptions, collection: str) -> ChromaReader:
+        """The collection `collection` of the folder ``chroma:PATH`` names."""
         try:
             import chromadb
             from chromadb.config import Settings
@@ -60,7 +75,6 @@ class ChromaReader(AttachedReader):
             raise IndexNotFoundError(
                 f"no Chroma store in {folder} (no chroma.sqlite3); give chroma:PATH the "
                 "folder the Chroma PersistentClient wrote")
-        self.where = f"Chroma folder {folder}, collection {collection}"
         try:
             client = chromadb.PersistentClient(
                 path=str(folder), settings=Settings(anonymized_telemetry=False))
@@ -68,20 +82,15 @@ class ChromaReader(AttachedReader):
             # Chroma, with chromadb's default settings): chromadb shares it only as it is
             client = chromadb.PersistentClient(path=str(folder))
         try:
-            self._collection: Any = client.get_collection(collection)
+            found = client.get_collection(collection)
         except NotFoundError:
             names = sorted(str(getattr(c, "name", c)) for c in client.list_collections())
             raise IndexNotFoundError(
                 f"no collection {collection!r} in Chroma folder {folder} (it holds: "
                 f"{', '.join(names) or 'none'}); name the collection "
                 f"{options.layout.value} wrote with --index") from None
-        doc_path = options.fields.doc_id.split(".")
-        if len(doc_path) != 2 or doc_path[0] != _METADATA:
-            raise ConfigurationError(
-                f"doc_id={options.fields.doc_id} cannot be searched in a Chroma collection: "
-                "a document id must be a metadata key, doc_id=metadata.KEY")
-        #: the metadata key holding a chunk's document id (Chroma filters on it)
-        self._doc_key = doc_path[1]
+        return cls(found, f"Chroma folder {folder}, collection {collection}",
+                   options.fields.doc_id)
 
     @staticmethod
     def _record(key: str, document: str | None, metadata: Any) -> Record:
