@@ -33,13 +33,16 @@ def python_blocks() -> dict[str, list[str]]:
 
 
 def test_every_framework_has_an_example() -> None:
-    assert set(python_blocks()) == {"LangChain", "LlamaIndex", "Haystack", "Attach mode"}
+    assert set(python_blocks()) == {"LangChain", "LlamaIndex", "Haystack", "Attach mode",
+                                    "Chroma (attach mode)"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("section", sorted(python_blocks()))
 def test_examples_run(section: str, corpus: Path, excerpt_index: Index, tmp_path: Path,
                       monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    if section == "Chroma (attach mode)":
+        pytest.importorskip("chromadb")  # extra suture[chroma], not in suture[all]
     shutil.copytree(corpus, tmp_path / "corpus")
     shutil.copytree(excerpt_index.store.index_argument, tmp_path / "my-index")
     monkeypatch.chdir(tmp_path)
