@@ -222,6 +222,23 @@ def check_every_policy(attached: Index, texts: dict[str, str],
     assert [s.doc_id for s in attached.store.documents_summary()] == sorted(texts)
 
 
+def test_a_search_within_documents_is_chroma_filtered(folder: Path, texts: dict[str, str],
+                                                     tmp_path: Path) -> None:
+    """`Store.search` with document ids (Chroma's `where` on the source key) finds what
+    suture's own index finds within them; none matching finds nothing."""
+    store = open_store("docs", url(folder))
+    own = reference.reference_index(tmp_path / "own", texts, stored(folder, "docs")).store
+    vector = get_embedder("hashing").embed_query(QUERIES[0])
+    for doc_ids in ({"gdpr-part.md"}, {"rfc9293-part.txt"}, set(texts)):
+        got = store.search(vector, 5, doc_ids)
+        want = own.search(vector, 5, doc_ids)
+        assert {h.chunk.doc_id for h in got} <= doc_ids
+        assert [(h.chunk.doc_id, h.chunk.start) for h in got] == [
+            (h.chunk.doc_id, h.chunk.start) for h in want]
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
+    assert store.search(vector, 5, {"no-such-document"}) == []
+
+
 def test_writes_are_refused(folder: Path) -> None:
     chunks = stored(folder, "docs")
     store = open_store("docs", url(folder))

@@ -113,10 +113,11 @@ class ChromaReader(AttachedReader):
             query_embeddings=[vector.tolist()], n_results=k,
             where=None if doc_ids is None else self._in_documents(doc_ids),
             include=["documents", "metadatas", "embeddings"])
-        ids, documents = found["ids"][0], found["documents"][0]
-        metadatas, embeddings = found["metadatas"][0], found["embeddings"][0]
+        ids = found["ids"][0]
         if not ids:
             return []
+        documents, metadatas = found["documents"][0], found["metadatas"][0]
+        embeddings = found["embeddings"][0]
         matrix = np.asarray(embeddings, np.float32)
         norms = np.linalg.norm(matrix, axis=1)
         scores = (matrix @ vector) / np.where(norms > 0, norms, 1.0)
