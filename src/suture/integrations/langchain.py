@@ -24,8 +24,9 @@ is taken as it is.)
 returned from a vector store (`ContextualCompressionRetriever`): it adds the neighbours
 SCAR accepts, read with their vectors from the same vector store (`InMemoryVectorStore`
 or langchain-qdrant's `QdrantVectorStore`), all of a query's documents in one read.
-`attach(vectorstore)` opens an `InMemoryVectorStore` as a read-only suture `Index` (attach
-mode, `suture.stores.attach`), so every policy runs over the chunks LangChain holds.
+`attach(vectorstore)` opens an `InMemoryVectorStore` or a langchain-chroma `Chroma` store
+as a read-only suture `Index` (attach mode, `suture.stores.attach`), so every policy runs
+over the chunks LangChain holds.
 Install with ``pip install 'suture[langchain]'``.
 """
 
