@@ -198,7 +198,7 @@ def test_a_focused_request_is_assembled_by_scar_over_chunks(index: Index, lam: f
                                                            tau: float, radius: int) -> None:
     """With focused_units="chunks", a request searched within its named document gets
     chunk scar's pieces at the focused settings; by default, the walk every query gets."""
-    table = index.sentence_table()
+    table = index.sentences()
     sentences = get_policy("scar-sentences", focused_units="chunks", focused_lam=lam,
                            focused_tau=tau, focused_radius=radius)
     walked_alike = get_policy("scar-sentences", focused_units="sentences")
@@ -282,7 +282,7 @@ def test_auto_assembles_flat_focused_queries_over_chunks_and_walks_the_rest(inde
     fewer than `focused_flatness` standard deviations above the document's mean (computed
     here from sentences embedded one by one) gets chunk scar's pieces; any other gets the
     walk with its best hit's chunk handed over whole in place of the sentences inside it."""
-    table = index.sentence_table()
+    table = index.sentences()
     requests, flatness = {}, {}
     for question in QUESTIONS:
         query = index.embedder.embed_query(question)
