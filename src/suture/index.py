@@ -544,6 +544,8 @@ class Index:
             query_vector = self.embedder.embed_query(query)
         # built (and stored) before the read snapshot, which refuses writes
         sentences = self.sentences() if chosen.needs_sentences else None
+        if sentences is None and first_stage.reads_sentences:
+            self.sentences()  # a store write (embedding a document's sentences) cannot wait
         bm25 = first_stage.bm25()
         if bm25 is not None:  # postings of what other writers stored meanwhile, filled in
             bm25.prepare()    # where the snapshot will see them (PostgreSQL: a side write)

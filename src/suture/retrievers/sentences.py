@@ -162,6 +162,7 @@ class SentenceRetriever(Retriever):
 
     name = "dense-sentences"
     needs_embedder = True
+    reads_sentences = True
 
     def __init__(self, store: Store, *, embedder: Callable[[], Embedder] | None = None,
                  persist: bool = True, fusion: str = Fusion.MAX.value,

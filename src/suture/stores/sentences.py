@@ -248,7 +248,8 @@ class BlobSentences:
         return (f"{SENTENCES_PREFIX}{sentence_settings_key(self.store.manifest)}/"
                 f"{content_hash}.npz")
 
-    def _load(self, summary: DocumentSummary) -> DocumentSentences | None:
+    def load(self, summary: DocumentSummary) -> DocumentSentences | None:
+        """One document version's sentences (None: none stored, or a damaged blob)."""
         found = self.documents.get(summary.content_hash)
         if found is not None:
             return found
@@ -265,7 +266,7 @@ class BlobSentences:
 
     def missing(self) -> list[DocumentSummary]:
         with self.lock:
-            return [s for s in self.store.documents_summary() if self._load(s) is None]
+            return [s for s in self.store.documents_summary() if self.load(s) is None]
 
     def write(self, summary: DocumentSummary, sentences: DocumentSentences) -> None:
         with self.lock:
@@ -284,7 +285,7 @@ class BlobSentences:
             summaries = self.store.documents_summary()
             documents: dict[str, DocumentSentences] = {}
             for summary in summaries:
-                loaded = self._load(summary)
+                loaded = self.load(summary)
                 if loaded is not None:
                     documents[summary.doc_id] = loaded
             live = {s.content_hash for s in summaries}
@@ -321,3 +322,24 @@ class BlobSentences:
             for key in self.store.derived.keys(prefix):
                 if key not in live:
                     self.store.derived.delete(key)
+
+
+def import_legacy(store: Store, lacking: Sequence[DocumentSummary]) -> list[DocumentSummary]:
+    """Copy the sentences an index kept as derived blobs (before they were store data)
+    into the store, through `write_sentences`; returns the documents still lacking them."""
+    legacy = BlobSentences(store)
+    still = []
+    for summary in lacking:
+        found = legacy.load(summary)
+        if found is None:
+            still.append(summary)
+        else:
+            store.write_sentences(summary, found)
+    return still
+
+
+def drop_legacy(store: Store) -> None:
+    """Remove the derived blobs of sentence vectors the store now holds itself."""
+    with suppress(OSError):
+        for key in store.derived.keys(SENTENCES_PREFIX):
+            store.derived.delete(key)
