@@ -378,26 +378,29 @@ class Index:
                 yield item
 
         stored = set(self.store.document_hashes()) if prune else set()
+        # the default pipeline reads sentence vectors: embedded and written with the chunks
+        sentences = self.manifest.sentence_vectors and policy_needs_sentences(DEFAULT_POLICY)
         if ray is None:
             ingest(self.store, self.embedder, noted(documents), report,
-                   show_progress=show_progress, before_write=before_write)
+                   show_progress=show_progress, before_write=before_write, sentences=sentences)
         else:
             from suture.distributed import ingest_with_ray
 
             name, options = self.embedder_spec()
             ingest_with_ray(self.store, noted(documents), report,
                             replace(ray, embedder=name, embedder_options=options),
-                            self.embedder.key, show_progress=show_progress is True)
+                            self.embedder.key, show_progress=show_progress is True,
+                            sentences=sentences)
         if prune:  # a file reached under another id keeps its stored copy
             kept = seen | set(report.already_indexed.values())
             report.deleted = self.delete(sorted(stored - kept))
         # Pay for derived structures (search structures, lexical index, SproutRAG trees)
         # now rather than at the first query; trees are rebuilt only for documents that
         # changed.
-        if ray is None and self.manifest.sentence_vectors and policy_needs_sentences(
-                DEFAULT_POLICY):
-            # the default pipeline reads them; with Ray they are left to the first query
-            # that needs them (or `suture serve`'s warm-up) rather than embedded here alone
+        if ray is None and sentences:
+            # documents stored without them (by an older suture, or with sentence vectors
+            # off); with Ray they are left to the first query that needs them (or `suture
+            # serve`'s warm-up) rather than embedded here by one process
             self._embed_sentences(report, show_progress=show_progress)
         self.store.prepare(show_progress=show_progress is True)
         self.retriever().prepare(show_progress=show_progress is True)

@@ -235,14 +235,17 @@ def test_a_fusion_that_does_not_exist_is_named_with_the_choices(index: Index) ->
         index.retriever("dense-sentences", {"fusion": "median"})
 
 
-def test_retrievers_of_other_fusions_share_one_copy_of_the_sentence_vectors(
+def test_sentence_vectors_come_with_the_index_and_no_retriever_embeds_them_again(
         index: Index) -> None:
+    """Indexing writes every document's sentence vectors with its chunks, so the
+    retrievers of any fusion read the same store data and embed nothing."""
+    assert set(stored_sentences(index)) == set(DOCS)
     default = sentences_retriever(index)
     default.ensure_sentences()
     other = index.retriever("dense-sentences", {"fusion": "mean"})
     assert isinstance(other, SentenceRetriever) and other is not default
     other.ensure_sentences()
-    assert other.built_documents == default.built_documents == len(DOCS)
+    assert other.built_documents == default.built_documents == 0
 
 
 def test_the_first_stages_of_one_index_share_one_bm25_index_per_setting(
@@ -294,7 +297,14 @@ def test_stored_sentences_are_exact_spans_inside_their_chunks(index: Index) -> N
         assert np.allclose(np.linalg.norm(sentences.vectors, axis=1), 1.0, atol=1e-5)
 
 
-def test_blobs_are_reused_added_and_pruned(index: Index, tmp_path: Path) -> None:
+def test_sentences_stored_later_are_reused_added_and_pruned(tmp_path: Path) -> None:
+    """An index built without sentence vectors gets them at the first need, once: a
+    reopened index reads them, an added document's alone are embedded, a deleted one's
+    are gone."""
+    index = Index.build(write_docs(tmp_path / "docs", DOCS), tmp_path / "idx",
+                        embedder="hashing", chunk_size=200, chunk_overlap=20,
+                        sentence_vectors=False)
+    assert stored_sentences(index) == {}
     first = sentences_retriever(index)
     first.prepare()
     assert first.built_documents == len(DOCS)
@@ -302,7 +312,7 @@ def test_blobs_are_reused_added_and_pruned(index: Index, tmp_path: Path) -> None
     again = sentences_retriever(reopened)
     question = QUESTIONS[0]
     hits = again.retrieve(question, reopened.embedder.embed_query(question), 3)
-    assert again.built_documents == 0  # every document's sentences loaded from its blob
+    assert again.built_documents == 0  # every document's sentences read from the store
     assert [h.chunk.chunk_id for h in hits] == [c for c, _ in reference_ranking(index, question, 3)]
 
     name, text = EXTRA

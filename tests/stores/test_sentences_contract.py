@@ -33,7 +33,7 @@ def stored(store_target: StoreTarget) -> tuple[Store, dict[str, DocumentSentence
     for summary in store.documents_summary():
         held[summary.doc_id] = sentences_for(summary.doc_id, LAYOUT[summary.doc_id],
                                              10 + len(held))
-        store.write_sentences(summary, held[summary.doc_id])
+        store.write_sentences(summary, [held[summary.doc_id]])
     assert store.sentences_missing() == []
     return store, held
 

@@ -31,7 +31,7 @@ def test_exact_search_reads_a_memory_mapped_matrix_kept_per_sentence_generation(
     same(reopened.search_sentences(query, 5), brute_force(held, query)[:5])
     chunks_before = reopened.generation
     summary = next(s for s in reopened.documents_summary() if s.doc_id == "a.txt")
-    reopened.write_sentences(summary, held["b/c.txt"])
+    reopened.write_sentences(summary, [held["b/c.txt"]])
     assert reopened.generation == chunks_before  # the chunk matrix stays valid
     assert reopened._sentences._search_state().generation > state.generation
     assert sorted(p.name for p in (store.path / "sentence-matrix").glob("*.npy")) == [
@@ -60,7 +60,7 @@ def test_a_read_only_index_keeps_sentences_it_lacks_in_memory(
     reader = SQLiteStore(store.path, store.manifest, read_only=True)
     missing = reader.sentences_missing()
     assert [s.doc_id for s in missing] == ["d.md"]
-    reader.write_sentences(missing[0], held["d.md"])
+    reader.write_sentences(missing[0], [held["d.md"]])
     assert reader.sentences_missing() == []
     assert store.sentences_missing() == missing  # nothing was written
     query = held["d.md"].vectors[0]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 
 from suture.chunking.recursive import RecursiveChunker
@@ -106,6 +106,13 @@ def split_sentences(
     non-whitespace character, and are at most `max_chars` long. `backend` is "auto"
     (BlingFire if installed, else pysbd), "blingfire" or "pysbd".
     """
+    return list(iter_sentences(text, max_chars, backend))
+
+
+def iter_sentences(
+    text: str, max_chars: int = DEFAULT_MAX_CHARS, backend: str = "auto"
+) -> Iterator[tuple[int, int]]:
+    """`split_sentences` one sentence at a time (a large text's list is never made)."""
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
         raise ConfigurationError(
             f"max_chars must be a positive integer, got {max_chars!r}; "
@@ -113,13 +120,13 @@ def split_sentences(
         )
     segment = _segmenter(backend)
     cutter = _long_sentence_cutter(max_chars)
-    out: list[tuple[int, int]] = []
     for para_start, para_end in _paragraphs(text):
         paragraph = text[para_start:para_end]
         if not paragraph.strip():
             continue
         cuts = sorted({c for c in segment(paragraph) if 0 < c < len(paragraph)})
         bounds = [0, *cuts, len(paragraph)]
+        del cuts
         for a, b in itertools.pairwise(bounds):
             piece = paragraph[a:b]
             stripped = piece.strip()
@@ -128,7 +135,6 @@ def split_sentences(
             start = para_start + a + (len(piece) - len(piece.lstrip()))
             end = start + len(stripped)
             if end - start <= max_chars:
-                out.append((start, end))
+                yield start, end
             else:
-                out.extend((start + s, start + e) for s, e in cutter.spans(stripped))
-    return out
+                yield from ((start + s, start + e) for s, e in cutter.spans(stripped))

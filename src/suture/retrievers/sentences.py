@@ -49,15 +49,14 @@ bound holds at n = k.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
-from suture.chunking.contextual import embedding_text
-from suture.chunking.sentences import split_sentences
+from suture.chunking.sentence_layout import sentence_layout
 from suture.embedders.base import Embedder, Vectors
 from suture.exceptions import ConfigurationError
 from suture.progress import ProgressFactory, progress_bar
@@ -79,7 +78,12 @@ from suture.stores.sentences import (
 from suture.types import Chunk, Hit
 
 __all__ = ["SENTENCES_PREFIX", "DocumentSentences", "Fusion", "SentenceRetriever",
-           "SentenceTable", "sentence_texts"]
+           "SentenceTable", "document_sentences"]
+
+#: chunks read at a time, and sentences embedded at a time, when a document's sentences
+#: are embedded after its chunks were stored (memory stays one window, not the document)
+WINDOW_CHUNKS = 4096
+EMBED_STEP = 256
 
 #: BM25's weight in a whole-index search's rank fusion (0: vectors alone)
 DEFAULT_LEXICAL_WEIGHT = 0.0
@@ -117,32 +121,6 @@ def _lexical_weight(value: Any) -> float:
             "alone) to 1 (BM25 alone), e.g. `--retriever-param lexical_weight=0.3`"
         )
     return weight
-
-
-def sentence_texts(document_title: str, text: str, chunks: Sequence[Chunk],
-                   contextual: bool) -> tuple[list[tuple[int, int, int]], list[str]]:
-    """(chunk position, start, end) of each non-blank sentence, and its embedding text.
-
-    A sentence belongs to the first chunk holding its middle character; one that no
-    chunk holds (a stretch the chunker skipped) is left out.
-    """
-    ordered = sorted(chunks, key=lambda c: c.position)
-    placed: list[tuple[int, int, int]] = []
-    texts: list[str] = []
-    cursor = 0
-    for start, end in split_sentences(text):
-        sentence = text[start:end]
-        if not sentence.strip():
-            continue
-        middle = (start + end) // 2
-        while cursor < len(ordered) and ordered[cursor].end <= middle:
-            cursor += 1
-        if cursor == len(ordered) or ordered[cursor].start > middle:
-            continue
-        chunk = ordered[cursor]
-        placed.append((chunk.position, start, end))
-        texts.append(embedding_text(replace(chunk, text=sentence), document_title, contextual))
-    return placed, texts
 
 
 @dataclass(slots=True)
@@ -216,16 +194,9 @@ class SentenceRetriever(Retriever):
             )
         return self._embedder()
 
-    def _embed_document(self, summary: DocumentSummary, dimension: int) -> DocumentSentences:
-        document = self.store.document(summary.doc_id)
-        chunks, _ = self.store.neighbours([(summary.doc_id, 0, max(summary.chunks - 1, 0))])
-        placed, texts = sentence_texts(document.title, str(document.text), chunks,
-                                       self.store.manifest.contextual)
-        vectors = (self._embedder_now().embed_documents(texts) if texts
-                   else np.zeros((0, dimension), np.float32))
-        columns = np.array(placed, dtype=np.int64).reshape(-1, 3)
-        return DocumentSentences(columns[:, 0], columns[:, 1], columns[:, 2],
-                                 np.asarray(vectors, dtype=np.float32))
+    def _embed_document(self, summary: DocumentSummary) -> Iterator[DocumentSentences]:
+        """A stored document's sentences, embedded a step at a time (`document_sentences`)."""
+        return document_sentences(self.store, summary, self._embedder_now().embed_documents)
 
     def ensure_sentences(self, show_progress: bool | ProgressFactory = False) -> None:
         """Embed and store the sentences of every stored document that has none (checked
@@ -243,11 +214,9 @@ class SentenceRetriever(Retriever):
             if bar is not None:
                 bar.total = len(missing)
                 bar.refresh()
-            dimension = self.store.manifest.dimension
             try:
                 for summary in missing:
-                    self.store.write_sentences(summary,
-                                               self._embed_document(summary, dimension))
+                    self.store.write_sentences(summary, self._embed_document(summary))
                     cache.built_documents += 1
                     if bar is not None:
                         bar.update(1)
@@ -391,6 +360,38 @@ class _BestSentences:
                     if held is None or cosine > held:
                         self.known[chunk_id] = float(cosine)
         return {c: self.known[c] for c in chunk_ids}
+
+
+def document_sentences(store: Store, summary: DocumentSummary,
+                       embed: Callable[[Sequence[str]], Vectors]) -> Iterator[DocumentSentences]:
+    """The sentences of a stored document (`suture.chunking.sentence_layout`), embedded
+    `EMBED_STEP` at a time, as parts for `Store.write_sentences`: the chunks are read
+    `WINDOW_CHUNKS` at a time, so memory holds the text and one window, never every
+    sentence of a large document."""
+    document = store.document(summary.doc_id)
+    text = str(document.text)
+    windows = [(low, min(low + WINDOW_CHUNKS, summary.chunks) - 1)
+               for low in range(0, summary.chunks, WINDOW_CHUNKS)]
+    starts: list[int] = []
+    ends: list[int] = []
+    for low, high in windows:
+        chunks, _ = store.neighbours([(summary.doc_id, low, high)])
+        starts += [c.start for c in chunks]
+        ends += [c.end for c in chunks]
+    layout = sentence_layout(text, starts, ends)
+    del starts, ends
+    contextual = store.manifest.contextual
+    for low, high in windows:
+        rows = layout.rows_of(low, high + 1)
+        if not len(rows):
+            continue
+        chunks, _ = store.neighbours([(summary.doc_id, low, high)])
+        for first in range(rows.start, rows.stop, EMBED_STEP):
+            step = range(first, min(first + EMBED_STEP, rows.stop))
+            vectors = embed(list(layout.texts(step, text, chunks, document.title, contextual)))
+            part = slice(step.start, step.stop)
+            yield DocumentSentences(layout.positions[part], layout.starts[part],
+                                    layout.ends[part], np.asarray(vectors, dtype=np.float32))
 
 
 def _unseen_bound(fusion: Fusion, chunk_last: float, sentence_last: float) -> float:

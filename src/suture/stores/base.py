@@ -281,11 +281,17 @@ class Store(ABC):
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
+        sentences: Iterable[DocumentSentences] | None = None,
     ) -> None:
         """`write_document` with the chunks and vectors given part by part, in position
         order, inside the one atomic write: a large document is written without all of
         its chunks and vectors in memory at once. An error raised while `parts` is
-        consumed (or a crash) leaves the document as it was before."""
+        consumed (or a crash) leaves the document as it was before.
+
+        `sentences`, given part by part after the chunk parts are consumed, are the
+        document's sentence vectors (`write_sentences`), written in the same atomic write
+        where the backend has one; without them the document has none until they are
+        written (`sentences_missing`)."""
 
     def bulk_writes(self, expected_chunks: int = 0, *, show_progress: bool = False
                     ) -> AbstractContextManager[BulkWrites]:
@@ -441,10 +447,15 @@ class Store(ABC):
         """The stored documents whose sentence vectors are not stored (yet)."""
         return self._blob_sentences().missing()
 
-    def write_sentences(self, summary: DocumentSummary, sentences: DocumentSentences) -> None:
-        """Store one document version's sentence vectors (kept in memory where the store
-        cannot write them)."""
-        self._blob_sentences().write(summary, sentences)
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None:
+        """Store one document version's sentence vectors, given in parts (in document
+        order; a large document's are streamed), all or none of them; nothing is stored
+        when the document was rewritten or deleted meanwhile. Kept in memory where the
+        store cannot write them."""
+        from suture.stores.sentences import joined
+
+        self._blob_sentences().write(summary, joined(parts, self.manifest.dimension))
 
     def prune_sentences(self) -> None:
         """Drop the sentence vectors of document versions no longer stored."""

@@ -416,6 +416,7 @@ class PostgresStore(Store):
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
+        sentences: Iterable[DocumentSentences] | None = None,
     ) -> None:
         # A document whose text is on disk is read whole here: psycopg binds the text whole.
         document = loaded(document)
@@ -454,6 +455,8 @@ class PostgresStore(Store):
                                                   count, chunk_terms)
             conn.execute(_q("UPDATE {documents} SET chunk_count = %s WHERE doc_id = %s", t),
                          (count, document.doc_id))
+            if sentences is not None:
+                self._sentences.insert(conn, document.doc_id, content_hash, sentences)
             conn.execute(_q("UPDATE {meta} SET generation = generation + 1, "
                             "chunks = chunks + %s", t), (count - removed,))
 
@@ -663,8 +666,9 @@ class PostgresStore(Store):
     def sentences_missing(self) -> list[DocumentSummary]:
         return self._sentences.missing()
 
-    def write_sentences(self, summary: DocumentSummary, sentences: DocumentSentences) -> None:
-        self._sentences.write(summary, sentences)
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None:
+        self._sentences.write(summary, parts)
 
     def prune_sentences(self) -> None:
         self._sentences.prune()

@@ -16,7 +16,7 @@ sentence write, and their sentences kept as derived blobs are copied in
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -91,26 +91,28 @@ class PostgresSentences:
         conn.execute(_q("DELETE FROM {sentence_docs} WHERE doc_id = %s", t), (doc_id,))
 
     def insert(self, conn: psycopg.Connection[Any], doc_id: str, content_hash: str,
-               sentences: DocumentSentences) -> None:
-        """Replace a document's sentences (inside the caller's transaction)."""
+               parts: Iterable[DocumentSentences]) -> None:
+        """Replace a document's sentences, a part at a time (inside the caller's
+        transaction)."""
         from suture.stores.postgres import _q
 
         self._create(conn)
         t = self.store.tables
         conn.execute(_q("DELETE FROM {sentences} WHERE doc_id = %s", t), (doc_id,))
-        vectors = np.ascontiguousarray(sentences.vectors, dtype=np.float32)
-        with conn.cursor() as cur, cur.copy(_q(
-                f"COPY {{sentences}} ({_COLUMNS}, embedding) FROM STDIN (FORMAT BINARY)",
-                t)) as copy:
-            copy.set_types(["text", "int4", "int4", "int4", self.store._vector_oid])
-            for i, (p, s, e) in enumerate(zip(sentences.positions, sentences.starts,
-                                              sentences.ends, strict=True)):
-                copy.write_row((doc_id, int(p), int(s), int(e), vectors[i]))
+        for sentences in parts:
+            vectors = np.ascontiguousarray(sentences.vectors, dtype=np.float32)
+            with conn.cursor() as cur, cur.copy(_q(
+                    f"COPY {{sentences}} ({_COLUMNS}, embedding) FROM STDIN (FORMAT BINARY)",
+                    t)) as copy:
+                copy.set_types(["text", "int4", "int4", "int4", self.store._vector_oid])
+                for i, (p, s, e) in enumerate(zip(sentences.positions, sentences.starts,
+                                                  sentences.ends, strict=True)):
+                    copy.write_row((doc_id, int(p), int(s), int(e), vectors[i]))
         conn.execute(_q("INSERT INTO {sentence_docs} VALUES (%s, %s) ON CONFLICT (doc_id) "
                         "DO UPDATE SET content_hash = EXCLUDED.content_hash", t),
                      (doc_id, content_hash))
 
-    def write(self, summary: DocumentSummary, sentences: DocumentSentences) -> None:
+    def write(self, summary: DocumentSummary, parts: Iterable[DocumentSentences]) -> None:
         from suture.stores.postgres import _q
 
         with self.store.side_transaction() as conn:
@@ -120,7 +122,7 @@ class PostgresSentences:
                                (summary.doc_id,)).fetchone()
             if row is None or row[0] != summary.content_hash:
                 return  # rewritten or deleted meanwhile: its new version gets its own
-            self.insert(conn, summary.doc_id, summary.content_hash, sentences)
+            self.insert(conn, summary.doc_id, summary.content_hash, parts)
 
     def missing(self) -> list[DocumentSummary]:
         from suture.stores.postgres import _q

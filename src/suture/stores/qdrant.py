@@ -101,6 +101,7 @@ from suture.stores.base import (
     split_chunk_id,
 )
 from suture.stores.lexical import LexicalSettings, Tokenizer
+from suture.stores.sentences import DocumentSentences
 from suture.stores.sqlite import (
     DocumentCache,
     _section_from_json,
@@ -570,6 +571,7 @@ class QdrantStore(Store):
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
+        sentences: Iterable[DocumentSentences] | None = None,
     ) -> None:
         # A document whose text is on disk is read whole here: the text goes in one JSON payload.
         document = loaded(document)
@@ -591,6 +593,9 @@ class QdrantStore(Store):
                 "token_map": token_map is not None, **self._document_terms(document)})
             self._tidy(doc_id, version, None if record is None else record.get("version"),
                        others_possible=record is not None)
+        if sentences is not None:  # no transactions here: stored right after the commit
+            self.write_sentences(DocumentSummary(doc_id, document.title, len(document.text),
+                                                 count, content_hash), sentences)
 
     def delete_document(self, doc_id: str) -> bool:
         self._check_not_reading()

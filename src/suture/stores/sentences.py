@@ -19,7 +19,7 @@ import json
 import logging
 import threading
 import zipfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -117,6 +117,19 @@ class DocumentSentences:
                 len(loaded.starts) == len(loaded.ends) == n):
             return None
         return loaded
+
+
+def joined(parts: Iterable[DocumentSentences], dimension: int) -> DocumentSentences:
+    """Parts of one document's sentences as one."""
+    held = list(parts)
+    if len(held) == 1:
+        return held[0]
+    if not held:
+        return DocumentSentences.empty(dimension)
+    return DocumentSentences(_joined([p.positions for p in held]),
+                             _joined([p.starts for p in held]),
+                             _joined([p.ends for p in held]),
+                             np.concatenate([p.vectors for p in held]).astype(np.float32))
 
 
 def _joined(arrays: Sequence[Ints]) -> Ints:
@@ -334,7 +347,7 @@ def import_legacy(store: Store, lacking: Sequence[DocumentSummary]) -> list[Docu
         if found is None:
             still.append(summary)
         else:
-            store.write_sentences(summary, found)
+            store.write_sentences(summary, [found])
     return still
 
 

@@ -71,6 +71,7 @@ from suture.stores.sqlite_sentences import (
     SENTENCE_SCHEMA,
     SQLiteSentences,
     drop_document_sentences,
+    insert_sentences,
 )
 from suture.stores.table import ChunkTable
 from suture.tokens import StorableTokenMap, TokenMap
@@ -329,6 +330,7 @@ class SQLiteStore(Store):
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
+        sentences: Iterable[DocumentSentences] | None = None,
     ) -> None:
         with self._writing() as connection:  # all of the document or none of it
             connection.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
@@ -369,6 +371,8 @@ class SQLiteStore(Store):
                         for i, c in enumerate(chunks)
                     ],
                 )
+            if sentences is not None:
+                insert_sentences(connection, document.doc_id, content_hash, sentences)
             _bump_generation(connection)
 
     def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
@@ -634,11 +638,12 @@ class SQLiteStore(Store):
             return super().sentences_missing()
         return self._sentences.missing()
 
-    def write_sentences(self, summary: DocumentSummary, sentences: DocumentSentences) -> None:
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None:
         if not self._sentences.has_table():
-            super().write_sentences(summary, sentences)
+            super().write_sentences(summary, parts)
         else:
-            self._sentences.write(summary, sentences)
+            self._sentences.write(summary, parts)
 
     def prune_sentences(self) -> None:
         if not self._sentences.has_table():

@@ -26,7 +26,7 @@ import contextlib
 import itertools
 import sqlite3
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ from suture.stores.sentences import (
     SentenceTable,
     drop_legacy,
     import_legacy,
+    joined,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ SENTENCE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS sentences (
     id INTEGER PRIMARY KEY,
     doc_id TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
     position INTEGER NOT NULL,
     start INTEGER NOT NULL,
     "end" INTEGER NOT NULL,
@@ -88,18 +90,41 @@ def bump_sentence_generation(connection: sqlite3.Connection) -> None:
 
 
 def insert_sentences(connection: sqlite3.Connection, doc_id: str, content_hash: str,
-                     sentences: DocumentSentences) -> None:
-    """Replace a document's sentences (inside the caller's transaction)."""
+                     parts: Iterable[DocumentSentences]) -> None:
+    """Write a document version's sentences and mark them complete (all inside the
+    caller's transaction: a document's write)."""
     connection.execute("DELETE FROM sentences WHERE doc_id = ?", (doc_id,))
+    for sentences in parts:
+        _insert_rows(connection, doc_id, content_hash, sentences)
+    _complete(connection, doc_id, content_hash)
+
+
+def _insert_rows(connection: sqlite3.Connection, doc_id: str, content_hash: str,
+                 sentences: DocumentSentences) -> None:
     vectors = np.ascontiguousarray(sentences.vectors, dtype=np.float32)
     connection.executemany(
-        'INSERT INTO sentences (doc_id, position, start, "end", vector) VALUES (?, ?, ?, ?, ?)',
-        [(doc_id, int(p), int(s), int(e), vectors[i].tobytes())
+        'INSERT INTO sentences (doc_id, content_hash, position, start, "end", vector) '
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [(doc_id, content_hash, int(p), int(s), int(e), vectors[i].tobytes())
          for i, (p, s, e) in enumerate(zip(sentences.positions, sentences.starts,
                                            sentences.ends, strict=True))])
+
+
+def _complete(connection: sqlite3.Connection, doc_id: str, content_hash: str) -> None:
     connection.execute("INSERT OR REPLACE INTO sentence_documents VALUES (?, ?)",
                        (doc_id, content_hash))
     bump_sentence_generation(connection)
+
+
+def _current(connection: sqlite3.Connection, doc_id: str, content_hash: str) -> bool:
+    row = connection.execute("SELECT content_hash FROM documents WHERE doc_id = ?",
+                             (doc_id,)).fetchone()
+    return row is not None and row[0] == content_hash
+
+
+#: the rows searches read: those of a document version whose sentences are complete
+_LIVE = ("sentences s JOIN sentence_documents d ON d.doc_id = s.doc_id "
+         "AND d.content_hash = s.content_hash")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +194,7 @@ class SQLiteSentences:
             for summary in summaries:
                 held = self._overlay.pop(summary.content_hash, None)
                 if held is not None:
-                    self.write(summary, held)
+                    self.write(summary, [held])
             self._overlay.clear()
         stored = dict(self.store._connection().execute(
             "SELECT doc_id, content_hash FROM sentence_documents"))
@@ -179,18 +204,29 @@ class SQLiteSentences:
             return lacking
         return import_legacy(self.store, lacking)
 
-    def write(self, summary: DocumentSummary, sentences: DocumentSentences) -> None:
+    def write(self, summary: DocumentSummary, parts: Iterable[DocumentSentences]) -> None:
         # read-only, or inside a query's read snapshot (which refuses writes): in memory
         if self.store.read_only or self.store._pinned_generation() is not None:
+            held = joined(parts, self.store.manifest.dimension)
             with self._lock:
-                self._overlay[summary.content_hash] = sentences
+                self._overlay[summary.content_hash] = held
             return
+        # A transaction per part, so that other writers are not held up while a large
+        # document's sentences are embedded; the rows count once the last one marks them
+        # complete (`_LIVE`), and a rewrite of the document meanwhile drops them.
+        doc_id, content_hash = summary.doc_id, summary.content_hash
         with self.store._writing() as connection:
-            row = connection.execute("SELECT content_hash FROM documents WHERE doc_id = ?",
-                                     (summary.doc_id,)).fetchone()
-            if row is None or row[0] != summary.content_hash:
+            if not _current(connection, doc_id, content_hash):
                 return  # rewritten or deleted meanwhile: its new version gets its own
-            insert_sentences(connection, summary.doc_id, summary.content_hash, sentences)
+            drop_document_sentences(connection, doc_id)
+        for sentences in parts:
+            with self.store._writing() as connection:
+                if not _current(connection, doc_id, content_hash):
+                    return
+                _insert_rows(connection, doc_id, content_hash, sentences)
+        with self.store._writing() as connection:
+            if _current(connection, doc_id, content_hash):
+                _complete(connection, doc_id, content_hash)
 
     def prune(self) -> None:
         """Drop the blobs an older index kept (the table holds what they held)."""
@@ -212,14 +248,14 @@ class SQLiteSentences:
         for doc_id, positions in wanted.items():
             if positions is None:
                 rows = connection.execute(
-                    'SELECT position, start, "end", vector FROM sentences WHERE doc_id = ? '
-                    "ORDER BY start", (doc_id,)).fetchall()
+                    f'SELECT s.position, s.start, s."end", s.vector FROM {_LIVE} '
+                    "WHERE s.doc_id = ? ORDER BY s.start", (doc_id,)).fetchall()
             else:
                 chosen = sorted(positions)
                 rows = connection.execute(
-                    'SELECT position, start, "end", vector FROM sentences WHERE doc_id = ? '
-                    f"AND position IN ({','.join('?' * len(chosen))}) ORDER BY start",
-                    (doc_id, *chosen)).fetchall()
+                    f'SELECT s.position, s.start, s."end", s.vector FROM {_LIVE} '
+                    f"WHERE s.doc_id = ? AND s.position IN ({','.join('?' * len(chosen))}) "
+                    "ORDER BY s.start", (doc_id, *chosen)).fetchall()
             sentences = _from_rows(rows, dimension) if rows else self._overlaid(doc_id,
                                                                                 positions)
             if sentences is not None and len(sentences):
@@ -313,12 +349,12 @@ class SQLiteSentences:
         derived = self.store._derived
         try:
             generation = self.generation()
-            count = int(connection.execute("SELECT COUNT(*) FROM sentences").fetchone()[0])
+            count = int(connection.execute(f"SELECT COUNT(*) FROM {_LIVE}").fetchone()[0])
             keys, positions, starts, ends, docs = (np.empty(count, np.int64) for _ in range(5))
             doc_number: dict[str, int] = {}
             rows = connection.execute(
-                'SELECT id, doc_id, position, start, "end", vector FROM sentences '
-                "ORDER BY doc_id, start")
+                f'SELECT s.id, s.doc_id, s.position, s.start, s."end", s.vector FROM {_LIVE} '
+                "ORDER BY s.doc_id, s.start")
 
             def fill(matrix: npt.NDArray[np.float32]) -> None:
                 for i, r in enumerate(rows):
