@@ -139,3 +139,24 @@ def test_real_merger_agreement(shared_data: Path) -> None:
     spans = split_sentences(text)
     assert len(spans) > 500
     _check_invariants(text, spans, 1000)
+
+
+def test_a_long_paragraph_segmented_in_windows_gives_the_whole_paragraphs_sentences(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-line file is segmented a window at a time (BlingFire's buffers are several
+    times its input); each window resumes at a sentence end, so the sentences are those of
+    the paragraph segmented whole."""
+    import random
+
+    import suture.chunking.sentences as sentences
+
+    rng = random.Random(7)
+    words = ["the", "party", "shall", "notice", "Inc.", "U.S.", "§4.2", "(a)", "pay", "1,250"]
+    text = " ".join(
+        " ".join(rng.choice(words) for _ in range(rng.randint(3, 30))) + rng.choice(".?!;")
+        for _ in range(3000))
+    whole = sentences.split_sentences(text)
+    monkeypatch.setattr(sentences, "_WINDOW", 5_000)
+    monkeypatch.setattr(sentences, "_MARGIN", 400)
+    assert len(text) > 20 * sentences._WINDOW
+    assert sentences.split_sentences(text) == whole

@@ -23,6 +23,12 @@ from suture.exceptions import ConfigurationError
 
 DEFAULT_MAX_CHARS = 1000
 
+#: a paragraph longer than this is segmented a window at a time, resuming at a sentence
+#: end at least `_MARGIN` before each window's edge (`_cuts`)
+_WINDOW = 100_000
+_MARGIN = 2_000
+_NON_SPACE = re.compile(r"\S")
+
 # A blank line (only horizontal whitespace between two newlines) or a page break.
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n|\f")
 
@@ -89,6 +95,27 @@ def _long_sentence_cutter(max_chars: int) -> RecursiveChunker:
     return RecursiveChunker(max_chars, 0, separators=("\n", " ", ""))
 
 
+def _cuts(segment: Segmenter, paragraph: str) -> Iterator[int]:
+    """The segmenter's sentence ends inside `paragraph`, in order. A paragraph longer
+    than `_WINDOW` characters (a one-line file) is segmented a window at a time, each
+    window starting at the last end found at least `_MARGIN` before the previous one's
+    edge: BlingFire's buffers are several times its input, so a 10 MB line cost 380 MB."""
+    if len(paragraph) <= _WINDOW:
+        yield from sorted({c for c in segment(paragraph) if 0 < c < len(paragraph)})
+        return
+    start = 0
+    while start < len(paragraph):
+        end = min(start + _WINDOW, len(paragraph))
+        last = end == len(paragraph)
+        found = sorted({start + c for c in segment(paragraph[start:end])
+                        if 0 < c < end - start})
+        kept = found if last else [c for c in found if c <= end - _MARGIN]
+        yield from kept
+        if last:
+            return
+        start = kept[-1] if kept else end - _MARGIN
+
+
 def _paragraphs(text: str) -> list[tuple[int, int]]:
     bounds = [0]
     for match in _PARAGRAPH_BREAK.finditer(text):
@@ -122,11 +149,9 @@ def iter_sentences(
     cutter = _long_sentence_cutter(max_chars)
     for para_start, para_end in _paragraphs(text):
         paragraph = text[para_start:para_end]
-        if not paragraph.strip():
+        if _NON_SPACE.search(paragraph) is None:
             continue
-        cuts = sorted({c for c in segment(paragraph) if 0 < c < len(paragraph)})
-        bounds = [0, *cuts, len(paragraph)]
-        del cuts
+        bounds = itertools.chain((0,), _cuts(segment, paragraph), (len(paragraph),))
         for a, b in itertools.pairwise(bounds):
             piece = paragraph[a:b]
             stripped = piece.strip()
