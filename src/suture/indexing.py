@@ -202,7 +202,7 @@ class Piece:
         if layout is None:
             return []
         document = self.item.document
-        texts = layout.texts(self.sentence_rows(), str(document.text), chunks, document.title,
+        texts = layout.texts(self.sentence_rows(), document.text, chunks, document.title,
                              self.item.contextual)
         return [(hashlib.sha256(t.encode()).hexdigest(), t) for t in texts]
 
@@ -222,8 +222,7 @@ def pending_document(document: SourceDocument, digest: str, manifest: Manifest,
     layout = chunk_layout(document, manifest.chunk_size, manifest.chunk_overlap)
     if not len(layout):
         return None
-    placed = (sentence_layout(str(document.text), layout.starts, layout.ends)
-              if sentences else None)
+    placed = sentence_layout(document.text, layout.starts, layout.ends) if sentences else None
     return PendingDocument(document, digest, layout, manifest.contextual, replaces, placed)
 
 

@@ -10,6 +10,7 @@ strings all at once.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -18,7 +19,8 @@ import numpy.typing as npt
 
 from suture.chunking.contextual import embedding_text
 from suture.chunking.sentences import iter_sentences
-from suture.types import Chunk
+from suture.textfile import whole_text
+from suture.types import Chunk, Text
 
 Ints = npt.NDArray[np.int64]
 
@@ -40,7 +42,7 @@ class SentenceLayout:
         last = int(np.searchsorted(self.positions, high, side="left"))
         return range(first, last)
 
-    def texts(self, rows: range, text: str, chunks: Sequence[Chunk], title: str,
+    def texts(self, rows: range, text: Text, chunks: Sequence[Chunk], title: str,
               contextual: bool) -> Iterator[str]:
         """The embedding texts of `rows`, as their chunks (among `chunks`) are embedded:
         with the document title and the chunk's section path in front."""
@@ -51,15 +53,15 @@ class SentenceLayout:
             yield embedding_text(replace(chunk, text=sentence), title, contextual)
 
 
-def sentence_layout(text: str, chunk_starts: Sequence[int], chunk_ends: Sequence[int]
+def sentence_layout(text: Text, chunk_starts: Sequence[int], chunk_ends: Sequence[int]
                     ) -> SentenceLayout:
     """The sentences of `text` (`iter_sentences`) placed in the chunks that lie at
-    (`chunk_starts`, `chunk_ends`), in position order."""
-    positions: list[int] = []
-    starts: list[int] = []
-    ends: list[int] = []
+    (`chunk_starts`, `chunk_ends`), in position order. A text kept on disk
+    (`suture.textfile.TextFile`) is read whole for this, and let go at the end."""
+    whole = whole_text(text)
+    positions, starts, ends = array("q"), array("q"), array("q")
     cursor, count = 0, len(chunk_starts)
-    for start, end in iter_sentences(text):
+    for start, end in iter_sentences(whole):
         middle = (start + end) // 2
         while cursor < count and chunk_ends[cursor] <= middle:
             cursor += 1
@@ -70,5 +72,6 @@ def sentence_layout(text: str, chunk_starts: Sequence[int], chunk_ends: Sequence
         positions.append(cursor)
         starts.append(start)
         ends.append(end)
-    return SentenceLayout(np.array(positions, dtype=np.int64), np.array(starts, dtype=np.int64),
-                          np.array(ends, dtype=np.int64))
+    del whole
+    return SentenceLayout(*(np.frombuffer(column, dtype=np.int64).copy()
+                            for column in (positions, starts, ends)))
