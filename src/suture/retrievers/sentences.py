@@ -282,7 +282,8 @@ class SentenceRetriever(Retriever):
         """The exact top k by the fused vector score (the module docstring): the n best
         chunks by their own cosine and the chunks of the n best sentences."""
         found: dict[str, tuple[Chunk, float]] = {}
-        n = m = k
+        # about 2.5 sentences a chunk: 2n sentences usually hold n chunks at the first ask
+        n, m = k, 2 * k
         while True:
             by_chunk = self.store.search(vector, n, doc_ids=doc_ids)
             found.update((s.chunk.chunk_id, (s.chunk, s.score)) for s in by_chunk)

@@ -26,7 +26,7 @@ import contextlib
 import itertools
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -167,6 +167,7 @@ class SQLiteSentences:
         self._graph_rows: tuple[int, KeyRows] | None = None
         #: sentences kept in memory where the index is read-only: content hash -> them
         self._overlay: dict[str, DocumentSentences] = {}
+        self._local = threading.local()  # per thread: the last query's scores
         self._has_table: bool | None = None
 
     # -- availability ----------------------------------------------------------------
@@ -242,22 +243,21 @@ class SQLiteSentences:
             positions = wanted.setdefault(doc_id, set())
             if positions is not None:
                 positions.add(int(position))
-        connection = self.store._connection()
-        dimension = self.store.manifest.dimension
+        # from the search state (a document's rows are consecutive in the mapped matrix):
+        # no SQL, and what a search of this generation found
+        state = self._search_state()
         found: dict[str, DocumentSentences] = {}
         for doc_id, positions in wanted.items():
-            if positions is None:
-                rows = connection.execute(
-                    f'SELECT s.position, s.start, s."end", s.vector FROM {_LIVE} '
-                    "WHERE s.doc_id = ? ORDER BY s.start", (doc_id,)).fetchall()
+            span = state.doc_rows.get(doc_id)
+            if span is None:
+                sentences = self._overlaid(doc_id, positions)
             else:
-                chosen = sorted(positions)
-                rows = connection.execute(
-                    f'SELECT s.position, s.start, s."end", s.vector FROM {_LIVE} '
-                    f"WHERE s.doc_id = ? AND s.position IN ({','.join('?' * len(chosen))}) "
-                    "ORDER BY s.start", (doc_id, *chosen)).fetchall()
-            sentences = _from_rows(rows, dimension) if rows else self._overlaid(doc_id,
-                                                                                positions)
+                part = slice(span.start, span.stop)
+                sentences = DocumentSentences(
+                    state.positions[part], state.starts[part], state.ends[part],
+                    np.array(state.matrix[part], dtype=np.float32))
+                if positions is not None:
+                    sentences = sentences.rows(np.isin(sentences.positions, sorted(positions)))
             if sentences is not None and len(sentences):
                 found[doc_id] = sentences
         return found
@@ -287,10 +287,23 @@ class SQLiteSentences:
             rows = np.asarray(self._key_rows(state).rows(keys), dtype=np.int64)
             hits = state.hits(rows, state.matrix[rows] @ vector, k)
         else:
-            hits = state.hits(np.arange(len(state.matrix)), state.matrix @ vector, k)
+            hits = state.hits(np.arange(len(state.matrix)), self._scores(state, vector), k)
         if self._overlay:  # a read-only index's sentences kept in memory
             hits = self._with_overlay(hits, vector, k, doc_ids)
         return hits
+
+    def _scores(self, state: _State, vector: npt.NDArray[np.float32]
+                ) -> npt.NDArray[np.float32]:
+        """Every sentence's cosine with `vector`; kept for the thread's next search with
+        the same query (`dense-sentences` asks again for more when it needs them)."""
+        last: tuple[_State, bytes, npt.NDArray[np.float32]] | None = getattr(
+            self._local, "scores", None)
+        key = vector.tobytes()
+        if last is not None and last[0] is state and last[1] == key:
+            return last[2]
+        scores: npt.NDArray[np.float32] = state.matrix @ vector
+        self._local.scores = (state, key, scores)
+        return scores
 
     def _with_overlay(self, hits: list[SentenceHit], vector: Vectors, k: int,
                       doc_ids: Collection[str] | None) -> list[SentenceHit]:
@@ -462,10 +475,3 @@ def _state(generation: int, matrix: npt.NDArray[np.float32], arrays: dict[str, A
                   numbers, np.asarray(arrays["positions"], dtype=np.int64),
                   np.asarray(arrays["starts"], dtype=np.int64),
                   np.asarray(arrays["ends"], dtype=np.int64), doc_rows)
-
-
-def _from_rows(rows: Sequence[Sequence[Any]], dimension: int) -> DocumentSentences:
-    columns = np.array([r[:3] for r in rows], dtype=np.int64).reshape(-1, 3)
-    vectors = (np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32)
-               .reshape(-1, dimension))
-    return DocumentSentences(columns[:, 0], columns[:, 1], columns[:, 2], vectors)
