@@ -19,7 +19,6 @@ import numpy.typing as npt
 
 from suture.chunking.contextual import embedding_text
 from suture.chunking.sentences import iter_sentences
-from suture.textfile import whole_text
 from suture.types import Chunk, Text
 
 Ints = npt.NDArray[np.int64]
@@ -56,12 +55,11 @@ class SentenceLayout:
 def sentence_layout(text: Text, chunk_starts: Sequence[int], chunk_ends: Sequence[int]
                     ) -> SentenceLayout:
     """The sentences of `text` (`iter_sentences`) placed in the chunks that lie at
-    (`chunk_starts`, `chunk_ends`), in position order. A text kept on disk
-    (`suture.textfile.TextFile`) is read whole for this, and let go at the end."""
-    whole = whole_text(text)
+    (`chunk_starts`, `chunk_ends`), in position order (a text kept on disk,
+    `suture.textfile.TextFile`, is read a window at a time)."""
     positions, starts, ends = array("q"), array("q"), array("q")
     cursor, count = 0, len(chunk_starts)
-    for start, end in iter_sentences(whole):
+    for start, end in iter_sentences(text):
         middle = (start + end) // 2
         while cursor < count and chunk_ends[cursor] <= middle:
             cursor += 1
@@ -72,6 +70,5 @@ def sentence_layout(text: Text, chunk_starts: Sequence[int], chunk_ends: Sequenc
         positions.append(cursor)
         starts.append(start)
         ends.append(end)
-    del whole
     return SentenceLayout(*(np.frombuffer(column, dtype=np.int64).copy()
                             for column in (positions, starts, ends)))
