@@ -31,8 +31,8 @@ MEMORY_PER_FILE_BYTE = 9.0
 #: end of the run: 2.3 measured with 64-d vectors, plus 3.6 for 384-d ones (4 bytes a
 #: dimension in the matrix, 2 in the graph, at ≈ 540 characters a chunk), rounded up
 #: (docs/lab/2026-11-30-performance-queries-indexing-and-memory.md#text-on-disk). With the
-#: default pipeline's sentence vectors a 50 MB one-line file measured 3.8 (its text is
-#: read whole once, to place its sentences)
+#: default pipeline's sentence vectors a 50 MB one-line file measured 2.7 (1.8 with
+#: --no-sentence-vectors)
 SPOOLED_MEMORY_PER_FILE_BYTE = 7.0
 AUTO = "auto"
 #: a parsed limit: bytes, `AUTO` (from the memory available) or None (no limit)
