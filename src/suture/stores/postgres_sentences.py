@@ -27,6 +27,7 @@ from suture.stores.sentences import DocumentSentences, SentenceHit, drop_legacy,
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg import sql
 
     from suture.stores.postgres import PostgresStore, Tables
 
@@ -36,7 +37,7 @@ _COLUMNS = 'doc_id, position, start, "end"'
 def create_sentence_tables(conn: psycopg.Connection[Any], t: Tables, dimension: int,
                            hnsw: bool) -> None:
     """The sentence tables (and their HNSW index when the dimension allows one)."""
-    from suture.stores.postgres import HNSW_EF_CONSTRUCTION, HNSW_M, _q
+    from suture.stores.postgres import _q
 
     conn.execute(_q(
         'CREATE TABLE IF NOT EXISTS {sentences} (id bigserial PRIMARY KEY, doc_id text '
@@ -47,10 +48,17 @@ def create_sentence_tables(conn: psycopg.Connection[Any], t: Tables, dimension: 
     conn.execute(_q('CREATE TABLE IF NOT EXISTS {sentence_docs} (doc_id text COLLATE "C" '
                     "PRIMARY KEY, content_hash text NOT NULL)", t))
     if hnsw:
-        conn.execute(_q(
-            "CREATE INDEX IF NOT EXISTS {sentence_hnsw} ON {sentences} USING hnsw "
-            f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = "
-            f"{HNSW_EF_CONSTRUCTION})", t))
+        conn.execute(create_sentence_hnsw_statement(t))
+
+
+def create_sentence_hnsw_statement(t: Tables) -> sql.Composed:
+    """The sentence table's HNSW index (cosine; the chunks' settings), created with the
+    table or rebuilt after a bulk load (`suture.stores.postgres_bulk`)."""
+    from suture.stores.postgres import HNSW_EF_CONSTRUCTION, HNSW_M, _q
+
+    return _q("CREATE INDEX IF NOT EXISTS {sentence_hnsw} ON {sentences} USING hnsw "
+              f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = "
+              f"{HNSW_EF_CONSTRUCTION})", t)
 
 
 class PostgresSentences:
