@@ -443,7 +443,7 @@ class QdrantStore(Store):
         if self._connection.path is None:
             return None
         total = 0
-        for name in (self.chunks_collection, self.companion):
+        for name in (self.chunks_collection, self.companion, self._sentences.collection):
             for folder, _, files in os.walk(self._connection.path / "collection" / name):
                 total += sum(Path(folder, f).stat().st_size for f in files)
         return total
