@@ -27,6 +27,12 @@ so a new backend runs here unchanged. For each backend and size:
    the exact top-10 (computed here with numpy over the same vectors, ties by
    (doc_id, position) as the contract says).
 
+``--default-pipeline`` also writes sentence vectors with every document (2 or 3 a chunk,
+each its chunk's vector plus noise, in the document's own write, as `suture index`
+does) and times the default pipeline (`scar-sentences` on `dense-sentences`, whose
+sentences every backend searches itself) beside topk and scar: its p50/p95 and its
+ratio to topk's p50.
+
 Two vector models (``--vectors``): ``walks`` (the default, every earlier run) makes each
 document an independent random walk, so chunks of different documents are orthogonal up
 to noise (cosine 0 ± 0.05) and the data has no structure beyond one document: a graph
@@ -48,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import resource
 import statistics
@@ -64,6 +71,7 @@ from bench_scar import rfc_slices  # the same chunk texts as the SCAR benchmark
 from suture.embedders.base import normalise
 from suture.stores import create_store, open_store, store_backend
 from suture.stores.base import Manifest
+from suture.stores.sentences import DocumentSentences
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document
 
@@ -148,8 +156,27 @@ def doc_id(d: int) -> str:
     return f"doc{d:06d}"
 
 
+def sentence_parts(vectors: npt.NDArray[np.float32], chunks: list[Chunk], seed: int
+                   ) -> list[DocumentSentences]:
+    """Synthetic sentences of one document: 2 or 3 a chunk, splitting its span, each
+    vector its chunk's plus noise (a sentence is near the chunk that holds it)."""
+    rng = np.random.default_rng(seed)
+    positions, starts, ends, rows = [], [], [], []
+    for chunk, vector in zip(chunks, vectors, strict=True):
+        count = 2 + int(rng.random() < 0.5)
+        bounds = np.linspace(chunk.start, chunk.end, count + 1).astype(int)
+        for a, b in itertools.pairwise(bounds.tolist()):
+            positions.append(chunk.position)
+            starts.append(int(a))
+            ends.append(int(b))
+            rows.append(vector + rng.normal(0, 0.6 / np.sqrt(DIM), DIM))
+    return [DocumentSentences(np.array(positions, np.int64), np.array(starts, np.int64),
+                              np.array(ends, np.int64),
+                              normalise(np.array(rows, dtype=np.float32)))]
+
+
 def build(store_url: str, index: str, n_chunks: int, bulk: bool = False,
-          model: str = "walks") -> dict[str, Any]:
+          model: str = "walks", sentences: bool = False) -> dict[str, Any]:
     """Write the synthetic index through the contract; returns throughput and size.
 
     With `bulk` the writes run inside the store's `bulk_writes` block (PostgreSQL drops
@@ -188,8 +215,10 @@ def build(store_url: str, index: str, n_chunks: int, bulk: bool = False,
                 if text not in token_maps:  # documents repeat the same few texts
                     token_maps[text] = TokenMap.of(text)
                 begin = time.perf_counter()
-                store.write_document(Document(doc_id(d), text, title=doc_id(d)), doc_id(d),
-                                     chunks, vectors, token_maps[text])
+                store.write_document_parts(
+                    Document(doc_id(d), text, title=doc_id(d)), doc_id(d), [(chunks, vectors)],
+                    token_maps[text],
+                    sentences=sentence_parts(vectors, chunks, d) if sentences else None)
                 write_seconds += time.perf_counter() - begin
                 bar.update(1)
         bar.close()
@@ -256,13 +285,21 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
     index_obj = Index(store)
     index_obj.retrieve("warm-up", "topk", k=K, query_vector=queries[0])
     open_s = time.perf_counter() - opened
-    times: dict[str, list[float]] = {"topk": [], "scar": [], "search": [], "neighbours": []}
+    pipeline = store.sentences_missing() == []  # written with --default-pipeline
+    policies = ("topk", "scar", "default") if pipeline else ("topk", "scar")
+    if pipeline:
+        index_obj.retrieve("warm-up", k=K, query_vector=queries[0])
+    times: dict[str, list[float]] = {p: [] for p in policies}
+    times.update(search=[], neighbours=[])
     recall = []
     for i, vector in enumerate(queries):
-        order = ("topk", "scar") if i % 2 == 0 else ("scar", "topk")
+        order = policies[i % len(policies):] + policies[:i % len(policies)]
         for policy in order:
             start = time.perf_counter()
-            index_obj.retrieve("q", policy, k=K, query_vector=vector)
+            if policy == "default":  # scar-sentences on dense-sentences
+                index_obj.retrieve("q", k=K, query_vector=vector)
+            else:
+                index_obj.retrieve("q", policy, k=K, query_vector=vector)
             times[policy].append(time.perf_counter() - start)
         start = time.perf_counter()
         hits = store.search(vector, 10)
@@ -285,17 +322,20 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
         result[f"{name}_p50_ms"] = ms(values, 50)
         result[f"{name}_p95_ms"] = ms(values, 95)
     result["scar_extra"] = result["scar_p50_ms"] / result["topk_p50_ms"] - 1
+    if pipeline:
+        result["default_over_topk"] = result["default_p50_ms"] / result["topk_p50_ms"]
     return result
 
 
 def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
-        name: str | None = None, bulk: bool = False, model: str = "walks") -> dict[str, Any]:
+        name: str | None = None, bulk: bool = False, model: str = "walks",
+        sentences: bool = False) -> dict[str, Any]:
     backend, _ = store_backend(None if store_url == "sqlite" else store_url)
     tag = "" if model == "walks" else f"{model}_"  # (walks: the names of earlier runs)
-    name = name or f"bench_{tag}{n_chunks}"
+    name = name or f"bench_{tag}{'sentences_' if sentences else ''}{n_chunks}"
     index = str(folder / name) if backend.value == "sqlite" else name
     print(f"\n{store_url} {n_chunks:,} chunks -> {index}", flush=True)
-    built = build(store_url, index, n_chunks, bulk, model)
+    built = build(store_url, index, n_chunks, bulk, model, sentences)
     print(f"  built: {built}", flush=True)
     queries_file = folder / f"queries_{tag}{n_chunks}_{n_queries}.npz"
     if not queries_file.exists():
@@ -346,6 +386,14 @@ def table(folder: Path) -> str:
             f"{r['scar_p50_ms']:.1f} / {r['scar_p95_ms']:.1f} ms | "
             f"{100 * r['scar_extra']:+.1f}% | {r['neighbours_p50_ms']:.2f} ms | "
             f"{r['recall_at_10']:.3f} | {r['peak_rss_mb']:.0f} MB |")
+    pipeline = [r for r in rows if "default_p50_ms" in r]
+    if pipeline:
+        lines += ["", "| store | chunks | topk p50 | default pipeline p50 / p95 | ratio to topk |"
+                  " querying RSS |", "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {_row_name(r)} | {r['chunks']:,} | {r['topk_p50_ms']:.1f} ms | "
+                  f"{r['default_p50_ms']:.1f} / {r['default_p95_ms']:.1f} ms | "
+                  f"{r['default_over_topk']:.2f}× | {r['peak_rss_mb']:.0f} MB |"
+                  for r in pipeline]
     return "\n".join(lines)
 
 
@@ -401,6 +449,8 @@ def main() -> None:
                         help="PostgreSQL: build the HNSW index once after the writes")
     parser.add_argument("--vectors", choices=VECTOR_MODELS, default="walks",
                         help="the synthetic vector model (module docstring)")
+    parser.add_argument("--default-pipeline", action="store_true",
+                        help="write sentence vectors too and time the default pipeline")
     parser.add_argument("--statistics", action="store_true",
                         help="print each vector model's mean cosines and stop")
     parser.add_argument("--table", action="store_true", help="print the table and stop")
@@ -420,7 +470,8 @@ def main() -> None:
         return
     for size in args.sizes:
         for store_url in args.store or ["sqlite"]:
-            run(store_url, size, args.queries, args.dir, args.index, args.bulk, args.vectors)
+            run(store_url, size, args.queries, args.dir, args.index, args.bulk, args.vectors,
+                args.default_pipeline)
     print(table(args.dir))
 
 

@@ -14,6 +14,7 @@ peaks show which step costs what.
 Usage: python benchmarks/bench_index_memory.py [--sizes 10,50,200] [--kinds single,lines]
            [--work out/bench_memory] [--python-path src] [--json out/memory.json]
            [--rows out/earlier.json] [--label now] [--plot docs/img/index-memory.png]
+           [--index-args=--no-sentence-vectors]
 `--python-path` points the children at another checkout's `src` (e.g. the previous
 version, for a before/after row).
 """
@@ -136,6 +137,8 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, default=None,
                         help="draw each `suture index` run's RSS over its run (PNG)")
     parser.add_argument("--label", default="now", help="what the rows of this run are called")
+    parser.add_argument("--index-args", default="",
+                        help="more `suture index` arguments, e.g. --no-sentence-vectors")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(args.python_path.resolve())}
@@ -156,7 +159,8 @@ def main() -> None:
             trace: list[tuple[float, float]] = []
             peak, seconds, code = peak_of(
                 [sys.executable, "-m", "suture", "index", str(path), "--index", str(index),
-                 "--embedder", "hashing", "-q"], env, args.limit_mb, trace)
+                 "--embedder", "hashing", "-q", *args.index_args.split()], env, args.limit_mb,
+                trace)
             steps = {}
             for step in ("none", "load", "chunk", "map") if size <= args.steps_max_mb else ():
                 steps[f"{step}_mb"], steps[f"{step}_s"], _ = peak_of(

@@ -48,6 +48,7 @@ from suture.focus import focused_vector
 from suture.index import Index
 from suture.policies.scar import _unique_hits, seed_count
 from suture.policies.scar_sentences import SentenceScarPolicy
+from suture.stores.sentences import SentenceTable
 from suture.types import Selection
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
@@ -149,7 +150,9 @@ def frontier(evaluator: Evaluator, params: dict[str, Any], ks: list[int]) -> lis
 def seed_distances(index: Index, evaluator: Evaluator, focus: bool) -> Counter[int | str]:
     """Sentences from each query's first seed to its nearest gold sentence."""
     retriever = index.retriever(RETRIEVER)
-    table = retriever.table()  # type: ignore[attr-defined]
+    retriever.prepare()
+    doc_ids = list(index.store.document_hashes())
+    table = SentenceTable.of(index.store.sentences_of(doc_ids=doc_ids), index.manifest.dimension)
     names = [table.document_of(r).split("/")[-1] for r in range(len(table.matrix))]
     counts: Counter[int | str] = Counter()
     for query in evaluator.benchmark.queries:

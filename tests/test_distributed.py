@@ -22,7 +22,7 @@ import pytest
 import suture.indexing as indexing
 from suture.distributed import RayOptions
 from suture.index import Index, IndexReport
-from suture.retrievers.sentences import SENTENCES_PREFIX
+from tests.stored_sentences import documents_with_sentences, stored_sentences
 
 pytestmark = pytest.mark.slow
 ray = pytest.importorskip("ray")
@@ -61,6 +61,11 @@ def assert_same_index(got: Index, expected: Index) -> None:
     assert hashes == want_hashes
     assert chunks == want_chunks
     np.testing.assert_allclose(vectors, want_vectors, atol=1e-6)
+    sentences, want_sentences = stored_sentences(got), stored_sentences(expected)
+    assert sentences.keys() == want_sentences.keys()
+    for doc_id, held in want_sentences.items():
+        assert sentences[doc_id].starts.tolist() == held.starts.tolist()
+        np.testing.assert_allclose(sentences[doc_id].vectors, held.vectors, atol=1e-5)
 
 
 def test_ray_index_equals_the_single_process_one(
@@ -74,13 +79,13 @@ def test_ray_index_equals_the_single_process_one(
     assert report is not None
     assert sorted(report.added) == ["gdpr.md", "rfc.txt"]
     assert [s.source for s in report.skipped] == [str(corpus / "notes.docx")]
-    assert report.embedded == report.chunks_written == single.store.chunk_count()
-    # the sentence vectors the default pipeline reads come with a single-process build; a
-    # Ray build leaves them to the first query that needs them (not embedded by one process)
-    assert len(single.store.derived.keys(SENTENCES_PREFIX)) == 2
-    assert not spread.store.derived.keys(SENTENCES_PREFIX)
-    spread.retrieve("What counts as personal data?", k=1)
-    assert len(spread.store.derived.keys(SENTENCES_PREFIX)) == 2
+    assert report.chunks_written == single.store.chunk_count()
+    # the sentence vectors the default pipeline reads are embedded by the workers and
+    # written with the chunks, as in a single-process build
+    assert single.last_report is not None
+    assert report.sentences_written == single.last_report.sentences_written > 0
+    assert report.embedded == single.last_report.embedded
+    assert documents_with_sentences(single) == documents_with_sentences(spread) == 2
     # unchanged documents are skipped; a changed one is replaced
     (corpus / "rfc.txt").write_text((corpus / "rfc.txt").read_text() + "\n\nA new line.\n")
     again = Index.build([corpus], tmp_path / "ray", embedder="minilm",

@@ -116,9 +116,7 @@ def test_explain_says_how_auto_assembled_a_focused_question(index: Index) -> Non
 
     vector = np.asarray(focused_vector(index.embedder.embed_query(QUERY),
                                        index.embedder.embed_query(QUESTION))).reshape(-1)
-    table = index.sentence_table()
-    rows = table.document_rows["Fiverr.txt"]
-    cosines = table.matrix[rows.start:rows.stop] @ vector
+    cosines = index.sentences().sentences_of(doc_ids=["Fiverr.txt"])["Fiverr.txt"].vectors @ vector
     standing = (cosines.max() - cosines.mean()) / cosines.std()
     over_chunks = _spans(index.retrieve(QUERY, k=3, focused_units="chunks"))
     for line, decision in ((standing + 0.5, OVER_CHUNKS), (standing - 0.5, BEST_HIT_WHOLE)):

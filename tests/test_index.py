@@ -117,7 +117,8 @@ def test_interrupted_indexing_resumes_from_cache(
     resumed = Index.build([docs], tmp_path / "idx", embedder=HashingEmbedder())
     report = resumed.last_report
     assert report is not None
-    total = sum(len(ids) for ids in expected.values())
+    assert fresh.last_report is not None  # texts: the chunks' and their sentences'
+    total = fresh.last_report.embedded
     assert calls[0] == 4 and report.embedded <= total - 4  # the first step's work was kept
     assert report.cached + sum(len(kept[d]) for d in kept) >= 4
     ids = [c for d in sorted(expected) for c in expected[d]]
@@ -251,13 +252,14 @@ def test_ingest_reports_progress_to_a_factorys_bar(tmp_path: Path) -> None:
     text = "Gamma paragraph about congestion control and slow start. " * 40
     report = index.ingest([Document("gamma", text, title="Gamma")], show_progress=factory)
     assert report.added == ["gamma"] and report.chunks_written > 1
-    # one bar per stage: chunks embedded, then documents given the default pipeline's
-    # sentence vectors (the two stored before and gamma; only gamma's are embedded)
+    # one bar per stage: texts embedded (the chunks and the default pipeline's sentences,
+    # written with them), then documents still without sentence vectors (none)
     chunks, sentences = bars
     assert chunks.description == "indexing"
-    assert chunks.total == chunks.done == report.chunks_written
+    assert report.sentences_written > report.chunks_written
+    assert chunks.total == chunks.done == report.chunks_written + report.sentences_written
     assert sentences.description == "sentence vectors"
-    assert sentences.total == sentences.done == 3 and report.sentence_documents == 1
+    assert sentences.total == sentences.done == 0 and report.sentence_documents == 0
     assert chunks.closed and sentences.closed
     assert index.retrieve("congestion slow start", k=1).spans[0].doc_id == "gamma"
 

@@ -62,3 +62,36 @@ def test_planning_refuses_an_id_breaking_the_rule_before_hashing_it(tmp_path: Pa
     with pytest.raises(DocumentIdError, match=r"\(2,000 characters\) is longer than"):
         next(planned)
     assert store.document_hashes() == {}
+
+
+def test_sentences_written_with_the_chunks_in_pieces_equal_those_embedded_later(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """The default pipeline's sentence vectors come with each piece of a document's write
+    (their vectors back from the embedding cache, as the chunks' are) and equal what the
+    retriever embeds afterwards for an index built without them."""
+    from suture.retrievers.sentences import SentenceRetriever
+    from tests.stored_sentences import stored_sentences
+
+    rfc = shared_data / "corpora" / "rfc9293" / "rfc9293.txt"
+    later = Index.build([rfc], tmp_path / "later", embedder="hashing", sentence_vectors=False)
+    assert stored_sentences(later) == {}
+    retriever = later.retriever("dense-sentences")
+    assert isinstance(retriever, SentenceRetriever)
+    retriever.ensure_sentences()
+    (doc_id,) = later.store.document_hashes()
+    store = create_store(str(tmp_path / "pieces"), later.manifest)
+    embedder = HashingEmbedder()
+    report = IndexReport()
+    planned = plan_documents(store, [later.store.document(doc_id)], report, sentences=True)
+    for batch in batches(planned, size=5, piece_size=7):
+        vectors = embed_batch(store, embedder.key, embedder.embed_documents, batch, report)
+        write_batch(store, embedder.key, batch, vectors, report, piece_size=7)
+    assert store.sentences_missing() == []
+    found = store.sentences_of(doc_ids=[doc_id])[doc_id]
+    expected = stored_sentences(later)[doc_id]
+    assert report.sentences_written == len(expected) > 100
+    assert found.positions.tolist() == expected.positions.tolist()
+    assert found.starts.tolist() == expected.starts.tolist()
+    assert found.ends.tolist() == expected.ends.tolist()
+    np.testing.assert_allclose(found.vectors, expected.vectors, atol=1e-6)

@@ -165,6 +165,9 @@ def _rows(index: Path) -> dict[str, list[tuple[object, ...]]]:
             "chunks": connection.execute(
                 'SELECT chunk_id, doc_id, position, start, "end", section_path, text, vector '
                 "FROM chunks ORDER BY doc_id, position").fetchall(),
+            "sentences": connection.execute(
+                'SELECT doc_id, content_hash, position, start, "end", vector FROM sentences '
+                "ORDER BY doc_id, start").fetchall(),
         }
 
 
@@ -178,7 +181,7 @@ def test_an_index_of_spooled_files_holds_the_same_rows(
         patch.setattr(textfile, "BLOCK_CHARS", 1000)
         Index.build([corpus], tmp_path / "spooled", embedder="hashing")
     whole, spooled = _rows(tmp_path / "whole"), _rows(tmp_path / "spooled")
-    assert len(whole["documents"]) == 5
+    assert len(whole["documents"]) == 5 and len(whole["sentences"]) > 100
     assert spooled == whole
 
 

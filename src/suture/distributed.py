@@ -131,8 +131,11 @@ def ingest_with_ray(
     embedder_key: str,
     *,
     show_progress: bool = False,
+    sentences: bool = False,
 ) -> IndexReport:
-    """Index `documents` into `store` with Ray actors; `report` is filled in as it goes."""
+    """Index `documents` into `store` with Ray actors; `report` is filled in as it goes.
+    With `sentences`, the workers embed each document's sentence vectors too, and they
+    are written with its chunks (`suture.indexing`)."""
     ray = _ray()
     started = time.perf_counter()
     own_cluster = not ray.is_initialized()
@@ -152,7 +155,8 @@ def ingest_with_ray(
         # The driver alone speaks for the load (the workers only write), so a store that
         # builds its search index once at the end of a bulk load builds it once.
         with store.bulk_writes(show_progress=show_progress) as bulk:
-            planned = announced(plan_documents(store, documents, report), bulk, bar)
+            planned = announced(plan_documents(store, documents, report, sentences), bulk,
+                                bar)
             if store.backend == "sqlite":
                 _one_writer(ray, store, embedder_key, planned, report, actors, bar)
             else:
@@ -187,8 +191,8 @@ def _one_writer(ray: Any, store: Store, embedder_key: str,
                 bar.update(len(step))
         write_batch(store, embedder_key, batch, vectors, report)
         if bar is not None:
-            bar.update(sum(len(piece) for piece in batch)
-                       - sum(len(step) for step, _ in steps))
+            bar.update(max(0, sum(piece.text_count for piece in batch)
+                           - sum(len(step) for step, _ in steps)))
 
     for batch in batches(planned):
         vectors, steps = plan_embedding(store, embedder_key, batch, report)
@@ -218,11 +222,12 @@ def _many_writers(ray: Any, store: Store, planned: Iterator[PendingDocument],
         for name in ("added", "updated"):
             getattr(report, name).extend(getattr(done, name))
         report.chunks_written += done.chunks_written
+        report.sentences_written += done.sentences_written
         report.embedded += done.embedded
         report.cached += done.cached
         report.embed_seconds += done.embed_seconds
         if bar is not None:
-            bar.update(sum(len(piece) for piece in batch))
+            bar.update(sum(piece.text_count for piece in batch))
 
     # Whole documents: a document's pieces in batches written by different actors would
     # each need the others' vectors in the cache before the last one writes.

@@ -64,7 +64,8 @@ from suture.types import Context, Document, Hit, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
-    from suture.retrievers.sentences import SentenceRetriever, SentenceTable
+    from suture.retrievers.sentences import SentenceRetriever
+    from suture.stores.sentences import SentenceSource
 
 #: embedder options never written to the manifest (secrets and live objects)
 _UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
@@ -377,29 +378,32 @@ class Index:
                 yield item
 
         stored = set(self.store.document_hashes()) if prune else set()
+        # the default pipeline reads sentence vectors: embedded and written with the chunks
+        sentences = self.manifest.sentence_vectors and policy_needs_sentences(DEFAULT_POLICY)
         if ray is None:
             ingest(self.store, self.embedder, noted(documents), report,
-                   show_progress=show_progress, before_write=before_write)
+                   show_progress=show_progress, before_write=before_write, sentences=sentences)
         else:
             from suture.distributed import ingest_with_ray
 
             name, options = self.embedder_spec()
             ingest_with_ray(self.store, noted(documents), report,
                             replace(ray, embedder=name, embedder_options=options),
-                            self.embedder.key, show_progress=show_progress is True)
+                            self.embedder.key, show_progress=show_progress is True,
+                            sentences=sentences)
         if prune:  # a file reached under another id keeps its stored copy
             kept = seen | set(report.already_indexed.values())
             report.deleted = self.delete(sorted(stored - kept))
         # Pay for derived structures (search structures, lexical index, SproutRAG trees)
         # now rather than at the first query; trees are rebuilt only for documents that
         # changed.
+        if ray is None and sentences:
+            # documents stored without them (by an older suture, or with sentence vectors
+            # off); with Ray they are left to the first query that needs them (or `suture
+            # serve`'s warm-up) rather than embedded here by one process
+            self._embed_sentences(report, show_progress=show_progress)
         self.store.prepare(show_progress=show_progress is True)
         self.retriever().prepare(show_progress=show_progress is True)
-        if ray is None and self.manifest.sentence_vectors and policy_needs_sentences(
-                DEFAULT_POLICY):
-            # the default pipeline reads them; with Ray they are left to the first query
-            # that needs them (or `suture serve`'s warm-up) rather than embedded here alone
-            self._embed_sentences(report, show_progress=show_progress)
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress is True)
         return report
@@ -459,14 +463,15 @@ class Index:
         """Build the sentence vectors of documents that have none yet, into `report`."""
         retriever = self._sentence_retriever()
         before, started = retriever.built_documents, time.perf_counter()
-        retriever.table(show_progress)
+        retriever.ensure_sentences(show_progress)
         report.sentence_documents += retriever.built_documents - before
         report.sentence_seconds += time.perf_counter() - started
 
-    def sentence_table(self, show_progress: bool | ProgressFactory = False) -> SentenceTable:
-        """Every sentence vector of the index (built at the first call after a change), as
-        the `dense-sentences` retriever holds them; policies that walk sentences read it."""
-        return self._sentence_retriever().table(show_progress)
+    def sentences(self, show_progress: bool | ProgressFactory = False) -> SentenceSource:
+        """Where policies that walk sentences read the index's sentence vectors, once
+        every stored document has them (those missing are embedded now)."""
+        self._sentence_retriever().ensure_sentences(show_progress)
+        return self.store
 
     def identical_documents(self) -> IdenticalDocuments:
         """The documents whose texts are equal (copies under other names) in the store's
@@ -541,7 +546,9 @@ class Index:
         if query_vector is None:
             query_vector = self.embedder.embed_query(query)
         # built (and stored) before the read snapshot, which refuses writes
-        sentences = self.sentence_table() if chosen.needs_sentences else None
+        sentences = self.sentences() if chosen.needs_sentences else None
+        if sentences is None and first_stage.reads_sentences:
+            self.sentences()  # a store write (embedding a document's sentences) cannot wait
         bm25 = first_stage.bm25()
         if bm25 is not None:  # postings of what other writers stored meanwhile, filled in
             bm25.prepare()    # where the snapshot will see them (PostgreSQL: a side write)

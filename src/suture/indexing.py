@@ -30,11 +30,13 @@ from typing import Any
 
 from suture.allocator import release_free_memory
 from suture.chunking import ChunkLayout, chunk_layout, embedding_text
+from suture.chunking.sentence_layout import SentenceLayout, sentence_layout
 from suture.documents import Skipped, check_doc_id, content_hash, same_file_key
 from suture.embedders import Embedder, Vectors
 from suture.exceptions import IndexError_
 from suture.progress import ProgressFactory, progress_bar
 from suture.stores.base import BulkWrites, ChunkPart, Manifest, Store
+from suture.stores.sentences import DocumentSentences
 from suture.textfile import is_blank
 from suture.tokens import TokenMap
 from suture.types import Chunk, SourceDocument
@@ -63,8 +65,11 @@ class IndexReport:
     cached: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
-    #: documents whose sentences were embedded after the chunks (the default pipeline
-    #: reads them; `Index.add`), and the seconds that took
+    #: sentences written with their documents' chunks (the default pipeline reads their
+    #: vectors; `embedded` and `cached` count their texts too)
+    sentences_written: int = 0
+    #: documents whose sentences were embedded after the chunks (`Index.add`: those
+    #: stored without them), and the seconds that took
     sentence_documents: int = 0
     sentence_seconds: float = 0.0
 
@@ -140,10 +145,17 @@ class PendingDocument:
     #: the index's `Manifest.contextual`: chunks are embedded with title and section path
     contextual: bool
     replaces: bool
+    #: where its sentences lie, when they are embedded and written with the chunks
+    sentences: SentenceLayout | None = None
 
     @property
     def chunk_count(self) -> int:
         return len(self.layout)
+
+    @property
+    def text_count(self) -> int:
+        """Texts to embed: the chunks and, when written with them, the sentences."""
+        return self.chunk_count + (len(self.sentences) if self.sentences is not None else 0)
 
     def pieces(self, size: int | None = PIECE_CHUNKS) -> list[Piece]:
         """The document cut into pieces of `size` chunks (None: one piece)."""
@@ -169,8 +181,30 @@ class Piece:
         """Whether the piece ends its document (then the document can be written)."""
         return self.high == self.item.chunk_count
 
+    @property
+    def text_count(self) -> int:
+        """Texts to embed: the chunks and their sentences (`PendingDocument.text_count`)."""
+        return len(self) + len(self.sentence_rows())
+
     def chunks(self) -> list[Chunk]:
         return self.item.layout.chunks(self.item.document, self.low, self.high)
+
+    def sentence_rows(self) -> range:
+        """The rows of the piece's sentences in the document's `SentenceLayout` (none
+        when its sentences are not written with the chunks)."""
+        layout = self.item.sentences
+        return range(0) if layout is None else layout.rows_of(self.low, self.high)
+
+    def sentence_inputs(self, chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
+        """(cache key, embedding text) of each of the piece's sentences (`chunks`: the
+        piece's), embedded as their chunks are: with title and section path in front."""
+        layout = self.item.sentences
+        if layout is None:
+            return []
+        document = self.item.document
+        texts = layout.texts(self.sentence_rows(), document.text, chunks, document.title,
+                             self.item.contextual)
+        return [(hashlib.sha256(t.encode()).hexdigest(), t) for t in texts]
 
     def embedding_inputs(self, chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
         """(sha256 of the embedding text: the cache key, embedding text) of each chunk."""
@@ -180,18 +214,21 @@ class Piece:
 
 
 def pending_document(document: SourceDocument, digest: str, manifest: Manifest,
-                     replaces: bool) -> PendingDocument | None:
-    """Chunk `document` as the index does; None when it has no text to index."""
+                     replaces: bool, sentences: bool = False) -> PendingDocument | None:
+    """Chunk `document` as the index does (and place its sentences in the chunks, with
+    `sentences`); None when it has no text to index."""
     if is_blank(document.text):  # (a byte-order mark alone would make one chunk)
         return None
     layout = chunk_layout(document, manifest.chunk_size, manifest.chunk_overlap)
     if not len(layout):
         return None
-    return PendingDocument(document, digest, layout, manifest.contextual, replaces)
+    placed = sentence_layout(document.text, layout.starts, layout.ends) if sentences else None
+    return PendingDocument(document, digest, layout, manifest.contextual, replaces, placed)
 
 
 def plan_documents(
-    store: Store, documents: Iterable[SourceDocument | Skipped], report: IndexReport
+    store: Store, documents: Iterable[SourceDocument | Skipped], report: IndexReport,
+    sentences: bool = False,
 ) -> Iterator[PendingDocument]:
     """The documents that need embedding, one at a time; the rest go into `report`.
 
@@ -200,6 +237,7 @@ def plan_documents(
     `same_file_key`). An unchanged document written by an older suture without a token
     map gets one, without re-embedding. A document whose id breaks the id rule
     (`suture.documents.ids`) raises `DocumentIdError` before it is hashed or written.
+    With `sentences`, each document's sentences are embedded and written with its chunks.
     """
     stored = store.document_hashes()
     unmapped = store.documents_without_token_map()
@@ -221,7 +259,8 @@ def plan_documents(
                 text = store.document(item.doc_id).text
                 store.set_token_map(item.doc_id, TokenMap.packed(text))
             continue
-        pending = pending_document(item, digest, store.manifest, item.doc_id in stored)
+        pending = pending_document(item, digest, store.manifest, item.doc_id in stored,
+                                   sentences)
         if pending is None:
             report.skipped.append(Skipped(item.source or item.doc_id, "no text to index"))
             continue
@@ -231,8 +270,9 @@ def plan_documents(
 def batches(pending: Iterable[PendingDocument], size: int = EMBED_STEP,
             piece_size: int | None = PIECE_CHUNKS) -> Iterator[list[Piece]]:
     """Pieces of documents (of at most `piece_size` chunks; None: whole documents) grouped
-    until a batch holds at least `size` chunk texts. A document of up to `piece_size` chunks
-    is one piece, so its batch is the same as when documents were never cut."""
+    until a batch holds at least `size` chunk texts (their sentences come with them). A
+    document of up to `piece_size` chunks is one piece, so its batch is the same as when
+    documents were never cut."""
     batch: list[Piece] = []
     count = 0
     for item in pending:
@@ -258,8 +298,10 @@ def plan_embedding(store: Store, embedder_key: str, batch: Sequence[Piece],
     rest (longest texts first, so a step's texts have similar lengths: less padding)."""
     texts: dict[str, str] = {}
     for piece in batch:
-        for digest, text in piece.embedding_inputs(piece.chunks()):
+        chunks = piece.chunks()
+        for digest, text in [*piece.embedding_inputs(chunks), *piece.sentence_inputs(chunks)]:
             texts.setdefault(digest, text)
+        del chunks
     vectors: dict[str, Vectors] = store.cached_embeddings(embedder_key, list(texts))
     report.cached += len(vectors)
     missing = sorted((h for h in texts if h not in vectors), key=lambda h: -len(texts[h]))
@@ -315,33 +357,66 @@ def write_batch(store: Store, embedder_key: str, batch: Sequence[Piece],
             item = piece.item
             if before_write is not None:
                 before_write(item.document.doc_id)
-            store.write_document_parts(item.document, item.content_hash,
-                                       _parts(store, embedder_key, item, vectors, piece_size),
-                                       TokenMap.packed(item.document.text))
+            store.write_document_parts(
+                item.document, item.content_hash,
+                _parts(store, embedder_key, item, vectors, piece_size),
+                TokenMap.packed(item.document.text),
+                sentences=(None if item.sentences is None else
+                           _sentence_parts(store, embedder_key, item, vectors, piece_size)))
             (report.updated if item.replaces else report.added).append(item.document.doc_id)
             report.chunks_written += item.chunk_count
+            report.sentences_written += len(item.sentences or ())
     release_free_memory()  # the batch's chunk texts were malloc'd: their pages go back
 
 
 def _parts(store: Store, embedder_key: str, item: PendingDocument,
            vectors: Mapping[str, Vectors], size: int) -> Iterator[ChunkPart]:
     """`item`'s chunks and vectors a piece at a time, for `Store.write_document_parts`."""
-    import numpy as np
 
     for piece in item.pieces(size):
         chunks = piece.chunks()
         hashes = [digest for digest, _ in piece.embedding_inputs(chunks)]
-        missing = [h for h in hashes if h not in vectors]
-        found = store.cached_embeddings(embedder_key, missing) if missing else {}
-        if len(found) < len(set(missing)):
-            raise IndexError_(
-                f"the embeddings of {item.document.doc_id!r} (chunks {piece.low}-{piece.high}) "
-                f"are not in the embedding cache of the index at {store.location}; a store "
-                "that indexes documents larger than one piece must keep an embedding cache"
-            )
-        yield chunks, np.stack([vectors[h] if h in vectors else found[h] for h in hashes])
-        del chunks, found
+        yield chunks, _vectors_of(store, embedder_key, piece, hashes, vectors)
+        del chunks
         release_free_memory()
+
+
+def _sentence_parts(store: Store, embedder_key: str, item: PendingDocument,
+                    vectors: Mapping[str, Vectors], size: int) -> Iterator[DocumentSentences]:
+    """`item`'s sentences and their vectors a piece at a time, for the `sentences` of
+    `Store.write_document_parts` (their texts made again, as the chunks' are)."""
+    import numpy as np
+
+    layout = item.sentences
+    assert layout is not None
+    dimension = store.manifest.dimension
+    for piece in item.pieces(size):
+        rows = piece.sentence_rows()
+        if not len(rows):
+            continue
+        hashes = [digest for digest, _ in piece.sentence_inputs(piece.chunks())]
+        part = slice(rows.start, rows.stop)
+        found = _vectors_of(store, embedder_key, piece, hashes, vectors)
+        yield DocumentSentences(layout.positions[part], layout.starts[part], layout.ends[part],
+                                found.reshape(-1, dimension).astype(np.float32, copy=False))
+        release_free_memory()
+
+
+def _vectors_of(store: Store, embedder_key: str, piece: Piece, hashes: Sequence[str],
+                vectors: Mapping[str, Vectors]) -> Vectors:
+    """The vectors of `hashes` (a piece's texts): from the batch, else from the cache."""
+    import numpy as np
+
+    missing = [h for h in hashes if h not in vectors]
+    found = store.cached_embeddings(embedder_key, missing) if missing else {}
+    if len(found) < len(set(missing)):
+        item = piece.item
+        raise IndexError_(
+            f"the embeddings of {item.document.doc_id!r} (chunks {piece.low}-{piece.high}) "
+            f"are not in the embedding cache of the index at {store.location}; a store "
+            "that indexes documents larger than one piece must keep an embedding cache"
+        )
+    return np.stack([vectors[h] if h in vectors else found[h] for h in hashes])
 
 
 def ingest(
@@ -352,15 +427,17 @@ def ingest(
     *,
     show_progress: bool | ProgressFactory = False,
     before_write: Callable[[str], None] | None = None,
+    sentences: bool = False,
 ) -> IndexReport:
     """Index `documents` into `store` with `embedder`; `report` is filled in as it goes.
 
     `show_progress` may be a `ProgressFactory` instead of True for a tqdm bar;
-    `before_write(doc_id)` is called before each document's write (see `write_batch`).
+    `before_write(doc_id)` is called before each document's write (see `write_batch`);
+    `sentences`: each document's sentence vectors are embedded and written with it.
     """
     started = time.perf_counter()
     bar = progress_bar(show_progress)
-    planned = plan_documents(store, documents, report)
+    planned = plan_documents(store, documents, report, sentences)
     load = store.bulk_writes(show_progress=show_progress is True)
     try:
         with load as bulk:
@@ -368,9 +445,9 @@ def ingest(
                 embedded_before = report.embedded
                 vectors = embed_batch(store, embedder.key, embedder.embed_documents, batch,
                                       report, bar.update if bar is not None else None)
-                if bar is not None:  # chunks served from the cache (or repeated) count as done
-                    chunks = sum(len(piece) for piece in batch)
-                    bar.update(chunks - (report.embedded - embedded_before))
+                if bar is not None:  # texts served from the cache (or repeated) count as done
+                    texts = sum(piece.text_count for piece in batch)
+                    bar.update(max(0, texts - (report.embedded - embedded_before)))
                 write_batch(store, embedder.key, batch, vectors, report,
                             before_write=before_write)
             if bar is not None:  # before the store's last words (its index build)
@@ -390,6 +467,6 @@ def announced(items: Iterable[PendingDocument], bulk: BulkWrites,
     for item in items:
         bulk.expect(item.chunk_count)
         if bar is not None:
-            bar.total = (bar.total or 0) + item.chunk_count
+            bar.total = (bar.total or 0) + item.text_count
             bar.refresh()
         yield item

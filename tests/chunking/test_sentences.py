@@ -139,3 +139,53 @@ def test_real_merger_agreement(shared_data: Path) -> None:
     spans = split_sentences(text)
     assert len(spans) > 500
     _check_invariants(text, spans, 1000)
+
+
+def test_a_long_paragraph_segmented_in_windows_gives_the_whole_paragraphs_sentences(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-line file is segmented a window at a time (BlingFire's buffers are several
+    times its input); each window resumes at a sentence end, so the sentences are those of
+    the paragraph segmented whole."""
+    import random
+
+    import suture.chunking.sentences as sentences
+
+    rng = random.Random(7)
+    words = ["the", "party", "shall", "notice", "Inc.", "U.S.", "§4.2", "(a)", "pay", "1,250"]
+    text = " ".join(
+        " ".join(rng.choice(words) for _ in range(rng.randint(3, 30))) + rng.choice(".?!;")
+        for _ in range(3000))
+    whole = sentences.split_sentences(text)
+    monkeypatch.setattr(sentences, "_WINDOW", 5_000)
+    monkeypatch.setattr(sentences, "_MARGIN", 400)
+    assert len(text) > 20 * sentences._WINDOW
+    assert sentences.split_sentences(text) == whole
+
+
+@pytest.mark.parametrize("paragraphs", [1, 40])
+def test_a_text_on_disk_gives_the_sentences_of_its_str(
+        monkeypatch: pytest.MonkeyPatch, paragraphs: int) -> None:
+    """A spooled text (`TextFile`) is read a window at a time, paragraph breaks found
+    across window edges once, a long paragraph segmented in windows: the same sentences
+    as the `str`, without reading it whole."""
+    import random
+
+    import suture.chunking.sentences as sentences
+    import suture.textfile as textfile
+
+    rng = random.Random(paragraphs)
+    words = ["the", "party", "shall", "notice", "Inc.", "U.S.", "(a)", "pay", "naïve", "—"]
+    parts = []
+    for _ in range(paragraphs):
+        parts.append(" ".join(
+            " ".join(rng.choice(words) for _ in range(rng.randint(3, 25))) + rng.choice(".?!")
+            for _ in range(rng.randint(1, 2000 // paragraphs))))
+    text = "".join(p + rng.choice(["\n\n", "\n  \n", "\f", "\n \t \n\n"]) for p in parts)
+    monkeypatch.setattr(textfile, "WINDOW_CHARS", 997)
+    monkeypatch.setattr(textfile, "BLOCK_CHARS", 256)
+    monkeypatch.setattr(sentences, "_WINDOW", 3_000)
+    monkeypatch.setattr(sentences, "_MARGIN", 300)
+    monkeypatch.setattr(sentences, "_BREAK_LOOKAHEAD", 40)
+    on_disk = textfile.TextFile(text[i:i + 500] for i in range(0, len(text), 500))
+    assert len(on_disk) == len(text) > 10 * 997
+    assert list(sentences.iter_sentences(on_disk)) == sentences.split_sentences(text)

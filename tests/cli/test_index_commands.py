@@ -50,7 +50,12 @@ def test_index_query_info_delete(docs: Path, tmp_path: Path) -> None:
 
 
 def _sentence_blobs(idx: Path) -> int:
-    return len(list((idx / "sentences").rglob("*.npz")))
+    """How many documents of the index at `idx` have sentence vectors stored."""
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(idx / "store.sqlite")) as connection:
+        return int(connection.execute("SELECT COUNT(*) FROM sentence_documents").fetchone()[0])
 
 
 def test_no_sentence_vectors_is_kept_by_the_index_until_turned_back_on(

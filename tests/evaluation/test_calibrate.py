@@ -360,20 +360,19 @@ def test_prepare_builds_sentence_vectors_behind_a_progress_bar(
     query)."""
     from suture.evaluation.runner import open_or_build_index
     from suture.index import Index
-    from suture.retrievers.sentences import SENTENCES_PREFIX
+    from tests.stored_sentences import documents_with_sentences, forget_sentences
 
     built = open_or_build_index(tmp_path / "idx", privacy, embedder="hashing",
                                 show_progress=False)
-    assert len(list(built.store.derived.keys(SENTENCES_PREFIX))) == len(privacy.doc_ids)
-    for key in built.store.derived.keys(SENTENCES_PREFIX):  # as an older index has none
-        built.store.derived.delete(key)
+    assert documents_with_sentences(built) == len(privacy.doc_ids)
+    forget_sentences(tmp_path / "idx")  # as an index built with Ray had none
     index = Index.open(tmp_path / "idx")
-    assert not list(index.store.derived.keys(SENTENCES_PREFIX))
+    assert documents_with_sentences(index) == 0
     evaluator = Evaluator(index, privacy.subset(5), show_progress=True)
     capsys.readouterr()
     evaluator.prepare([PolicySpec("scar-sentences"), PolicySpec("window")])
     assert "sentence vectors" in capsys.readouterr().err
-    assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == len(privacy.doc_ids)
+    assert documents_with_sentences(index) == len(privacy.doc_ids)
 
 
 def test_write_choice_refuses_a_setting_that_failed_on_the_judging_part(

@@ -18,9 +18,10 @@ from suture.chunking.sentences import split_sentences
 from suture.exceptions import ConfigurationError
 from suture.policies import get_policy
 from suture.policies.base import PolicyRequest
-from suture.retrievers.sentences import SENTENCES_PREFIX, SentenceRetriever
+from suture.retrievers.sentences import SentenceRetriever
 from suture.types import Chunk, Context
 from tests.retrievers.test_sentences import DOCS, QUESTIONS, write_docs
+from tests.stored_sentences import documents_with_sentences
 
 Sentence = tuple[str, int, int]  # (document, start, end)
 
@@ -155,16 +156,16 @@ def test_trace_decisions_follow_the_rule(index: Index) -> None:
 
 def test_sentence_vectors_are_built_with_the_index_and_kept(index: Index,
                                                             tmp_path: Path) -> None:
-    """The default pipeline reads them, so building the index builds them (one blob per
-    document); a reopened index reads them back instead of embedding again."""
-    assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == len(DOCS)
+    """The default pipeline reads them, so building the index builds them (every
+    document's); a reopened index reads them back instead of embedding again."""
+    assert documents_with_sentences(index) == len(DOCS)
     index.retrieve(QUESTIONS[0], "scar-sentences", k=2, retriever="dense")
-    assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == len(DOCS)
+    assert documents_with_sentences(index) == len(DOCS)
     reopened = Index.open(tmp_path / "idx")
     reopened.retrieve(QUESTIONS[1], "scar-sentences", k=2, retriever="dense")
     retriever = reopened.retriever("dense-sentences")
     assert isinstance(retriever, SentenceRetriever)
-    assert retriever.built_documents == 0  # read from the blobs
+    assert retriever.built_documents == 0  # read from the store
 
 
 @pytest.mark.parametrize(("k", "extra_hits", "seeds"), [(2, 1, 3), (3, -2, 1), (2, -5, 1)])
@@ -198,7 +199,7 @@ def test_a_focused_request_is_assembled_by_scar_over_chunks(index: Index, lam: f
                                                            tau: float, radius: int) -> None:
     """With focused_units="chunks", a request searched within its named document gets
     chunk scar's pieces at the focused settings; by default, the walk every query gets."""
-    table = index.sentence_table()
+    table = index.sentences()
     sentences = get_policy("scar-sentences", focused_units="chunks", focused_lam=lam,
                            focused_tau=tau, focused_radius=radius)
     walked_alike = get_policy("scar-sentences", focused_units="sentences")
@@ -282,7 +283,7 @@ def test_auto_assembles_flat_focused_queries_over_chunks_and_walks_the_rest(inde
     fewer than `focused_flatness` standard deviations above the document's mean (computed
     here from sentences embedded one by one) gets chunk scar's pieces; any other gets the
     walk with its best hit's chunk handed over whole in place of the sentences inside it."""
-    table = index.sentence_table()
+    table = index.sentences()
     requests, flatness = {}, {}
     for question in QUESTIONS:
         query = index.embedder.embed_query(question)

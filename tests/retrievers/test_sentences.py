@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import subprocess
 import sys
 from dataclasses import replace
@@ -19,12 +20,12 @@ from suture.chunking.sentences import split_sentences
 from suture.exceptions import ConfigurationError
 from suture.retrievers.lexical import LexicalRetriever
 from suture.retrievers.sentences import (
-    SENTENCES_PREFIX,
-    DocumentSentences,
     Fusion,
     SentenceRetriever,
     _unseen_bound,
 )
+from suture.stores.sentences import BlobSentences
+from tests.stored_sentences import forget_sentences, stored_sentences
 
 DOCS = {
     "fox_glu_license.txt": (
@@ -138,7 +139,11 @@ def test_each_fusion_finds_the_brute_force_top_k_without_scoring_every_chunk(
     option = "scoped_fusion" if scoped else "fusion"
     retriever = fine_index.retriever("dense-sentences", {option: fusion})
     assert isinstance(retriever, SentenceRetriever)
-    assert retriever.table().sentenceless_chunks  # the fallback of such chunks is exercised
+    retriever.ensure_sentences()
+    held = fine_index.store.sentences_of(doc_ids=[*DOCS, EXTRA[0]])
+    with_sentences = {f"{d}#{int(p)}" for d, s in held.items() for p in s.positions}
+    # the fallback of chunks without a sentence is exercised
+    assert any(c.chunk_id not in with_sentences for c in fine_index.store.iter_chunks())
     searched: list[int] = []
     search = fine_index.store.search
 
@@ -230,14 +235,17 @@ def test_a_fusion_that_does_not_exist_is_named_with_the_choices(index: Index) ->
         index.retriever("dense-sentences", {"fusion": "median"})
 
 
-def test_retrievers_of_other_fusions_share_one_copy_of_the_sentence_vectors(
+def test_sentence_vectors_come_with_the_index_and_no_retriever_embeds_them_again(
         index: Index) -> None:
+    """Indexing writes every document's sentence vectors with its chunks, so the
+    retrievers of any fusion read the same store data and embed nothing."""
+    assert set(stored_sentences(index)) == set(DOCS)
     default = sentences_retriever(index)
-    table = default.table()
+    default.ensure_sentences()
     other = index.retriever("dense-sentences", {"fusion": "mean"})
     assert isinstance(other, SentenceRetriever) and other is not default
-    assert other.table() is table
-    assert other.built_documents == default.built_documents == len(DOCS)
+    other.ensure_sentences()
+    assert other.built_documents == default.built_documents == 0
 
 
 def test_the_first_stages_of_one_index_share_one_bm25_index_per_setting(
@@ -272,26 +280,12 @@ def test_some_hit_is_reached_through_its_sentence(index: Index) -> None:
     assert through_sentence
 
 
-def stored_blobs(index: Index) -> dict[str, DocumentSentences]:
-    derived = index.store.derived
-    blobs = {}
-    for key in derived.keys(SENTENCES_PREFIX):
-        data = derived.read(key)
-        assert data is not None
-        loaded = DocumentSentences.from_bytes(data, index.manifest.dimension)
-        assert loaded is not None, key
-        blobs[key.rsplit("/", 1)[1].removesuffix(".npz")] = loaded
-    return blobs
-
-
 def test_stored_sentences_are_exact_spans_inside_their_chunks(index: Index) -> None:
     sentences_retriever(index).prepare()
-    blobs = stored_blobs(index)
-    hashes = index.store.document_hashes()
-    assert set(blobs) == set(hashes.values())
-    for doc_id, content_hash in hashes.items():
+    stored = stored_sentences(index)
+    assert set(stored) == set(index.store.document_hashes())
+    for doc_id, sentences in stored.items():
         text = index.store.document(doc_id).text
-        sentences = blobs[content_hash]
         expected = [(s, e) for s, e in split_sentences(text) if text[s:e].strip()]
         spans = zip(sentences.starts.tolist(), sentences.ends.tolist(), strict=True)
         assert list(spans) == expected
@@ -303,7 +297,14 @@ def test_stored_sentences_are_exact_spans_inside_their_chunks(index: Index) -> N
         assert np.allclose(np.linalg.norm(sentences.vectors, axis=1), 1.0, atol=1e-5)
 
 
-def test_blobs_are_reused_added_and_pruned(index: Index, tmp_path: Path) -> None:
+def test_sentences_stored_later_are_reused_added_and_pruned(tmp_path: Path) -> None:
+    """An index built without sentence vectors gets them at the first need, once: a
+    reopened index reads them, an added document's alone are embedded, a deleted one's
+    are gone."""
+    index = Index.build(write_docs(tmp_path / "docs", DOCS), tmp_path / "idx",
+                        embedder="hashing", chunk_size=200, chunk_overlap=20,
+                        sentence_vectors=False)
+    assert stored_sentences(index) == {}
     first = sentences_retriever(index)
     first.prepare()
     assert first.built_documents == len(DOCS)
@@ -311,7 +312,7 @@ def test_blobs_are_reused_added_and_pruned(index: Index, tmp_path: Path) -> None
     again = sentences_retriever(reopened)
     question = QUESTIONS[0]
     hits = again.retrieve(question, reopened.embedder.embed_query(question), 3)
-    assert again.built_documents == 0  # every document's sentences loaded from its blob
+    assert again.built_documents == 0  # every document's sentences read from the store
     assert [h.chunk.chunk_id for h in hits] == [c for c, _ in reference_ranking(index, question, 3)]
 
     name, text = EXTRA
@@ -322,22 +323,49 @@ def test_blobs_are_reused_added_and_pruned(index: Index, tmp_path: Path) -> None
 
     reopened.delete([name])
     again.prepare()
-    assert len(stored_blobs(reopened)) == len(DOCS)  # the deleted document's blob is gone
+    assert set(stored_sentences(reopened)) == set(DOCS)  # the deleted document's are gone
     hits = again.retrieve("termination fee", reopened.embedder.embed_query("termination fee"), 6)
     assert name not in {h.chunk.doc_id for h in hits}
 
 
-def test_a_damaged_blob_is_rebuilt(index: Index, tmp_path: Path) -> None:
+def test_an_older_index_s_blobs_move_into_the_store_and_a_damaged_one_is_rebuilt(
+        index: Index, tmp_path: Path) -> None:
+    """An index from before sentence vectors were store data kept them as derived blobs:
+    they are copied into the store (not embedded again) and then dropped; a damaged one
+    is embedded again from the stored text."""
     sentences_retriever(index).prepare()
-    blob = next((tmp_path / "idx").glob("sentences/*/*.npz"))
-    blob.write_bytes(b"not a numpy archive")
-    retriever = sentences_retriever(Index.open(tmp_path / "idx"))
-    question = QUESTIONS[1]
+    before = stored_sentences(index)
+    summaries = index.store.documents_summary()
+    forget_sentences(tmp_path / "idx")
+    legacy = BlobSentences(index.store)
+    for summary in summaries:  # the older layout: one blob per document version
+        legacy.write(summary, before[summary.doc_id])
+    blobs = sorted((tmp_path / "idx").glob("sentences/*/*.npz"))
+    assert len(blobs) == len(DOCS)
+    blobs[0].write_bytes(b"not a numpy archive")
     reopened = Index.open(tmp_path / "idx")
+    retriever = sentences_retriever(reopened)
+    question = QUESTIONS[1]
     hits = retriever.retrieve(question, reopened.embedder.embed_query(question), 3)
-    assert retriever.built_documents == 1
+    assert retriever.built_documents == 1  # only the damaged one
     assert [h.chunk.chunk_id for h in hits] == [c for c, _ in reference_ranking(index, question, 3)]
-    assert DocumentSentences.from_bytes(blob.read_bytes(), index.manifest.dimension) is not None
+    after = stored_sentences(reopened)
+    assert set(after) == set(before)
+    for doc_id, sentences in before.items():
+        assert after[doc_id].starts.tolist() == sentences.starts.tolist()
+        np.testing.assert_allclose(after[doc_id].vectors, sentences.vectors, atol=1e-6)
+    retriever.prepare()
+    assert not list((tmp_path / "idx").glob("sentences/*/*.npz"))
+
+
+def sentence_generation(folder: Path) -> int:
+    connection = sqlite3.connect(folder / "store.sqlite")
+    try:
+        row = connection.execute(
+            "SELECT value FROM meta WHERE key = 'sentence_generation'").fetchone()
+    finally:
+        connection.close()
+    return int(row[0])
 
 
 def test_an_index_built_with_it_embeds_sentences_at_build_and_queries_in_another_process(
@@ -346,9 +374,8 @@ def test_an_index_built_with_it_embeds_sentences_at_build_and_queries_in_another
     paths = write_docs(tmp_path / "docs", DOCS)
     built = Index.build(paths, tmp_path / "idx", embedder="hashing", chunk_size=200,
                         chunk_overlap=20, retriever="dense-sentences")
-    assert len(stored_blobs(built)) == len(DOCS)  # paid for at build time, not first query
-    blobs = sorted((tmp_path / "idx").glob("sentences/*/*.npz"))
-    written = [b.stat().st_mtime_ns for b in blobs]
+    assert set(stored_sentences(built)) == set(DOCS)  # paid for at build time, not first query
+    written = sentence_generation(tmp_path / "idx")
     result = subprocess.run(
         [sys.executable, "-m", "suture", "query", QUESTIONS[0], "--index", str(tmp_path / "idx"),
          "--policy", "topk", "--k", "2", "--json"],
@@ -357,7 +384,7 @@ def test_an_index_built_with_it_embeds_sentences_at_build_and_queries_in_another
     assert {h["retriever"] for h in hits} == {"dense-sentences"}
     expected = built.retrieve(QUESTIONS[0], "topk", 2).hits
     assert [h["chunk_id"] for h in hits] == [h.chunk.chunk_id for h in expected]
-    assert [b.stat().st_mtime_ns for b in blobs] == written  # read, not rebuilt
+    assert sentence_generation(tmp_path / "idx") == written  # read, not rebuilt
 
 
 @pytest.mark.parametrize("fusion", list(Fusion))
@@ -371,8 +398,6 @@ def test_no_unseen_chunk_can_score_above_the_search_bound(fusion: Fusion) -> Non
         chunk_last, sentence_last = (float(x) for x in rng.uniform(-1, 1, 2))
         cosine = chunk_last - float(rng.uniform(0, 1))
         sentence = sentence_last - float(rng.uniform(0, 1))
-        with_sentences = _unseen_bound(fusion, chunk_last, sentence_last, False)
-        assert fusion.fuse(cosine, sentence) <= with_sentences + 1e-12
-        some_without = _unseen_bound(fusion, chunk_last, sentence_last, True)
-        assert fusion.fuse(cosine, sentence) <= some_without + 1e-12
-        assert fusion.fuse(cosine, cosine) <= some_without + 1e-12
+        bound = _unseen_bound(fusion, chunk_last, sentence_last)
+        assert fusion.fuse(cosine, sentence) <= bound + 1e-12
+        assert fusion.fuse(cosine, cosine) <= bound + 1e-12

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from suture import Index
-from suture.retrievers.sentences import SENTENCES_PREFIX
 from suture.server.service import IndexService
+from tests.stored_sentences import documents_with_sentences, forget_sentences
 
 
 def test_warm_up_builds_what_the_default_pipeline_reads(tmp_path: Path) -> None:
@@ -20,14 +20,14 @@ def test_warm_up_builds_what_the_default_pipeline_reads(tmp_path: Path) -> None:
     (docs / "a.md").write_text("# A\n\n" + "The receiver acknowledges each segment. " * 40)
     (docs / "b.md").write_text("# B\n\n" + "A timer expires and the segment is sent again. " * 40)
     built = Index.build([docs], tmp_path / "idx", embedder="hashing")
-    for key in built.store.derived.keys(SENTENCES_PREFIX):
-        built.store.derived.delete(key)
+    assert documents_with_sentences(built) == 2
+    forget_sentences(tmp_path / "idx")
     index = Index.open(tmp_path / "idx")
-    assert not list(index.store.derived.keys(SENTENCES_PREFIX))
+    assert documents_with_sentences(index) == 0
     service = IndexService(index)
     try:
         service.warm_up()
-        assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == 2
+        assert documents_with_sentences(index) == 2
     finally:
         service.close()
 
@@ -43,9 +43,9 @@ def test_warm_up_leaves_an_index_built_without_sentence_vectors_without_them(
     service = IndexService(index)
     try:
         service.warm_up()
-        assert not list(index.store.derived.keys(SENTENCES_PREFIX))
+        assert documents_with_sentences(index) == 0
         index.retrieve("When is a segment acknowledged?", k=1)
-        assert len(list(index.store.derived.keys(SENTENCES_PREFIX))) == 1
+        assert documents_with_sentences(index) == 1
     finally:
         service.close()
 

@@ -27,9 +27,9 @@ from tests.stores.test_postgres import DIM, fresh_name, manifest, uses_hnsw, wit
 PER_DOCUMENT = 20
 
 
-def hnsw_exists(url: str, name: str) -> bool:
+def hnsw_exists(url: str, name: str, table: str = "hnsw") -> bool:
     with psycopg.connect(Connection.parse(url).conninfo, autocommit=True) as conn:
-        row = conn.execute("SELECT to_regclass(%s)", (f"{name}_hnsw",)).fetchone()
+        row = conn.execute("SELECT to_regclass(%s)", (f"{name}_{table}",)).fetchone()
         return row is not None and row[0] is not None
 
 
@@ -71,6 +71,7 @@ def test_a_large_load_searches_exactly_until_the_index_is_built_at_its_end(
         assert hnsw_exists(url, name)  # 30 planned: below the floor of 100
         bulk.expect(80)  # 110 planned: at least 100 and at least the 60 held
         assert not hnsw_exists(url, name)
+        assert not hnsw_exists(url, name, "sentence_hnsw")  # the sentences' goes too
         for batch in range(3):
             vectors.update(write(store, 3 + 2 * batch, 2, rng))
             # every committed document is found, by an exact scan
@@ -79,7 +80,7 @@ def test_a_large_load_searches_exactly_until_the_index_is_built_at_its_end(
                 found = reader.search(query, 8)
                 assert [(s.chunk.doc_id, s.chunk.position) for s in found] == exact_top(
                     vectors, query, 8)
-    assert hnsw_exists(url, name)
+    assert hnsw_exists(url, name) and hnsw_exists(url, name, "sentence_hnsw")
     assert uses_hnsw(reader, rng.normal(size=DIM).astype(np.float32))
     assert reader.chunk_count() == len(vectors) == 180
 

@@ -22,13 +22,17 @@ from suture.exceptions import ConfigurationError
 #: cost: the largest factor benchmarks/bench_index_memory.py measured (docs/performance.md
 #: and its lab entry:
 #: a 10 MB one-line file whose text is 2 bytes a character in Python, 8.1; 5.2 at 50 MB),
-#: rounded up, since skipping a file that would have fitted is better than being killed
+#: rounded up, since skipping a file that would have fitted is better than being killed.
+#: With the default pipeline's sentence vectors, embedded and written with the chunks a
+#: piece at a time, the 10 MB one-line file measured 6.6 (5.7 with --no-sentence-vectors)
 MEMORY_PER_FILE_BYTE = 9.0
 #: the same for a text file read to disk (.txt or .md of more than `SPOOL_ABOVE_BYTES`):
 #: no copy of its text is held; what grows with it is the index's matrix and graph at the
 #: end of the run: 2.3 measured with 64-d vectors, plus 3.6 for 384-d ones (4 bytes a
 #: dimension in the matrix, 2 in the graph, at ≈ 540 characters a chunk), rounded up
-#: (docs/lab/2026-11-30-performance-queries-indexing-and-memory.md#text-on-disk)
+#: (docs/lab/2026-11-30-performance-queries-indexing-and-memory.md#text-on-disk). With the
+#: default pipeline's sentence vectors a 50 MB one-line file measured 2.7 (1.8 with
+#: --no-sentence-vectors)
 SPOOLED_MEMORY_PER_FILE_BYTE = 7.0
 AUTO = "auto"
 #: a parsed limit: bytes, `AUTO` (from the memory available) or None (no limit)

@@ -407,7 +407,7 @@ class Evaluator:
         for first_stage in first_stages:
             first_stage.prepare(show_progress=self.show_progress)
         if any(policy_needs_sentences(spec.name) for spec in policies):
-            self.index.sentence_table(show_progress=self.show_progress)
+            self.index.sentences(show_progress=self.show_progress)
 
     def progress(self, total: int, desc: str) -> Any:
         from tqdm import tqdm

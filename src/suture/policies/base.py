@@ -12,7 +12,7 @@ from suture.stores.base import Store
 from suture.types import Focus, Hit, Selection
 
 if TYPE_CHECKING:
-    from suture.retrievers.sentences import SentenceTable
+    from suture.stores.sentences import SentenceSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +25,9 @@ class PolicyRequest:
     k: int
     store: Store
     explain: bool = False
-    #: the index's sentence vectors, for the policies that say `needs_sentences`
-    sentences: SentenceTable | None = None
+    #: where the index's sentence vectors are read (every document has them), for the
+    #: policies that say `needs_sentences`
+    sentences: SentenceSource | None = None
     #: whether the query named its document and was searched within it (`suture.focus`)
     focused: bool = False
     #: the only documents a filter lets the context draw from (`suture.filters`; None:

@@ -78,10 +78,11 @@ from suture.policies.scar import (
     rule_settings,
     seed_count,
 )
+from suture.stores.sentences import SentenceTable
 from suture.types import Hit, Selection
 
 if TYPE_CHECKING:
-    from suture.retrievers.sentences import SentenceTable
+    from suture.stores.sentences import SentenceSource
 
 #: the thresholds a walk's neighbour must pass (`SentenceScarPolicy`'s `rule`)
 WALK_RULES = ("ratio", "spread")
@@ -182,15 +183,15 @@ class SentenceScarPolicy(Policy):
         return settings
 
     def select(self, request: PolicyRequest) -> PolicyResult:
-        table = request.sentences
         if request.focused and self.focused_units == "chunks":
             return self._focused_chunks.select(request)
-        if table is None:
+        if request.sentences is None:
             raise ConfigurationError(
                 "scar-sentences needs the index's sentence vectors; run it through "
                 "`Index.retrieve` (or `suture query --policy scar-sentences`), which "
                 "builds them"
             )
+        table = _documents_table(request.sentences, request)
         if request.focused and self.focused_units == "auto" and request.hits:
             standing = self._standing(table, request)
             flat = standing < self.focused_flatness
@@ -330,6 +331,14 @@ def _best_hit_whole(walked: PolicyResult, best: Hit) -> PolicyResult:
     kept = [s for s in walked.selections
             if not (s.doc_id == whole.doc_id and whole.start <= s.start and s.end <= whole.end)]
     return PolicyResult(selections=[whole, *kept], trace=walked.trace, hits=walked.hits)
+
+
+def _documents_table(source: SentenceSource, request: PolicyRequest) -> SentenceTable:
+    """The sentences of the documents of the hits this request may seed (a walk never
+    leaves its seed's document; `rule="spread"` and the focused choice read it whole)."""
+    doc_ids = list(dict.fromkeys(hit.chunk.doc_id for hit in request.hits))
+    return SentenceTable.of(source.sentences_of(doc_ids=doc_ids),
+                            request.store.manifest.dimension)
 
 
 def _offsets(table: SentenceTable, row: int) -> list[int]:

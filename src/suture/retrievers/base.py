@@ -21,6 +21,9 @@ class Retriever(ABC):
     name: str = ""
     #: whether the registry hands it the index's embedder (`embedder=`, a callable)
     needs_embedder: bool = False
+    #: whether it searches sentence vectors (`Index.retrieve` makes sure every document
+    #: has them before a query's read snapshot, which refuses the writes)
+    reads_sentences: bool = False
 
     def __init__(self, store: Store) -> None:
         self.store = store

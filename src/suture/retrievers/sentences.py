@@ -21,13 +21,11 @@ and is embedded as that chunk is, with the document title and the chunk's sectio
 in front (`embedding_text`): the queries that name a document ("Consider Fiverr's
 privacy policy; ...") match a bare sentence far less well.
 
-Sentence vectors are derived data, one blob per document content hash under
-`sentences/<settings key>/`, so adding a document embeds only its sentences and a
-changed document gets new ones (the blob is the cache: the chunk embedding cache is
-a store write, which a query's read snapshot does not allow). They are computed when
-the index is built with this retriever as its default (`Index.add` prepares the
-default retriever), or at the first query after a change. A blob that cannot be
-written (a read-only index) is kept in memory.
+Sentence vectors are store data, reached only through the `Store` sentence contract
+(`search_sentences`, `sentences_of`; `suture.stores.sentences`), per document version,
+so adding a document embeds only its sentences and a changed document gets new ones.
+They are embedded when the index is built (`Index.add`), or at the first query after a
+change that left a document without them (`ensure_sentences`).
 
 `lexical_weight` w > 0 also ranks a whole-index search by BM25: the top
 ``max(50, 4k)`` chunks by the fused vector score and by BM25 (`LexicalRetriever`, the
@@ -40,33 +38,25 @@ ordered it. A search kept to named documents ranks by the vectors alone.
 docs/lab/2026-12-05-flatness-fusion-and-bm25.md#bm25-fusion says how the default was chosen.
 
 The fused top k is exact, found as a threshold algorithm does (Fagin et al.): the n best
-chunks by their own cosine (the store's search) and the n best by their best sentence (a
-scan of the sentence matrix in memory: n_sentences x d float32, about 2.5 sentences per
-600-character chunk), each scored in full; no chunk outside both lists can score above
-the fusion of the two lists' n-th scores, so once the k-th best candidate reaches that
-bound the top k is final, and else n doubles. With `max` the bound holds at n = k.
+chunks by their own cosine (the store's `search`) and the chunks of the best sentences
+(the store's `search_sentences`, as many as hold n chunks), each scored in full; no
+chunk outside both lists can score above the fusion of the two lists' last scores (nor
+above the chunk list's last, for a chunk without sentences), so once the k-th best
+candidate reaches that bound the top k is final, and else n doubles. With `max` the
+bound holds at n = k.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
-import logging
 import threading
-import zipfile
-from collections.abc import Callable, Collection, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from functools import cached_property
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from suture.chunking.contextual import embedding_text
-from suture.chunking.sentences import split_sentences
+from suture.chunking.sentence_layout import sentence_layout
 from suture.embedders.base import Embedder, Vectors
 from suture.exceptions import ConfigurationError
 from suture.progress import ProgressFactory, progress_bar
@@ -79,16 +69,22 @@ from suture.retrievers.fusion import (
 )
 from suture.retrievers.lexical import LexicalRetriever
 from suture.stores.base import DocumentSummary, Store, split_chunk_id
+from suture.stores.sentences import (
+    SENTENCES_PREFIX,
+    DocumentSentences,
+    SentenceHit,
+    SentenceTable,
+)
 from suture.types import Chunk, Hit
 
-log = logging.getLogger("suture.retrievers.sentences")
+__all__ = ["SENTENCES_PREFIX", "DocumentSentences", "Fusion", "SentenceRetriever",
+           "SentenceTable", "document_sentences"]
 
-#: prefix of the saved sentence vectors in a store's derived data
-SENTENCES_PREFIX = "sentences/"
-#: bump when what is stored per sentence changes
-_FORMAT = 1
+#: chunks read at a time, and sentences embedded at a time, when a document's sentences
+#: are embedded after its chunks were stored (memory stays one window, not the document)
+WINDOW_CHUNKS = 4096
+EMBED_STEP = 256
 
-Ints = npt.NDArray[np.int64]
 #: BM25's weight in a whole-index search's rank fusion (0: vectors alone)
 DEFAULT_LEXICAL_WEIGHT = 0.0
 
@@ -127,132 +123,14 @@ def _lexical_weight(value: Any) -> float:
     return weight
 
 
-@dataclass(frozen=True, slots=True)
-class DocumentSentences:
-    """The sentences of one document version: their chunk positions, offsets, vectors."""
-
-    positions: Ints
-    starts: Ints
-    ends: Ints
-    vectors: Vectors
-
-    def to_bytes(self) -> bytes:
-        buffer = io.BytesIO()
-        np.savez(buffer, positions=self.positions, starts=self.starts, ends=self.ends,
-                 vectors=self.vectors)
-        return buffer.getvalue()
-
-    @classmethod
-    def from_bytes(cls, data: bytes, dimension: int) -> DocumentSentences | None:
-        """The stored sentences, or None when the blob is damaged or of another shape."""
-        try:
-            with np.load(io.BytesIO(data)) as arrays:
-                loaded = cls(*(np.asarray(arrays[name]) for name in
-                               ("positions", "starts", "ends", "vectors")))
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-            return None
-        n = len(loaded.positions)
-        if loaded.vectors.shape != (n, dimension) or not (
-                len(loaded.starts) == len(loaded.ends) == n):
-            return None
-        return loaded
-
-
-@dataclass(frozen=True, slots=True)
-class SentenceTable:
-    """Every sentence vector of one store generation, grouped by chunk.
-
-    Sentences are ordered by chunk (`chunk_ids[i]` holds rows `group_starts[i]` up to
-    the next start), so a chunk's best sentence is one `np.maximum.reduceat`.
-    """
-
-    generation: int
-    chunk_ids: tuple[str, ...]
-    group_starts: Ints
-    matrix: Vectors
-    #: chunk id -> its group, for the chunks that hold a sentence
-    group_of: Mapping[str, int]
-    #: each row's sentence as document offsets (half-open), and its group
-    starts: Ints
-    ends: Ints
-    row_groups: Ints
-    #: document id -> its rows (a document's sentences are consecutive)
-    document_rows: Mapping[str, range]
-    #: whether some stored chunk holds no sentence (so is in no group)
-    sentenceless_chunks: bool = False
-
-    def best_per_chunk(self, query: Vectors, doc_ids: Collection[str] | None = None
-                       ) -> npt.NDArray[np.float32]:
-        """The best sentence cosine of each chunk in `chunk_ids`; with `doc_ids`, only
-        the sentences of those documents are scored (their chunks are consecutive) and
-        every other chunk gets −inf."""
-        vector = np.asarray(query, dtype=np.float32).reshape(-1)
-        if not len(self.matrix):
-            return np.zeros(0, np.float32)
-        if doc_ids is None:
-            best: npt.NDArray[np.float32] = np.maximum.reduceat(self.matrix @ vector,
-                                                                self.group_starts)
-            return best
-        best = np.full(len(self.chunk_ids), -np.inf, np.float32)
-        for doc_id in set(doc_ids):
-            rows = self.document_rows.get(doc_id)
-            if not rows:
-                continue
-            first, last = int(self.row_groups[rows.start]), int(self.row_groups[rows.stop - 1])
-            best[first:last + 1] = np.maximum.reduceat(
-                self.matrix[rows.start:rows.stop] @ vector,
-                self.group_starts[first:last + 1] - rows.start)
-        return best
-
-    def rows_of(self, group: int) -> range:
-        """The rows of one chunk's sentences, in document order."""
-        end = (int(self.group_starts[group + 1]) if group + 1 < len(self.group_starts)
-               else len(self.matrix))
-        return range(int(self.group_starts[group]), end)
-
-    def document_of(self, row: int) -> str:
-        """The document id of a row's sentence."""
-        return split_chunk_id(self.chunk_ids[int(self.row_groups[row])])[0]
-
-
-def _joined(arrays: Sequence[Ints]) -> Ints:
-    return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
-
-
-def sentence_texts(document_title: str, text: str, chunks: Sequence[Chunk],
-                   contextual: bool) -> tuple[list[tuple[int, int, int]], list[str]]:
-    """(chunk position, start, end) of each non-blank sentence, and its embedding text.
-
-    A sentence belongs to the first chunk holding its middle character; one that no
-    chunk holds (a stretch the chunker skipped) is left out.
-    """
-    ordered = sorted(chunks, key=lambda c: c.position)
-    placed: list[tuple[int, int, int]] = []
-    texts: list[str] = []
-    cursor = 0
-    for start, end in split_sentences(text):
-        sentence = text[start:end]
-        if not sentence.strip():
-            continue
-        middle = (start + end) // 2
-        while cursor < len(ordered) and ordered[cursor].end <= middle:
-            cursor += 1
-        if cursor == len(ordered) or ordered[cursor].start > middle:
-            continue
-        chunk = ordered[cursor]
-        placed.append((chunk.position, start, end))
-        texts.append(embedding_text(replace(chunk, text=sentence), document_title, contextual))
-    return placed, texts
-
-
 @dataclass(slots=True)
 class _SentenceCache:
-    """The loaded sentence blobs and the current table: one per index, shared by its
-    `dense-sentences` retrievers of different options (`share_sentences`)."""
+    """What `dense-sentences` retrievers of one index share (`share_sentences`): the
+    generation whose sentences were last made sure of, and a count of embedded ones."""
 
-    documents: dict[str, DocumentSentences] = field(default_factory=dict)
-    table: SentenceTable | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: the store generation at the last check that every document has sentence vectors
+    checked: int | None = None
     #: documents whose sentences were embedded (not loaded) through this cache
     built_documents: int = 0
 
@@ -262,6 +140,7 @@ class SentenceRetriever(Retriever):
 
     name = "dense-sentences"
     needs_embedder = True
+    reads_sentences = True
 
     def __init__(self, store: Store, *, embedder: Callable[[], Embedder] | None = None,
                  persist: bool = True, fusion: str = Fusion.MAX.value,
@@ -306,19 +185,7 @@ class SentenceRetriever(Retriever):
         """Documents whose sentences were embedded (not loaded), through this cache."""
         return self._cache.built_documents
 
-    # -- derived data ---------------------------------------------------------------
-    @cached_property
-    def settings_key(self) -> str:
-        """Digest of what the blobs depend on (fixed for an index: computed once)."""
-        manifest = self.store.manifest
-        settings = {**manifest.settings(), "embedder_key": manifest.embedder_key,
-                    "format": _FORMAT}
-        blob = json.dumps(settings, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
-
-    def _key(self, content_hash: str) -> str:
-        return f"{SENTENCES_PREFIX}{self.settings_key}/{content_hash}.npz"
-
+    # -- sentence vectors -------------------------------------------------------------
     def _embedder_now(self) -> Embedder:
         if self._embedder is None:
             raise ConfigurationError(
@@ -327,112 +194,45 @@ class SentenceRetriever(Retriever):
             )
         return self._embedder()
 
-    def _document(self, summary: DocumentSummary) -> DocumentSentences:
-        cache = self._cache
-        found = cache.documents.get(summary.content_hash)
-        if found is not None:
-            return found
-        dimension = self.store.manifest.dimension
-        key = self._key(summary.content_hash)
-        data = self.store.derived.read(key) if self.persist else None
-        loaded = None if data is None else DocumentSentences.from_bytes(data, dimension)
-        if data is not None and loaded is None:
-            log.warning("the saved sentence vectors of %r in the index at %s are damaged; "
-                        "rebuilt from the stored text", summary.doc_id, self.store.location)
-        if loaded is None:
-            loaded = self._embed_document(summary, dimension)
-            cache.built_documents += 1
-            if self.persist:
-                # a read-only index still works: the vectors live in memory
-                with suppress(OSError):
-                    self.store.derived.write(key, loaded.to_bytes())
-        cache.documents[summary.content_hash] = loaded
-        return loaded
+    def _embed_document(self, summary: DocumentSummary) -> Iterator[DocumentSentences]:
+        """A stored document's sentences, embedded a step at a time (`document_sentences`)."""
+        return document_sentences(self.store, summary, self._embedder_now().embed_documents)
 
-    def _embed_document(self, summary: DocumentSummary, dimension: int) -> DocumentSentences:
-        document = self.store.document(summary.doc_id)
-        chunks, _ = self.store.neighbours([(summary.doc_id, 0, max(summary.chunks - 1, 0))])
-        placed, texts = sentence_texts(document.title, str(document.text), chunks,
-                                       self.store.manifest.contextual)
-        vectors = (self._embedder_now().embed_documents(texts) if texts
-                   else np.zeros((0, dimension), np.float32))
-        columns = np.array(placed, dtype=np.int64).reshape(-1, 3)
-        return DocumentSentences(columns[:, 0], columns[:, 1], columns[:, 2],
-                                 np.asarray(vectors, dtype=np.float32))
-
-    def table(self, show_progress: bool | ProgressFactory = False) -> SentenceTable:
-        """The sentence table for the store's current generation (loaded or built); the
-        progress bar (`suture.progress`) counts documents, stage "sentence vectors"."""
+    def ensure_sentences(self, show_progress: bool | ProgressFactory = False) -> None:
+        """Embed and store the sentences of every stored document that has none (checked
+        once per store generation); the progress bar (`suture.progress`) counts
+        documents, stage "sentence vectors"."""
         cache = self._cache
-        current = cache.table
-        if current is not None and current.generation == self.store.generation:
-            return current
+        if cache.checked is not None and cache.checked == self.store.generation:
+            return
         with cache.lock:
             generation = self.store.generation  # read before the documents: see lexical
-            if cache.table is not None and cache.table.generation == generation:
-                return cache.table
-            summaries = self.store.documents_summary()
+            if cache.checked == generation:
+                return
+            missing = self.store.sentences_missing()
             bar = progress_bar(show_progress, desc="sentence vectors", unit="doc")
             if bar is not None:
-                bar.total = len(summaries)
+                bar.total = len(missing)
                 bar.refresh()
-            chunk_ids: list[str] = []
-            group_starts: list[int] = []
-            document_rows: dict[str, range] = {}
-            parts: list[DocumentSentences] = []
-            offset = 0
             try:
-                for summary in summaries:
-                    sentences = self._document(summary)
+                for summary in missing:
+                    self.store.write_sentences(summary, self._embed_document(summary))
+                    cache.built_documents += 1
                     if bar is not None:
                         bar.update(1)
-                    parts.append(sentences)
-                    positions = sentences.positions
-                    if len(positions):
-                        change = np.flatnonzero(np.diff(positions)) + 1
-                        starts = np.concatenate([[0], change])
-                        chunk_ids += [f"{summary.doc_id}#{int(positions[s])}" for s in starts]
-                        group_starts += [offset + int(s) for s in starts]
-                        document_rows[summary.doc_id] = range(offset, offset + len(positions))
-                    offset += len(positions)
             finally:
                 if bar is not None:
                     bar.close()
-            live = {s.content_hash for s in summaries}
-            cache.documents = {h: d for h, d in cache.documents.items() if h in live}
-            dimension = self.store.manifest.dimension
-            starts_array = np.array(group_starts, dtype=np.int64)
-            row_groups = np.zeros(offset, dtype=np.int64)
-            row_groups[starts_array[1:]] = 1  # a new group begins at each later start
-            cache.table = SentenceTable(
-                generation=generation,
-                chunk_ids=tuple(chunk_ids),
-                group_starts=starts_array,
-                matrix=(np.concatenate([p.vectors for p in parts]) if offset
-                        else np.zeros((0, dimension), np.float32)),
-                group_of={chunk_id: i for i, chunk_id in enumerate(chunk_ids)},
-                starts=_joined([p.starts for p in parts]),
-                ends=_joined([p.ends for p in parts]),
-                row_groups=np.cumsum(row_groups),
-                document_rows=document_rows,
-                sentenceless_chunks=sum(s.chunks for s in summaries) > len(chunk_ids),
-            )
-            return cache.table
+            cache.checked = generation
 
     def prepare(self, show_progress: bool = False) -> None:
         """Embed the sentences of every document that has none yet (e.g. after indexing),
-        and drop the blobs of document versions no longer stored."""
-        self.table(show_progress)
+        and drop those of document versions no longer stored."""
+        self.ensure_sentences(show_progress)
         if self.lexical is not None:
             self.lexical.prepare()
-        if not self.persist:
-            return
-        live = {self._key(h) for h in self.store.document_hashes().values()}
-        prefix = f"{SENTENCES_PREFIX}{self.settings_key}/"
-        with suppress(OSError):
-            for key in self.store.derived.keys(prefix):
-                if key not in live:
-                    self.store.derived.delete(key)
+        if self.persist:
+            self.store.prune_sentences()
 
     # -- retrieval ------------------------------------------------------------------
     def retrieve(self, query: str, query_vector: Vectors, k: int,
@@ -442,21 +242,20 @@ class SentenceRetriever(Retriever):
             return []
         fusion = self.fusion if doc_ids is None else self.scoped_fusion
         scope = self.narrowed(doc_ids, within)
-        table = self.table()
+        self.ensure_sentences()
         vector = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-        best = table.best_per_chunk(vector, scope)
+        best = _BestSentences(self.store, vector)
         if doc_ids is None and self.lexical is not None:
-            return self._with_lexical(self.lexical, query, vector, k, table, best, fusion,
-                                      within)
-        return self._by_vectors(vector, k, scope, table, best, fusion)
+            return self._with_lexical(self.lexical, query, vector, k, best, fusion, within)
+        return self._by_vectors(vector, k, scope, best, fusion)
 
     def _with_lexical(self, lexical: LexicalRetriever, query: str, vector: Vectors, k: int,
-                      table: SentenceTable, best: npt.NDArray[np.float32],
-                      fusion: Fusion, within: Collection[str] | None = None) -> list[Hit]:
+                      best: _BestSentences, fusion: Fusion,
+                      within: Collection[str] | None = None) -> list[Hit]:
         """The top k of the vector ranking and BM25's, fused by weighted RRF (both kept
         to `within`, a filter's documents, when given)."""
         depth = candidate_depth(k)  # >= k
-        by_vectors = self._by_vectors(vector, depth, within, table, best, fusion)
+        by_vectors = self._by_vectors(vector, depth, within, best, fusion)
         engine = lexical.engine
         terms = engine.terms(query)
         if not terms:  # nothing BM25 can match: the vectors alone
@@ -468,7 +267,7 @@ class SentenceRetriever(Retriever):
         hits = {hit.chunk.chunk_id: hit for hit in by_vectors}
         found: dict[str, tuple[Chunk, float]] = {}
         self._fetch(found, [chunk_id for chunk_id, _ in ranked if chunk_id not in hits], vector)
-        hits.update((hit.chunk.chunk_id, hit) for hit in self._fused(found, table, best, fusion))
+        hits.update((hit.chunk.chunk_id, hit) for hit in self._fused(found, best, fusion))
         bm25 = dict(by_terms)
         unscored = [chunk_id for chunk_id, _ in ranked if chunk_id not in bm25]
         if unscored:
@@ -479,24 +278,30 @@ class SentenceRetriever(Retriever):
                 for chunk_id, rrf in ranked]
 
     def _by_vectors(self, vector: Vectors, k: int, doc_ids: Collection[str] | None,
-                    table: SentenceTable, best: npt.NDArray[np.float32],
-                    fusion: Fusion) -> list[Hit]:
-        """The exact top k by the fused vector score (the module docstring)."""
-        groups = np.arange(len(best)) if doc_ids is None else np.flatnonzero(np.isfinite(best))
+                    best: _BestSentences, fusion: Fusion) -> list[Hit]:
+        """The exact top k by the fused vector score (the module docstring): the n best
+        chunks by their own cosine and the chunks of the n best sentences."""
         found: dict[str, tuple[Chunk, float]] = {}
-        n = k
+        # about 2.5 sentences a chunk: 2n sentences usually hold n chunks at the first ask
+        n, m = k, 2 * k
         while True:
             by_chunk = self.store.search(vector, n, doc_ids=doc_ids)
             found.update((s.chunk.chunk_id, (s.chunk, s.score)) for s in by_chunk)
-            by_sentence = (groups[np.argpartition(-best[groups], n - 1)[:n]]
-                           if len(groups) > n else groups)
-            self._fetch(found, [table.chunk_ids[i] for i in by_sentence], vector)
-            hits = self._fused(found, table, best, fusion)
+            m = max(m, n)
+            while True:  # the best sentences of (at least) n chunks, or every one in scope
+                by_sentence = self.store.search_sentences(vector, m, doc_ids=doc_ids)
+                if (len(by_sentence) < m
+                        or len({hit.chunk_id for hit in by_sentence}) >= n):
+                    break
+                m *= 2
+            best.note(by_sentence)
+            self._fetch(found, [hit.chunk_id for hit in by_sentence], vector)
+            hits = self._fused(found, best, fusion)
             if len(by_chunk) < n:  # every chunk in scope is found
                 return hits[:k]
-            sentence_last = float(best[by_sentence].min()) if len(groups) > n else -np.inf
-            bound = _unseen_bound(fusion, by_chunk[-1].score, sentence_last,
-                                  table.sentenceless_chunks)
+            # a chunk in neither list: its best sentence is at most the m-th sentence's
+            sentence_last = by_sentence[-1].score if len(by_sentence) == m else -np.inf
+            bound = _unseen_bound(fusion, by_chunk[-1].score, sentence_last)
             if len(hits) >= k and hits[k - 1].score >= bound:
                 return hits[:k]
             n *= 2
@@ -504,7 +309,7 @@ class SentenceRetriever(Retriever):
     def _fetch(self, found: dict[str, tuple[Chunk, float]], chunk_ids: Sequence[str],
                vector: Vectors) -> None:
         """Add the chunks of `chunk_ids` not in `found`, with their cosines (one fetch)."""
-        missing = [chunk_id for chunk_id in chunk_ids if chunk_id not in found]
+        missing = list(dict.fromkeys(c for c in chunk_ids if c not in found))
         if not missing:
             return
         chunks, vectors = self.store.neighbours(
@@ -512,13 +317,13 @@ class SentenceRetriever(Retriever):
         for chunk, cosine in zip(chunks, vectors @ vector, strict=True):
             found[chunk.chunk_id] = (chunk, float(cosine))
 
-    def _fused(self, found: Mapping[str, tuple[Chunk, float]], table: SentenceTable,
-               best: npt.NDArray[np.float32], fusion: Fusion) -> list[Hit]:
+    def _fused(self, found: Mapping[str, tuple[Chunk, float]], best: _BestSentences,
+               fusion: Fusion) -> list[Hit]:
         """Every found chunk as a hit with its fused score, best first."""
+        sentences = best.of(list(found))
         hits = []
         for chunk_id, (chunk, cosine) in found.items():
-            group = table.group_of.get(chunk_id)
-            sentence = float(best[group]) if group is not None else None
+            sentence = sentences.get(chunk_id)
             fused = fusion.fuse(cosine, cosine if sentence is None else sentence)
             hits.append(Hit(chunk=chunk, score=fused, retriever=self.name,
                             scores={"dense": cosine,
@@ -528,11 +333,71 @@ class SentenceRetriever(Retriever):
         return hits
 
 
-def _unseen_bound(fusion: Fusion, chunk_last: float, sentence_last: float,
-                  sentenceless_chunks: bool) -> float:
+class _BestSentences:
+    """Each chunk's best sentence cosine for one query, from the store's sentence hits
+    (a chunk's first hit is its best) or, for the others, its sentences' vectors."""
+
+    def __init__(self, store: Store, vector: Vectors) -> None:
+        self.store = store
+        self.vector = vector
+        #: chunk id -> its best sentence cosine (None: it holds no sentence)
+        self.known: dict[str, float | None] = {}
+
+    def note(self, hits: Sequence[SentenceHit]) -> None:
+        """Record sentence hits (best first) of a search over every sentence in scope."""
+        for hit in hits:
+            self.known.setdefault(hit.chunk_id, hit.score)
+
+    def of(self, chunk_ids: Sequence[str]) -> dict[str, float | None]:
+        unknown = [c for c in chunk_ids if c not in self.known]
+        if unknown:
+            for chunk_id in unknown:
+                self.known[chunk_id] = None
+            for doc_id, sentences in self.store.sentences_of(chunk_ids=unknown).items():
+                cosines = sentences.vectors @ self.vector
+                for position, cosine in zip(sentences.positions, cosines, strict=True):
+                    chunk_id = f"{doc_id}#{int(position)}"
+                    held = self.known[chunk_id]
+                    if held is None or cosine > held:
+                        self.known[chunk_id] = float(cosine)
+        return {c: self.known[c] for c in chunk_ids}
+
+
+def document_sentences(store: Store, summary: DocumentSummary,
+                       embed: Callable[[Sequence[str]], Vectors]) -> Iterator[DocumentSentences]:
+    """The sentences of a stored document (`suture.chunking.sentence_layout`), embedded
+    `EMBED_STEP` at a time, as parts for `Store.write_sentences`: the chunks are read
+    `WINDOW_CHUNKS` at a time, so memory holds the text and one window, never every
+    sentence of a large document."""
+    document = store.document(summary.doc_id)
+    text = str(document.text)
+    windows = [(low, min(low + WINDOW_CHUNKS, summary.chunks) - 1)
+               for low in range(0, summary.chunks, WINDOW_CHUNKS)]
+    starts: list[int] = []
+    ends: list[int] = []
+    for low, high in windows:
+        chunks, _ = store.neighbours([(summary.doc_id, low, high)])
+        starts += [c.start for c in chunks]
+        ends += [c.end for c in chunks]
+    layout = sentence_layout(text, starts, ends)
+    del starts, ends
+    contextual = store.manifest.contextual
+    for low, high in windows:
+        rows = layout.rows_of(low, high + 1)
+        if not len(rows):
+            continue
+        chunks, _ = store.neighbours([(summary.doc_id, low, high)])
+        for first in range(rows.start, rows.stop, EMBED_STEP):
+            step = range(first, min(first + EMBED_STEP, rows.stop))
+            vectors = embed(list(layout.texts(step, text, chunks, document.title, contextual)))
+            part = slice(step.start, step.stop)
+            yield DocumentSentences(layout.positions[part], layout.starts[part],
+                                    layout.ends[part], np.asarray(vectors, dtype=np.float32))
+
+
+def _unseen_bound(fusion: Fusion, chunk_last: float, sentence_last: float) -> float:
     """The highest fused score a chunk in neither list can have: its own cosine is at
     most the chunk list's last, its best sentence at most the sentence list's last (−inf
-    when that list holds every chunk with sentences); a chunk without sentences fuses its
-    cosine with itself."""
-    bound = fusion.fuse(chunk_last, sentence_last)
-    return max(bound, chunk_last) if sentenceless_chunks else bound
+    when that list holds every sentence in scope); a chunk without sentences fuses its
+    cosine with itself, so the bound is never below the chunk list's last."""
+    return max(fusion.fuse(chunk_last, sentence_last), chunk_last)

@@ -55,9 +55,11 @@ _ADD_BATCH = 65_536
 #: and a large one cannot afford to avoid
 #: (docs/lab/2026-12-01-store-backends-at-scale.md#usearch-built)
 SERIAL_BELOW = 50_000
-_GRAPH_KEY = "ann/graph.usearch"
-_META_KEY = "ann/graph.json"
-_KEYS_KEY = "ann/keys.npy"
+#: where a store's chunk graph is kept in its derived data (the sentence graph: elsewhere)
+GRAPH_PREFIX = "ann/"
+_GRAPH_KEY = "graph.usearch"
+_META_KEY = "graph.json"
+_KEYS_KEY = "keys.npy"
 _FORMAT = 1
 
 Keys = npt.NDArray[np.uint64]
@@ -130,28 +132,29 @@ class VectorGraph:
         return found
 
     # -- persistence in the store's derived data -----------------------------------------
-    def save(self, derived: DerivedData) -> None:
+    def save(self, derived: DerivedData, prefix: str = GRAPH_PREFIX) -> None:
         """Written straight to files where the store keeps them: a serialised copy of a
         1M-vector graph in memory would be as large as the graph."""
-        derived.write_file(_GRAPH_KEY, lambda path: self._graph.save(str(path)))
-        derived.write_file(_KEYS_KEY, lambda path: _save_array(path, self.keys))
-        derived.write(_META_KEY, json.dumps({
+        derived.write_file(prefix + _GRAPH_KEY, lambda path: self._graph.save(str(path)))
+        derived.write_file(prefix + _KEYS_KEY, lambda path: _save_array(path, self.keys))
+        derived.write(prefix + _META_KEY, json.dumps({
             "format": _FORMAT, "generation": self.generation, "count": len(self.keys),
             "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}).encode())
 
     @classmethod
-    def load(cls, derived: DerivedData) -> VectorGraph | None:
+    def load(cls, derived: DerivedData, prefix: str = GRAPH_PREFIX) -> VectorGraph | None:
         """The saved graph (of any generation), or None when absent or damaged."""
         try:
-            meta_raw = derived.read(_META_KEY)
+            meta_raw = derived.read(prefix + _META_KEY)
             if meta_raw is None:
                 return None
             meta = json.loads(meta_raw)
             if (meta.get("format") != _FORMAT or meta.get("connectivity") != CONNECTIVITY
                     or meta.get("expansion_add") != EXPANSION_ADD):
                 return None  # built with other settings: rebuilt with the current ones
-            keys = derived.read_file(_KEYS_KEY, _load_array)
-            graph = derived.read_file(_GRAPH_KEY, lambda path: _usearch().restore(str(path)))
+            keys = derived.read_file(prefix + _KEYS_KEY, _load_array)
+            graph = derived.read_file(prefix + _GRAPH_KEY,
+                                      lambda path: _usearch().restore(str(path)))
             if (keys is None or graph is None or len(graph) != len(keys)
                     or len(keys) != meta.get("count")):
                 return None

@@ -33,6 +33,7 @@ position, so two backends holding the same chunks return the same contexts.
 from __future__ import annotations
 
 import tempfile
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -49,10 +50,13 @@ from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, SourceDocument
 
 T = TypeVar("T")
+#: guards the lazy creation of a store's default sentence data
+_BLOB_LOCK = threading.Lock()
 
 if TYPE_CHECKING:
     from suture.filters import Filter
     from suture.stores.lexical import LexicalEngine, LexicalSettings
+    from suture.stores.sentences import BlobSentences, DocumentSentences, SentenceHit
 
 #: ranges asked of `Store.neighbours`: (doc_id, lowest position, highest position)
 PositionRange = tuple[str, int, int]
@@ -277,11 +281,17 @@ class Store(ABC):
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
+        sentences: Iterable[DocumentSentences] | None = None,
     ) -> None:
         """`write_document` with the chunks and vectors given part by part, in position
         order, inside the one atomic write: a large document is written without all of
         its chunks and vectors in memory at once. An error raised while `parts` is
-        consumed (or a crash) leaves the document as it was before."""
+        consumed (or a crash) leaves the document as it was before.
+
+        `sentences`, given part by part after the chunk parts are consumed, are the
+        document's sentence vectors (`write_sentences`), written in the same atomic write
+        where the backend has one; without them the document has none until they are
+        written (`sentences_missing`)."""
 
     def bulk_writes(self, expected_chunks: int = 0, *, show_progress: bool = False
                     ) -> AbstractContextManager[BulkWrites]:
@@ -414,6 +424,51 @@ class Store(ABC):
             raise KeyError(f"no chunk {missing[0]!r} in the index at {self.location}")
         order = [row[c] for c in chunk_ids]
         return [found[i] for i in order], vectors[order]
+
+    # -- sentence vectors (the default pipeline's) -------------------------------------
+    # The defaults keep one blob per document in `derived` and scan an in-memory matrix
+    # (`suture.stores.sentences.BlobSentences`); a backend may answer them itself.
+    def search_sentences(self, query_vector: Vectors, k: int,
+                         doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
+        """The k stored sentences most similar to the query (only within `doc_ids` when
+        given), best first; ties by document id, position, then offset."""
+        if k < 1:
+            return []
+        return self._blob_sentences().table().search(query_vector, k, doc_ids)
+
+    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
+                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
+        """The stored sentences of the chunks `chunk_ids` and of whole documents
+        `doc_ids`, per document id, in document order (a document without any is left
+        out)."""
+        return self._blob_sentences().of(chunk_ids, doc_ids)
+
+    def sentences_missing(self) -> list[DocumentSummary]:
+        """The stored documents whose sentence vectors are not stored (yet)."""
+        return self._blob_sentences().missing()
+
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None:
+        """Store one document version's sentence vectors, given in parts (in document
+        order; a large document's are streamed), all or none of them; nothing is stored
+        when the document was rewritten or deleted meanwhile. Kept in memory where the
+        store cannot write them."""
+        from suture.stores.sentences import joined
+
+        self._blob_sentences().write(summary, joined(parts, self.manifest.dimension))
+
+    def prune_sentences(self) -> None:
+        """Drop the sentence vectors of document versions no longer stored."""
+        self._blob_sentences().prune()
+
+    def _blob_sentences(self) -> BlobSentences:
+        from suture.stores.sentences import BlobSentences
+
+        with _BLOB_LOCK:
+            held: BlobSentences | None = self.__dict__.get("_suture_blob_sentences")
+            if held is None:
+                held = self.__dict__["_suture_blob_sentences"] = BlobSentences(self)
+            return held
 
     def neighbourhood(self, ranges: Sequence[PositionRange]) -> ChunkTable:
         """A `ChunkTable` holding at least the chunks in `ranges` (SCAR walks it).

@@ -83,6 +83,8 @@ from suture.stores.base import (
     Store,
     check_vectors,
 )
+from suture.stores.postgres_sentences import PostgresSentences, create_sentence_tables
+from suture.stores.sentences import DocumentSentences, SentenceHit
 from suture.stores.sqlite import _section_from_json, _section_to_json, _token_map
 from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
@@ -137,7 +139,7 @@ class Tables:
         """Every table of the index (for sizes and cleanup)."""
         return [getattr(self, s) for s in ("meta", "documents", "chunks", "cache", "derived",
                                             "lexical", "postings", "doc_postings",
-                                            "lexical_docs")]
+                                            "lexical_docs", "sentences", "sentence_docs")]
 
 
 def check_index_name(index: str) -> str:
@@ -275,6 +277,8 @@ class PostgresStore(Store):
         # Nothing below refers back to the store, so dropping the last reference to it
         # closes its connections at once (no reference cycle waits for the collector).
         self._finalizer = weakref.finalize(self, _close_all, self._connections)
+        #: whether the index's sentence tables are known to exist (`postgres_sentences`)
+        self.sentence_tables = False
 
     # -- opening --------------------------------------------------------------------------
     @classmethod
@@ -412,6 +416,7 @@ class PostgresStore(Store):
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
+        sentences: Iterable[DocumentSentences] | None = None,
     ) -> None:
         # A document whose text is on disk is read whole here: psycopg binds the text whole.
         document = loaded(document)
@@ -450,6 +455,8 @@ class PostgresStore(Store):
                                                   count, chunk_terms)
             conn.execute(_q("UPDATE {documents} SET chunk_count = %s WHERE doc_id = %s", t),
                          (count, document.doc_id))
+            if sentences is not None:
+                self._sentences.insert(conn, document.doc_id, content_hash, sentences)
             conn.execute(_q("UPDATE {meta} SET generation = generation + 1, "
                             "chunks = chunks + %s", t), (count - removed,))
 
@@ -480,6 +487,7 @@ class PostgresStore(Store):
         from suture.stores import postgres_bm25
 
         postgres_bm25.delete_postings(conn, self.tables, doc_id)
+        self._sentences.drop_document(conn, doc_id)
         return len(conn.execute(_q("DELETE FROM {chunks} WHERE doc_id = %s RETURNING id",
                                    self.tables), (doc_id,)).fetchall())
 
@@ -641,6 +649,29 @@ class PostgresStore(Store):
         read.near = {(r[0], r[1]): (_chunk(r), r[7]) for r in rows if r[6] is None}
         read.near_ranges = {(r[0], r[1] - 1, r[1] + 1) for r in found}
         return [ScoredChunk(_chunk(r), float(r[6])) for r in found]
+
+    # -- sentence vectors (`suture.stores.postgres_sentences`) ---------------------------
+    @property
+    def _sentences(self) -> PostgresSentences:
+        return PostgresSentences(self)
+
+    def search_sentences(self, query_vector: Vectors, k: int,
+                         doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
+        return self._sentences.search(query_vector, k, doc_ids)
+
+    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
+                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
+        return self._sentences.of(chunk_ids, doc_ids)
+
+    def sentences_missing(self) -> list[DocumentSummary]:
+        return self._sentences.missing()
+
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None:
+        self._sentences.write(summary, parts)
+
+    def prune_sentences(self) -> None:
+        self._sentences.prune()
 
     def _approximate(self, k: int) -> bool:
         """Whether a search reads the HNSW index: never while the index is absent (a bulk
@@ -935,6 +966,7 @@ def _create_tables(conn: psycopg.Connection[Any], t: Tables, dimension: int) -> 
     if dimension <= _MAX_HNSW_DIMENSION:
         conn.execute(create_hnsw_statement(t))
     create_bm25_tables(conn, t)
+    create_sentence_tables(conn, t, dimension, dimension <= _MAX_HNSW_DIMENSION)
 
 
 def create_hnsw_statement(t: Tables) -> sql.Composed:

@@ -52,6 +52,7 @@ from suture.stores.postgres import (
     _q,
     create_hnsw_statement,
 )
+from suture.stores.postgres_sentences import create_sentence_hnsw_statement
 
 if TYPE_CHECKING:
     import psycopg
@@ -123,6 +124,8 @@ class BulkLoad(BulkWrites):
             return
         self.lock = conn
         conn.execute(_q("DROP INDEX IF EXISTS {hnsw}", self.store.tables))
+        # the sentences' too: their rows come with each document's (the default pipeline)
+        conn.execute(_q("DROP INDEX IF EXISTS {sentence_hnsw}", self.store.tables))
         _say(f"bulk load ({self.planned:,}+ new chunks, {self.held:,} stored): the HNSW "
              "search index is dropped and built once at the end; searches are exact until "
              "then", self.show_progress)
@@ -156,8 +159,13 @@ def bulk_load(store: PostgresStore, expected_chunks: int,
 
 
 def _exists(conn: psycopg.Connection[Any], store: PostgresStore) -> bool:
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
-                       (store.tables.hnsw.as_string(conn),)).fetchone()
+    """Whether the HNSW indexes exist: the chunks', and the sentences' where the index
+    has a sentence table."""
+    row = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL AND (to_regclass(%s) IS NULL "
+        "OR to_regclass(%s) IS NOT NULL)",
+        (store.tables.hnsw.as_string(conn), store.tables.sentences.as_string(conn),
+         store.tables.sentence_hnsw.as_string(conn))).fetchone()
     return bool(row and row[0])
 
 
@@ -201,6 +209,10 @@ def build_hnsw_index(store: PostgresStore, conn: psycopg.Connection[Any],
     started = time.perf_counter()
     try:
         conn.execute(create_hnsw_statement(store.tables))
+        has_sentences = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                     (store.tables.sentences.as_string(conn),)).fetchone()
+        if has_sentences is not None and has_sentences[0]:
+            conn.execute(create_sentence_hnsw_statement(store.tables))  # (its progress: none)
         built.set()
     finally:
         stop.set()

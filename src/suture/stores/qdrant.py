@@ -101,6 +101,8 @@ from suture.stores.base import (
     split_chunk_id,
 )
 from suture.stores.lexical import LexicalSettings, Tokenizer
+from suture.stores.qdrant_sentences import QdrantSentences
+from suture.stores.sentences import DocumentSentences, SentenceHit
 from suture.stores.sqlite import (
     DocumentCache,
     _section_from_json,
@@ -358,6 +360,8 @@ class QdrantStore(Store):
         self._documents = DocumentCache()
         self._engines: dict[str, LexicalEngine] = {}
         self._derived = QdrantData(self)
+        #: whether the sentence collection is known to exist (`qdrant_sentences`)
+        self.sentence_collection = False
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -439,7 +443,7 @@ class QdrantStore(Store):
         if self._connection.path is None:
             return None
         total = 0
-        for name in (self.chunks_collection, self.companion):
+        for name in (self.chunks_collection, self.companion, self._sentences.collection):
             for folder, _, files in os.walk(self._connection.path / "collection" / name):
                 total += sum(Path(folder, f).stat().st_size for f in files)
         return total
@@ -570,6 +574,7 @@ class QdrantStore(Store):
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
+        sentences: Iterable[DocumentSentences] | None = None,
     ) -> None:
         # A document whose text is on disk is read whole here: the text goes in one JSON payload.
         document = loaded(document)
@@ -591,6 +596,32 @@ class QdrantStore(Store):
                 "token_map": token_map is not None, **self._document_terms(document)})
             self._tidy(doc_id, version, None if record is None else record.get("version"),
                        others_possible=record is not None)
+        if sentences is not None:  # no transactions here: stored right after the commit
+            self.write_sentences(DocumentSummary(doc_id, document.title, len(document.text),
+                                                 count, content_hash), sentences)
+
+    # -- sentence vectors (`suture.stores.qdrant_sentences`) -----------------------------
+    @property
+    def _sentences(self) -> QdrantSentences:
+        return QdrantSentences(self)
+
+    def search_sentences(self, query_vector: Vectors, k: int,
+                         doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
+        return self._sentences.search(query_vector, k, doc_ids)
+
+    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
+                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
+        return self._sentences.of(chunk_ids, doc_ids)
+
+    def sentences_missing(self) -> list[DocumentSummary]:
+        return self._sentences.missing()
+
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None:
+        self._sentences.write(summary, parts)
+
+    def prune_sentences(self) -> None:
+        self._sentences.prune()
 
     def delete_document(self, doc_id: str) -> bool:
         self._check_not_reading()
@@ -600,6 +631,7 @@ class QdrantStore(Store):
                 return False
             self._commit(doc_id, record, {"version": None, "chunks": 0})
             self._tidy(doc_id, None, record.get("version"))
+        self._sentences.drop(doc_id)
         return True
 
     def _check_not_reading(self) -> None:

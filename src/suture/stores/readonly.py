@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from suture.exceptions import ConfigurationError
 from suture.stores.base import ChunkPart, DerivedData, Manifest, Store
+from suture.stores.sentences import DocumentSentences
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import SourceDocument
 
@@ -38,8 +39,8 @@ class ReadOnlyStore(Store):
         )
 
     def write_document_parts(self, document: SourceDocument, content_hash: str,
-                             parts: Iterable[ChunkPart], token_map: StorableTokenMap | None = None
-                             ) -> None:
+                             parts: Iterable[ChunkPart], token_map: StorableTokenMap | None = None,
+                             sentences: Iterable[DocumentSentences] | None = None) -> None:
         self._refuse("write documents")
 
     def delete_document(self, doc_id: str) -> bool:

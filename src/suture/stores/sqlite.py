@@ -66,6 +66,13 @@ from suture.stores.base import (
 )
 from suture.stores.derived import FolderData
 from suture.stores.packed import pack_strings, packed_keys, unpack_strings
+from suture.stores.sentences import DocumentSentences, SentenceHit
+from suture.stores.sqlite_sentences import (
+    SENTENCE_SCHEMA,
+    SQLiteSentences,
+    drop_document_sentences,
+    insert_sentences,
+)
 from suture.stores.table import ChunkTable
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, Section, SourceDocument, Text
@@ -113,7 +120,7 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
     vector BLOB NOT NULL,
     PRIMARY KEY (embedder, text_hash)
 ) WITHOUT ROWID;
-"""
+""" + SENTENCE_SCHEMA
 
 _CHUNK_COLUMNS = 'id, chunk_id, doc_id, position, start, "end", section_path, text'
 
@@ -143,6 +150,7 @@ class SQLiteStore(Store):
         self._state: ChunkTable | None = None
         self._documents = DocumentCache()
         self._derived = FolderData(path)
+        self._sentences = SQLiteSentences(self)
 
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
@@ -322,9 +330,11 @@ class SQLiteStore(Store):
         content_hash: str,
         parts: Iterable[ChunkPart],
         token_map: StorableTokenMap | None = None,
+        sentences: Iterable[DocumentSentences] | None = None,
     ) -> None:
         with self._writing() as connection:  # all of the document or none of it
             connection.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
+            drop_document_sentences(connection, document.doc_id)
             # The text and the map go in as zero-filled blobs of their final size, filled a
             # window at a time below: binding them whole made three text-sized copies
             # (sqlite3's UTF-8, SQLite's record, the joined map) at the peak of indexing.
@@ -361,6 +371,8 @@ class SQLiteStore(Store):
                         for i, c in enumerate(chunks)
                     ],
                 )
+            if sentences is not None:
+                insert_sentences(connection, document.doc_id, content_hash, sentences)
             _bump_generation(connection)
 
     def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
@@ -382,6 +394,7 @@ class SQLiteStore(Store):
                 "DELETE FROM documents WHERE doc_id = ?", (doc_id,)
             ).rowcount
             if deleted:
+                drop_document_sentences(connection, doc_id)
                 _bump_generation(connection)
         return bool(deleted)
 
@@ -607,12 +620,44 @@ class SQLiteStore(Store):
                     continue
         return total
 
+    # -- sentence vectors (`suture.stores.sqlite_sentences`) ----------------------------
+    def search_sentences(self, query_vector: Vectors, k: int,
+                         doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
+        if not self._sentences.has_table():  # an older index opened read-only
+            return super().search_sentences(query_vector, k, doc_ids)
+        return self._sentences.search(query_vector, k, doc_ids) if k >= 1 else []
+
+    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
+                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
+        if not self._sentences.has_table():
+            return super().sentences_of(chunk_ids=chunk_ids, doc_ids=doc_ids)
+        return self._sentences.of(chunk_ids, doc_ids)
+
+    def sentences_missing(self) -> list[DocumentSummary]:
+        if not self._sentences.has_table():
+            return super().sentences_missing()
+        return self._sentences.missing()
+
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None:
+        if not self._sentences.has_table():
+            super().write_sentences(summary, parts)
+        else:
+            self._sentences.write(summary, parts)
+
+    def prune_sentences(self) -> None:
+        if not self._sentences.has_table():
+            super().prune_sentences()
+        else:
+            self._sentences.prune()
+
     def chunk_table(self) -> ChunkTable:
         """The in-memory columns of every chunk of the current generation (SQLite only)."""
         return self._search_state()
 
     def prepare(self, show_progress: bool = False) -> None:
-        """Build the search matrix (and, for a large index, the graph) now.
+        """Build the search matrix (and, for a large index, the graph) now, and the
+        sentences' (`suture.stores.sqlite_sentences`).
 
         A process that has read the chunk table (the Python columns queries read, ≈ 1.3 KB
         a chunk) brings it up to date too, so a serving process answers its next query
@@ -620,6 +665,7 @@ class SQLiteStore(Store):
         and the graph: it never holds the table beside the graph it builds, and its first
         query, if any, reads the table from the matrix file.
         """
+        self._sentences.prepare(show_progress)
         pinned = getattr(self._local, "table", None)
         if self.read_only or pinned is not None or self._state is not None:
             self._active_graph(self._search_state(), show_progress)

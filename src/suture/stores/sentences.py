@@ -1,0 +1,358 @@
+"""Sentence vectors as store data: the values of the `Store` sentence contract and its
+default implementation over derived-data blobs.
+
+`dense-sentences` and `scar-sentences` reach sentence vectors only through four `Store`
+methods (`search_sentences`, `sentences_of`, `sentences_missing`, `write_sentences`):
+the best sentences for a query, and the sentences of given chunks or documents, never
+the whole matrix. This module's `BlobSentences` is what a backend gets when it does not
+answer them itself: one blob per document content hash under
+`sentences/<settings key>/` in the store's derived data, and one in-memory matrix per
+store generation that a query is scanned against. A blob that cannot be written (a
+read-only index) is kept in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import threading
+import zipfile
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from suture.embedders.base import Vectors
+
+if TYPE_CHECKING:
+    from suture.stores.base import DocumentSummary, Manifest, Store
+
+log = logging.getLogger("suture.stores.sentences")
+
+#: prefix of the saved sentence vectors in a store's derived data
+SENTENCES_PREFIX = "sentences/"
+#: bump when what is stored per sentence changes
+FORMAT = 1
+
+Ints = npt.NDArray[np.int64]
+
+
+class SentenceSource(Protocol):
+    """Where a policy reads sentence vectors from (a `Store`)."""
+
+    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
+                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
+        """The sentences of some chunks and whole documents, per document id."""
+        ...
+
+
+def sentence_settings_key(manifest: Manifest) -> str:
+    """Digest of what sentence vectors depend on (the index's settings and embedder)."""
+    settings = {**manifest.settings(), "embedder_key": manifest.embedder_key,
+                "format": FORMAT}
+    blob = json.dumps(settings, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceHit:
+    """One sentence found for a query: its chunk, its document offsets, its cosine."""
+
+    doc_id: str
+    position: int
+    start: int
+    end: int
+    score: float
+
+    @property
+    def chunk_id(self) -> str:
+        return f"{self.doc_id}#{self.position}"
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentSentences:
+    """Sentences of one document (or of some of its chunks), in document order: each
+    one's chunk position, offsets (half-open) and vector."""
+
+    positions: Ints
+    starts: Ints
+    ends: Ints
+    vectors: Vectors
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @classmethod
+    def empty(cls, dimension: int) -> DocumentSentences:
+        none = np.zeros(0, np.int64)
+        return cls(none, none, none, np.zeros((0, dimension), np.float32))
+
+    def rows(self, keep: npt.NDArray[np.bool_] | slice) -> DocumentSentences:
+        """The rows `keep` selects."""
+        return DocumentSentences(self.positions[keep], self.starts[keep], self.ends[keep],
+                                 self.vectors[keep])
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        np.savez(buffer, positions=self.positions, starts=self.starts, ends=self.ends,
+                 vectors=self.vectors)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, dimension: int) -> DocumentSentences | None:
+        """The stored sentences, or None when the blob is damaged or of another shape."""
+        try:
+            with np.load(io.BytesIO(data)) as arrays:
+                loaded = cls(*(np.asarray(arrays[name]) for name in
+                               ("positions", "starts", "ends", "vectors")))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return None
+        n = len(loaded.positions)
+        if loaded.vectors.shape != (n, dimension) or not (
+                len(loaded.starts) == len(loaded.ends) == n):
+            return None
+        return loaded
+
+
+def joined(parts: Iterable[DocumentSentences], dimension: int) -> DocumentSentences:
+    """Parts of one document's sentences as one."""
+    held = list(parts)
+    if len(held) == 1:
+        return held[0]
+    if not held:
+        return DocumentSentences.empty(dimension)
+    return DocumentSentences(_joined([p.positions for p in held]),
+                             _joined([p.starts for p in held]),
+                             _joined([p.ends for p in held]),
+                             np.concatenate([p.vectors for p in held]).astype(np.float32))
+
+
+def _joined(arrays: Sequence[Ints]) -> Ints:
+    return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceTable:
+    """The sentences of some documents as one matrix, grouped by chunk.
+
+    Sentences are ordered by chunk (`chunk_ids[i]` holds rows `group_starts[i]` up to
+    the next start) and a document's sentences are consecutive. `BlobSentences` holds one
+    of every document; `scar-sentences` builds one of the documents it walks.
+    """
+
+    generation: int
+    chunk_ids: tuple[str, ...]
+    group_starts: Ints
+    matrix: Vectors
+    #: chunk id -> its group, for the chunks that hold a sentence
+    group_of: Mapping[str, int]
+    #: each row's sentence as document offsets (half-open), and its group
+    starts: Ints
+    ends: Ints
+    row_groups: Ints
+    #: each row's chunk position
+    positions: Ints
+    #: document id -> its rows
+    document_rows: Mapping[str, range]
+
+    @classmethod
+    def of(cls, documents: Mapping[str, DocumentSentences], dimension: int,
+           generation: int = -1) -> SentenceTable:
+        """The table of `documents` (doc id -> its sentences), in the mapping's order."""
+        chunk_ids: list[str] = []
+        group_starts: list[int] = []
+        document_rows: dict[str, range] = {}
+        parts: list[DocumentSentences] = []
+        offset = 0
+        for doc_id, sentences in documents.items():
+            positions = sentences.positions
+            if not len(positions):
+                continue
+            parts.append(sentences)
+            change = np.flatnonzero(np.diff(positions)) + 1
+            starts = np.concatenate([[0], change])
+            chunk_ids += [f"{doc_id}#{int(positions[s])}" for s in starts]
+            group_starts += [offset + int(s) for s in starts]
+            document_rows[doc_id] = range(offset, offset + len(positions))
+            offset += len(positions)
+        starts_array = np.array(group_starts, dtype=np.int64)
+        row_groups = np.zeros(offset, dtype=np.int64)
+        row_groups[starts_array[1:]] = 1  # a new group begins at each later start
+        return cls(
+            generation=generation,
+            chunk_ids=tuple(chunk_ids),
+            group_starts=starts_array,
+            matrix=(np.concatenate([p.vectors for p in parts]).astype(np.float32, copy=False)
+                    if offset else np.zeros((0, dimension), np.float32)),
+            group_of={chunk_id: i for i, chunk_id in enumerate(chunk_ids)},
+            starts=_joined([p.starts for p in parts]),
+            ends=_joined([p.ends for p in parts]),
+            row_groups=np.cumsum(row_groups),
+            positions=_joined([p.positions for p in parts]),
+            document_rows=document_rows,
+        )
+
+    def rows_of(self, group: int) -> range:
+        """The rows of one chunk's sentences, in document order."""
+        end = (int(self.group_starts[group + 1]) if group + 1 < len(self.group_starts)
+               else len(self.matrix))
+        return range(int(self.group_starts[group]), end)
+
+    def document_of(self, row: int) -> str:
+        """The document id of a row's sentence."""
+        return self.chunk_ids[int(self.row_groups[row])].rsplit("#", 1)[0]
+
+    def position_of(self, row: int) -> int:
+        """The chunk position of a row's sentence."""
+        return int(self.positions[row])
+
+    def document(self, doc_id: str) -> DocumentSentences | None:
+        """One document's sentences (None: it has none here)."""
+        rows = self.document_rows.get(doc_id)
+        if rows is None:
+            return None
+        part = slice(rows.start, rows.stop)
+        return DocumentSentences(self.positions[part], self.starts[part], self.ends[part],
+                                 self.matrix[part])
+
+    def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None = None
+               ) -> list[SentenceHit]:
+        """The k sentences most similar to `query` (exact), best first; ties by document
+        id, position, then offset, as on every backend."""
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
+        if doc_ids is None:
+            rows = np.arange(len(self.matrix))
+            scores = self.matrix @ vector
+        else:
+            spans = [self.document_rows[d] for d in sorted(set(doc_ids))
+                     if d in self.document_rows]
+            rows = (np.concatenate([np.arange(r.start, r.stop) for r in spans])
+                    if spans else np.zeros(0, np.int64))
+            scores = (np.concatenate([self.matrix[r.start:r.stop] @ vector for r in spans])
+                      if spans else np.zeros(0, np.float32))
+        if k < len(rows):
+            # keep every row tied with the k-th so the tie-break below is exact
+            kth = np.partition(-scores, k - 1)[k - 1]
+            chosen = np.flatnonzero(-scores <= kth)
+            rows, scores = rows[chosen], scores[chosen]
+        hits = [SentenceHit(self.document_of(int(r)), self.position_of(int(r)),
+                            int(self.starts[r]), int(self.ends[r]), float(s))
+                for r, s in zip(rows, scores, strict=True)]
+        hits.sort(key=lambda h: (-h.score, h.doc_id, h.position, h.start))
+        return hits[:k]
+
+
+class BlobSentences:
+    """The default sentence store: blobs in derived data, one matrix per generation."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.lock = threading.Lock()
+        #: content hash -> sentences, loaded or written through this object
+        self.documents: dict[str, DocumentSentences] = {}
+        self._table: SentenceTable | None = None
+
+    def key(self, content_hash: str) -> str:
+        return (f"{SENTENCES_PREFIX}{sentence_settings_key(self.store.manifest)}/"
+                f"{content_hash}.npz")
+
+    def load(self, summary: DocumentSummary) -> DocumentSentences | None:
+        """One document version's sentences (None: none stored, or a damaged blob)."""
+        found = self.documents.get(summary.content_hash)
+        if found is not None:
+            return found
+        data = self.store.derived.read(self.key(summary.content_hash))
+        if data is None:
+            return None
+        loaded = DocumentSentences.from_bytes(data, self.store.manifest.dimension)
+        if loaded is None:
+            log.warning("the saved sentence vectors of %r in the index at %s are damaged; "
+                        "rebuilt from the stored text", summary.doc_id, self.store.location)
+            return None
+        self.documents[summary.content_hash] = loaded
+        return loaded
+
+    def missing(self) -> list[DocumentSummary]:
+        with self.lock:
+            return [s for s in self.store.documents_summary() if self.load(s) is None]
+
+    def write(self, summary: DocumentSummary, sentences: DocumentSentences) -> None:
+        with self.lock:
+            self.documents[summary.content_hash] = sentences
+            self._table = None
+        with suppress(OSError):  # a read-only index still works: kept in memory
+            self.store.derived.write(self.key(summary.content_hash), sentences.to_bytes())
+
+    def table(self) -> SentenceTable:
+        """Every stored document's sentences, for the store's current generation."""
+        current = self._table
+        generation = self.store.generation
+        if current is not None and current.generation == generation:
+            return current
+        with self.lock:
+            summaries = self.store.documents_summary()
+            documents: dict[str, DocumentSentences] = {}
+            for summary in summaries:
+                loaded = self.load(summary)
+                if loaded is not None:
+                    documents[summary.doc_id] = loaded
+            live = {s.content_hash for s in summaries}
+            self.documents = {h: d for h, d in self.documents.items() if h in live}
+            self._table = SentenceTable.of(documents, self.store.manifest.dimension,
+                                           generation)
+            return self._table
+
+    def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
+           ) -> dict[str, DocumentSentences]:
+        table = self.table()
+        wanted: dict[str, set[int] | None] = {d: None for d in doc_ids or ()}
+        for chunk_id in chunk_ids or ():
+            doc_id, _, position = chunk_id.rpartition("#")
+            positions = wanted.setdefault(doc_id, set())
+            if positions is not None:
+                positions.add(int(position))
+        found: dict[str, DocumentSentences] = {}
+        for doc_id, positions in wanted.items():
+            sentences = table.document(doc_id)
+            if sentences is None:
+                continue
+            if positions is not None:
+                sentences = sentences.rows(np.isin(sentences.positions, sorted(positions)))
+            if len(sentences):
+                found[doc_id] = sentences
+        return found
+
+    def prune(self) -> None:
+        """Drop the blobs of document versions no longer stored."""
+        live = {self.key(h) for h in self.store.document_hashes().values()}
+        prefix = f"{SENTENCES_PREFIX}{sentence_settings_key(self.store.manifest)}/"
+        with suppress(OSError):
+            for key in self.store.derived.keys(prefix):
+                if key not in live:
+                    self.store.derived.delete(key)
+
+
+def import_legacy(store: Store, lacking: Sequence[DocumentSummary]) -> list[DocumentSummary]:
+    """Copy the sentences an index kept as derived blobs (before they were store data)
+    into the store, through `write_sentences`; returns the documents still lacking them."""
+    legacy = BlobSentences(store)
+    still = []
+    for summary in lacking:
+        found = legacy.load(summary)
+        if found is None:
+            still.append(summary)
+        else:
+            store.write_sentences(summary, [found])
+    return still
+
+
+def drop_legacy(store: Store) -> None:
+    """Remove the derived blobs of sentence vectors the store now holds itself."""
+    with suppress(OSError):
+        for key in store.derived.keys(SENTENCES_PREFIX):
+            store.derived.delete(key)
