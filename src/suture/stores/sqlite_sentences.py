@@ -26,6 +26,7 @@ import contextlib
 import itertools
 import sqlite3
 import threading
+import zipfile
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -345,8 +346,8 @@ class SQLiteSentences:
                 return None
             matrix = derived.read_file(f"{_MATRIX_FOLDER}{generation}.npy",
                                        lambda path: np.load(path, mmap_mode="r"))
-        except (OSError, ValueError, KeyError, EOFError):
-            return None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return None  # a damaged derived file: rebuilt from the table
         if matrix is None or matrix.shape != (len(arrays["keys"]),
                                               self.store.manifest.dimension):
             return None
