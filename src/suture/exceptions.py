@@ -90,3 +90,20 @@ def missing_dependency(package: str, extra: str) -> MissingDependencyError:
         f"{package} is required for this feature but is not installed; "
         f"install it with: pip install 'suture[{extra}]'"
     )
+
+
+def require(module: str, extra: str, package: str | None = None) -> None:
+    """Raise `missing_dependency` unless `module` can be imported (without importing it).
+
+    An optional subpackage (`suture.evaluation`, `suture.training`) calls it for each of its
+    extra's packages when it is imported, as model2vec's subpackages do, so its users get
+    the pip command at once instead of an ImportError deep in a run.
+    """
+    from importlib.util import find_spec
+
+    try:
+        found = find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if not found:
+        raise missing_dependency(package or module, extra)

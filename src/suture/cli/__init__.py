@@ -48,7 +48,8 @@ def _register() -> None:
 
 
 def main() -> None:
-    from suture.cli.common import finish
+    from suture.cli.common import fail, finish
+    from suture.exceptions import MissingDependencyError
 
     _register()
     try:
@@ -56,6 +57,10 @@ def main() -> None:
     except SystemExit as done:  # typer always ends this way
         code = done.code
         finish(code if isinstance(code, int) else 0 if code is None else 1)
+    except MissingDependencyError as exc:
+        # an optional subpackage a command imports (`suture eval` without suture[eval]):
+        # the pip command in one line, not a traceback
+        finish(fail(exc).exit_code)
 
 
 __all__ = ["app", "main"]

@@ -33,7 +33,7 @@ def _grid_text(values: list[Any]) -> str:
 
 def _grid_help(name: str) -> str:
     """The defaults of one grid parameter for each calibrated policy, for --help."""
-    from suture.evaluation.calibrate import DEFAULT_GRIDS
+    from suture.policies.grids import DEFAULT_GRIDS
 
     return "; ".join(f"{policy}: {_grid_text(grid[name])}"
                      for policy, grid in DEFAULT_GRIDS.items() if name in grid)

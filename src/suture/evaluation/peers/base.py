@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from suture.evaluation.cuad import find_quote
-from suture.exceptions import ConfigurationError, missing_dependency
+from suture.exceptions import ConfigurationError, require
 
 if TYPE_CHECKING:
     from suture.embedders import Embedder, Vectors
@@ -162,14 +162,7 @@ class Peer(ABC):
     extra: str = ""
 
     def __init__(self, **params: Any) -> None:
-        from importlib.util import find_spec
-
-        try:
-            found = find_spec(self.framework_module) is not None
-        except ModuleNotFoundError:  # a parent package is missing
-            found = False
-        if not found:
-            raise missing_dependency(self.framework_package, self.extra)
+        require(self.framework_module, self.extra, self.framework_package)
         unknown = set(params) - set(self.defaults())
         if unknown:
             raise ConfigurationError(
