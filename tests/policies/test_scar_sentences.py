@@ -92,7 +92,8 @@ def test_context_is_the_sentences_the_rule_keeps(index: Index, lam: float, tau: 
                                                  radius: int, rule: str) -> None:
     for question in QUESTIONS:
         expected = reference_sentences(index, question, 2, lam, tau, radius, rule)
-        context = index.retrieve(question, "scar-sentences", k=2, retriever="dense",
+        context = index.retrieve(question, "scar-sentences", passage_share=None,
+                                 k=2, retriever="dense",
                                  lam=lam, tau=tau, radius=radius, rule=rule)
         assert_context_is(index, context, expected, question)
 
@@ -101,10 +102,13 @@ def test_spread_rule_walks_by_the_documents_spread(index: Index) -> None:
     """The two rules keep different sentences at the same τ (so the reference check
     above tells them apart), and a larger τ lets a spread walk run further."""
     question = QUESTIONS[0]
-    ratio = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=1.0)
-    spread = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=1.0,
+    ratio = index.retrieve(question, "scar-sentences", passage_share=None,
+                           k=2, retriever="dense", tau=1.0)
+    spread = index.retrieve(question, "scar-sentences", passage_share=None,
+                            k=2, retriever="dense", tau=1.0,
                             rule="spread")
-    wider = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=4.0,
+    wider = index.retrieve(question, "scar-sentences", passage_share=None,
+                           k=2, retriever="dense", tau=4.0,
                            rule="spread")
     assert ratio.characters < spread.characters < wider.characters
 
@@ -129,8 +133,10 @@ def assert_context_is(index: Index, context: Context, expected: set[Sentence],
 def test_settings_change_the_context(index: Index) -> None:
     """The reference comparison above is not vacuous: τ and r decide how much is kept."""
     question = QUESTIONS[0]
-    strict = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=2.0)
-    loose = index.retrieve(question, "scar-sentences", k=2, retriever="dense", tau=-1.0,
+    strict = index.retrieve(question, "scar-sentences", passage_share=None,
+                            k=2, retriever="dense", tau=2.0)
+    loose = index.retrieve(question, "scar-sentences", passage_share=None,
+                           k=2, retriever="dense", tau=-1.0,
                            radius=3)
     assert strict.characters < loose.characters
     sentences = {(d, a, b) for d in DOCS for a, b in split_sentences(DOCS[d])}
@@ -141,7 +147,8 @@ def test_settings_change_the_context(index: Index) -> None:
 def test_trace_decisions_follow_the_rule(index: Index) -> None:
     decisions = set()
     for question in QUESTIONS:
-        context = index.retrieve(question, "scar-sentences", k=3, retriever="dense",
+        context = index.retrieve(question, "scar-sentences", passage_share=None,
+                                 k=3, retriever="dense",
                                  lam=0.2, tau=0.3, radius=3, explain=True)
         for row in context.trace:
             decisions.add(row["decision"])
@@ -159,10 +166,10 @@ def test_sentence_vectors_are_built_with_the_index_and_kept(index: Index,
     """The default pipeline reads them, so building the index builds them (every
     document's); a reopened index reads them back instead of embedding again."""
     assert documents_with_sentences(index) == len(DOCS)
-    index.retrieve(QUESTIONS[0], "scar-sentences", k=2, retriever="dense")
+    index.retrieve(QUESTIONS[0], "scar-sentences", passage_share=None, k=2, retriever="dense")
     assert documents_with_sentences(index) == len(DOCS)
     reopened = Index.open(tmp_path / "idx")
-    reopened.retrieve(QUESTIONS[1], "scar-sentences", k=2, retriever="dense")
+    reopened.retrieve(QUESTIONS[1], "scar-sentences", passage_share=None, k=2, retriever="dense")
     retriever = reopened.retriever("dense-sentences")
     assert isinstance(retriever, SentenceRetriever)
     assert retriever.built_documents == 0  # read from the store
@@ -174,7 +181,8 @@ def test_extra_hits_set_how_many_hits_are_seeded(index: Index, k: int, extra_hit
     """k + extra_hits first-stage hits (at least one) are seeded and counted as the hits:
     the context is the reference's for that many seeds."""
     for question in QUESTIONS:
-        context = index.retrieve(question, "scar-sentences", k=k, retriever="dense",
+        context = index.retrieve(question, "scar-sentences", passage_share=None,
+                                 k=k, retriever="dense",
                                  lam=0.0, tau=0.5, radius=2, extra_hits=extra_hits)
         assert len(context.hits) == seeds
         expected = reference_sentences(index, question, seeds, 0.0, 0.5, 2)
@@ -191,7 +199,7 @@ def test_extra_hits_set_how_many_hits_are_seeded(index: Index, k: int, extra_hit
 def test_bad_parameters_name_the_problem(params: dict, message: str) -> None:
     # the message names this policy, not chunk scar whose checks it shares
     with pytest.raises(ConfigurationError, match=f"^scar-sentences {message} "):
-        get_policy("scar-sentences", **params)
+        get_policy("scar-sentences", passage_share=None, **params)
 
 
 @pytest.mark.parametrize(("lam", "tau", "radius"), [(0.25, 0.3, 1), (0.0, 0.6, 2)])
@@ -200,9 +208,10 @@ def test_a_focused_request_is_assembled_by_scar_over_chunks(index: Index, lam: f
     """With focused_units="chunks", a request searched within its named document gets
     chunk scar's pieces at the focused settings; by default, the walk every query gets."""
     table = index.sentences()
-    sentences = get_policy("scar-sentences", focused_units="chunks", focused_lam=lam,
+    sentences = get_policy("scar-sentences", passage_share=None,
+                           focused_units="chunks", focused_lam=lam,
                            focused_tau=tau, focused_radius=radius)
-    walked_alike = get_policy("scar-sentences", focused_units="sentences")
+    walked_alike = get_policy("scar-sentences", passage_share=None, focused_units="sentences")
     for question in QUESTIONS:
         query = index.embedder.embed_query(question)
         hits = index.retriever("dense").retrieve(question, query, 3)
@@ -222,13 +231,14 @@ def test_select_without_sentence_vectors_says_how_to_run_it(index: Index) -> Non
     request = PolicyRequest(query=QUESTIONS[0], query_vector=query, hits=hits, k=2,
                             store=index.store)
     with pytest.raises(ConfigurationError, match=r"Index\.retrieve"):
-        get_policy("scar-sentences").select(request)
+        get_policy("scar-sentences", passage_share=None).select(request)
 
 
 def test_cli_query_returns_whole_sentences(index: Index, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "suture", "query", QUESTIONS[1], "--index", str(tmp_path / "idx"),
-         "--policy", "scar-sentences", "--param", "tau=0.9", "--k", "2", "--json"],
+         "--policy", "scar-sentences", "--param", "tau=0.9", "--param", "passage_share=null",
+         "--k", "2", "--json"],
         capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
@@ -268,9 +278,11 @@ def test_the_default_policy_is_scar_sentences_on_chunk_and_sentence_vectors(
 
 def test_the_focused_chunk_settings_are_reported_only_where_they_are_read() -> None:
     # a report or `suture info` line lists what decides the result, no unread setting
-    walked = get_policy("scar-sentences", focused_units="sentences", focused_lam=0.5).params()
+    walked = get_policy("scar-sentences", passage_share=None,
+                        focused_units="sentences", focused_lam=0.5).params()
     assert walked["focused_units"] == "sentences" and "focused_lam" not in walked
-    over_chunks = get_policy("scar-sentences", focused_units="chunks", focused_lam=0.5,
+    over_chunks = get_policy("scar-sentences", passage_share=None,
+                             focused_units="chunks", focused_lam=0.5,
                              focused_tau=0.4, focused_radius=2).params()
     assert {key: over_chunks[key] for key in ("focused_lam", "focused_tau", "focused_radius")} \
         == {"focused_lam": 0.5, "focused_tau": 0.4, "focused_radius": 2}
@@ -294,9 +306,10 @@ def test_auto_assembles_flat_focused_queries_over_chunks_and_walks_the_rest(inde
                             document_sentences(index, hits[0].chunk.doc_id)])
         flatness[question] = (cosines.max() - cosines.mean()) / cosines.std()
     line = float(np.median(list(flatness.values())))
-    auto = get_policy("scar-sentences", focused_units="auto", focused_flatness=line)
+    auto = get_policy("scar-sentences", passage_share=None,
+                      focused_units="auto", focused_flatness=line)
     chunks = get_policy("scar", lam=0.25, tau=0.3, radius=1)
-    walk = get_policy("scar-sentences", focused_units="sentences")
+    walk = get_policy("scar-sentences", passage_share=None, focused_units="sentences")
     flat = [q for q in QUESTIONS if flatness[q] < line - 1e-6]
     peaked = [q for q in QUESTIONS if flatness[q] > line + 1e-6]
     assert flat and peaked
@@ -321,10 +334,81 @@ def test_auto_assembles_flat_focused_queries_over_chunks_and_walks_the_rest(inde
 @pytest.mark.parametrize("value", [-1, "flat", float("inf")])
 def test_a_bad_flatness_names_the_parameter(value: object) -> None:
     with pytest.raises(ConfigurationError, match=r"^scar-sentences focused_flatness "):
-        get_policy("scar-sentences", focused_units="auto", focused_flatness=value)
+        get_policy("scar-sentences", passage_share=None,
+                   focused_units="auto", focused_flatness=value)
 
 
 def test_the_flatness_is_reported_only_with_auto() -> None:
-    assert "focused_flatness" not in get_policy("scar-sentences", focused_units="chunks").params()
-    auto = get_policy("scar-sentences", focused_units="auto", focused_flatness=1.5).params()
+    assert "focused_flatness" not in get_policy("scar-sentences", passage_share=None,
+                                                focused_units="chunks").params()
+    auto = get_policy("scar-sentences", passage_share=None,
+                      focused_units="auto", focused_flatness=1.5).params()
     assert (auto["focused_flatness"], auto["focused_tau"]) == (1.5, 0.3)
+
+
+def _request(index: Index, question: str, k: int, *, explain: bool = False) -> PolicyRequest:
+    query = index.embedder.embed_query(question)
+    hits = index.retriever("dense").retrieve(question, query, 10)
+    return PolicyRequest(query=question, query_vector=query, hits=hits, k=k,
+                         store=index.store, explain=explain, sentences=index.sentences())
+
+
+def test_a_passage_is_the_walk_and_each_hits_chunk_with_its_neighbours(index: Index) -> None:
+    """When most of the first hits lie in one document the context is the walk's sentences
+    and `window`'s chunks; when they do not, the walk alone; the explained trace says which
+    and with what share."""
+    policy = get_policy("scar-sentences")
+    walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
+    read_as_passage = 0
+    for question in QUESTIONS:
+        request = _request(index, question, 2, explain=True)
+        docs = [hit.chunk.doc_id for hit in request.hits]
+        share = max(docs.count(d) for d in docs) / len(docs)
+        result = policy.select(request)
+        ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
+        walked = {(s.doc_id, s.start, s.end) for s in walk.select(request).selections}
+        windowed = {(s.doc_id, s.start, s.end) for s in window.select(request).selections}
+        if share >= 0.5:
+            read_as_passage += 1
+            assert ranges == walked | windowed
+            assert result.trace[0]["share"] == pytest.approx(share)
+        else:
+            assert ranges == walked
+            assert all(row.get("decision") != "passage" for row in result.trace[:1])
+    assert read_as_passage  # the fixture's questions include one read as a passage
+
+
+def test_a_spread_query_is_walked_and_a_share_of_one_reads_only_one_document(
+        index: Index) -> None:
+    """passage_share = 1 reads a passage only when all of the first hits agree; the decision
+    looks at the first 10 hits whatever k is (candidate_count asks for them)."""
+    assert get_policy("scar-sentences").candidate_count(2) == 10
+    assert get_policy("scar-sentences", passage_share=None).candidate_count(2) == 2
+    strict = get_policy("scar-sentences", passage_share=1.0)
+    walk = get_policy("scar-sentences", passage_share=None)
+    for question in QUESTIONS:
+        request = _request(index, question, 2)
+        if len({hit.chunk.doc_id for hit in request.hits}) > 1:
+            assert ({(s.doc_id, s.start, s.end) for s in strict.select(request).selections}
+                    == {(s.doc_id, s.start, s.end) for s in walk.select(request).selections})
+
+
+def test_a_passage_budget_starts_with_the_walk_at_k5(index: Index) -> None:
+    """Under a budget a passage's stream is the walk at k = 5, then the window's chunks:
+    a budget of exactly the walk's size returns the walk's context."""
+    for question in QUESTIONS:
+        walked = index.retrieve(question, "scar-sentences", passage_share=None, k=5,
+                                retriever="dense")
+        full = index.retrieve(question, "scar-sentences", retriever="dense", budget=4000)
+        if full.tokens <= walked.tokens:
+            continue  # no passage read: nothing follows the walk
+        budgeted = index.retrieve(question, "scar-sentences", retriever="dense",
+                                  budget=walked.tokens)
+        assert ([(s.doc_id, s.start, s.end) for s in budgeted.spans]
+                == [(s.doc_id, s.start, s.end) for s in walked.spans])
+
+
+@pytest.mark.parametrize("value", [1.5, -0.1, float("nan"), "half", True])
+def test_passage_share_out_of_range_is_refused(value: object) -> None:
+    with pytest.raises(ConfigurationError, match="passage_share"):
+        get_policy("scar-sentences", passage_share=value)

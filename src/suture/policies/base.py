@@ -78,6 +78,14 @@ class Policy(ABC):
         """The policy's settings, for reports and run files."""
         return {}
 
+    def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
+                    ) -> list[tuple[Policy, int]]:
+        """What a budgeted query's stream is made of, in order: (policy, k) stages whose
+        contexts follow one another (`suture.policies.budget`). By default this policy at
+        each of `tiers` (k = 5, 10, ... up to the call's k); a policy that reads its hits
+        before choosing how to assemble them may plan other stages."""
+        return [(self, tier) for tier in tiers]
+
     @classmethod
     def missing_on(cls, store: Store) -> str | None:
         """Why this policy cannot run on the index `store` holds (what it reads that the

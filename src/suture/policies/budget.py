@@ -157,14 +157,17 @@ def tiered_stream(tiers: Sequence[Sequence[Selection]]) -> list[Selection]:
 
 def select_in_tiers(policy: Policy, request: PolicyRequest
                     ) -> tuple[PolicyResult, list[Selection], list[Mapping[str, Any]]]:
-    """The policy's selections at each of `budget_tiers(request.k)` as one `tiered_stream`,
-    with the result at the largest k (its hits are the context's) and every tier's trace
-    (each row with its `k` when there are several). A policy that adds nothing beyond its
-    hits (`Policy.expands` false: topk, parent, rerank) runs once, at k."""
+    """The policy's selections at each stage of its `Policy.budget_plan` (by default itself
+    at each of `budget_tiers(request.k)`) as one `tiered_stream`, with the result of the
+    last stage (its hits are the context's) and every stage's trace (each row with its `k`,
+    and the stage's policy when another, when there are several). A policy that adds
+    nothing beyond its hits (`Policy.expands` false: topk, parent, rerank) runs once, at k."""
     tiers = budget_tiers(request.k) if policy.expands else [request.k]
-    results = [policy.select(replace(request, k=tier)) for tier in tiers]
-    trace = [{"k": tier, **row} if len(tiers) > 1 else row
-             for tier, result in zip(tiers, results, strict=True) for row in result.trace]
+    plan = policy.budget_plan(request, tiers)
+    results = [stage.select(replace(request, k=k)) for stage, k in plan]
+    trace = [({"k": k, **({"stage": stage.name} if stage.name != policy.name else {}), **row}
+              if len(plan) > 1 else row)
+             for (stage, k), result in zip(plan, results, strict=True) for row in result.trace]
     return results[-1], tiered_stream([r.selections for r in results]), trace
 
 

@@ -53,6 +53,8 @@ more character budgets than `scar`
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +80,7 @@ from suture.policies.scar import (
     rule_settings,
     seed_count,
 )
+from suture.policies.window import WindowPolicy
 from suture.stores.sentences import SentenceTable
 from suture.types import Hit, Selection
 
@@ -91,6 +94,10 @@ FOCUSED_UNITS = ("auto", "chunks", "sentences")
 #: the decisions `focused_units="auto"` records in an explained trace (its first row)
 OVER_CHUNKS = "flat: over chunks"
 BEST_HIT_WHOLE = "stands out: walked, best hit whole"
+#: the first-stage hits whose documents decide whether a query reads as a passage
+PASSAGE_HITS = 10
+#: the decision an explained trace records for a query read as a passage
+PASSAGE = "passage: walked sentences, then each hit's chunk and its neighbours"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +117,8 @@ class SentenceScarPolicy(Policy):
     def __init__(self, lam: float = 0.0, tau: float = 0.9, radius: int = 12,
                  extra_hits: int = 0, rule: str = "ratio", focused_units: str = "auto",
                  focused_lam: float = 0.25, focused_tau: float = 0.3,
-                 focused_radius: int = 1, focused_flatness: float = 2.2) -> None:
+                 focused_radius: int = 1, focused_flatness: float = 2.2,
+                 passage_share: float | None = 0.5) -> None:
         """λ = `lam`, τ = `tau`; `radius` is the most sentences a walk adds on each side;
         `extra_hits` more first-stage hits than the k asked for are seeded too (as scar's:
         more seeds, each walked as strictly as τ says; negative seeds fewer, at least one).
@@ -131,6 +139,14 @@ class SentenceScarPolicy(Policy):
         over chunks at (`focused_lam`, `focused_tau`, `focused_radius`); otherwise the
         sentence walk, with the best hit handed over as its whole chunk. "chunks" assembles
         every focused query over chunks, "sentences" walks it like the rest.
+
+        `passage_share`: when at least this share of the first `PASSAGE_HITS` hits lie in
+        one document, the evidence reads as a passage of that document (a filing's table,
+        a policy's section, a contract's clause with its context): the context is the
+        walked sentences at k = 5, then each hit's whole chunk and its neighbouring chunks
+        (`window`, best hit first, k = 5, 10, ...); otherwise (hits spread over many
+        documents) more hits' walked sentences. None: always walk. See
+        docs/results.md#budgets for the measurement that chose 0.5 (a majority).
         """
         self.lam, self.tau, self.radius = rule_settings("scar-sentences", lam, tau, radius)
         self.extra_hits = hit_offset(extra_hits, "scar-sentences")
@@ -154,6 +170,12 @@ class SentenceScarPolicy(Policy):
                                 prefix="focused_")
         self.focused_lam, self.focused_tau, self.focused_radius = focused
         self._focused_chunks = ScarPolicy(*focused, extra_hits=self.extra_hits)
+        self.passage_share = None if passage_share is None else real_number(
+            "scar-sentences", "passage_share", passage_share, low=0.0, high=1.0,
+            high_included=True, example=0.5)
+        self._window = WindowPolicy(width=1)
+        self._walker = self if self.passage_share is None else SentenceScarPolicy(
+            **{**self.params(), "passage_share": None})
 
     def first_stage(self, index_retriever: str) -> str:
         """On an index searched by chunk vectors alone (`dense`), also search the sentence
@@ -166,7 +188,10 @@ class SentenceScarPolicy(Policy):
         return index_retriever
 
     def candidate_count(self, k: int) -> int:
-        return seed_count(k, self.extra_hits)
+        """The hits its walks seed, and at least `PASSAGE_HITS` when it reads passages (the
+        decision looks at that many whatever k is)."""
+        seeds = seed_count(k, self.extra_hits)
+        return seeds if self.passage_share is None else max(seeds, PASSAGE_HITS)
 
     def params(self) -> dict[str, Any]:
         """The settings that decide what it returns: the chunk rule's (`focused_lam`, ...)
@@ -180,9 +205,43 @@ class SentenceScarPolicy(Policy):
                             focused_radius=self.focused_radius)
         if self.focused_units == "auto":
             settings["focused_flatness"] = self.focused_flatness
+        settings["passage_share"] = self.passage_share
         return settings
 
+    def passage(self, request: PolicyRequest) -> float | None:
+        """The share of the first `PASSAGE_HITS` hits in their most common document when it
+        reaches `passage_share` (the query reads as a passage there), else None."""
+        if self.passage_share is None or not request.hits:
+            return None
+        hits = request.hits[:PASSAGE_HITS]
+        share = Counter(hit.chunk.doc_id for hit in hits).most_common(1)[0][1] / len(hits)
+        return share if share >= self.passage_share else None
+
+    def walker(self) -> SentenceScarPolicy:
+        """This policy walking every query (no passage reading): the first stage of a
+        passage's context."""
+        return self._walker
+
+    def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
+                    ) -> list[tuple[Policy, int]]:
+        """A passage (`passage`): the walk at the first tier, then `window` at every tier;
+        otherwise the walk at every tier."""
+        if self.passage(request) is None:
+            return [(self, tier) for tier in tiers]
+        return [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
+
     def select(self, request: PolicyRequest) -> PolicyResult:
+        share = self.passage(request)
+        if share is None:
+            return self._select_walked(request)
+        walked = self.walker().select(request)
+        windowed = self._window.select(request)
+        trace = [{"decision": PASSAGE, "share": share, "passage_share": self.passage_share},
+                 *walked.trace] if request.explain else walked.trace
+        return PolicyResult(selections=[*walked.selections, *windowed.selections],
+                            trace=trace, hits=walked.hits)
+
+    def _select_walked(self, request: PolicyRequest) -> PolicyResult:
         if request.focused and self.focused_units == "chunks":
             return self._focused_chunks.select(request)
         if request.sentences is None:
