@@ -84,7 +84,7 @@ from suture.stores.base import (
     check_vectors,
 )
 from suture.stores.postgres_sentences import PostgresSentences, create_sentence_tables
-from suture.stores.sentences import DocumentSentences, SentenceHit
+from suture.stores.sentences import DocumentSentences, SentenceHit, SentenceStatistics
 from suture.stores.sqlite import _section_from_json, _section_to_json, _token_map
 from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
@@ -662,6 +662,14 @@ class PostgresStore(Store):
     def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
                      doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
         return self._sentences.of(chunk_ids, doc_ids)
+
+    def sentences_around(self, chunk_ids: Collection[str], radius: int
+                         ) -> dict[str, DocumentSentences]:
+        return self._sentences.around(chunk_ids, radius)
+
+    def sentence_statistics(self, query_vector: Vectors, doc_ids: Collection[str]
+                            ) -> dict[str, SentenceStatistics]:
+        return self._sentences.statistics(query_vector, doc_ids)
 
     def sentences_missing(self) -> list[DocumentSummary]:
         return self._sentences.missing()
