@@ -30,8 +30,9 @@ so a new backend runs here unchanged. For each backend and size:
 ``--default-pipeline`` also writes sentence vectors with every document (2 or 3 a chunk,
 each its chunk's vector plus noise, in the document's own write, as `suture index`
 does) and times the default pipeline (`scar-sentences` on `dense-sentences`, whose
-sentences every backend searches itself) beside topk and scar: its p50/p95 and its
-ratio to topk's p50.
+sentences every backend searches itself) beside topk and scar: its p50/p95, its ratio
+to topk's p50 (both timed in the same loop), and recall@10 of `Store.search_sentences`
+against the same search kept to every document (exact on every backend).
 
 Two vector models (``--vectors``): ``walks`` (the default, every earlier run) makes each
 document an independent random walk, so chunks of different documents are orthogonal up
@@ -291,7 +292,9 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
         index_obj.retrieve("warm-up", k=K, query_vector=queries[0])
     times: dict[str, list[float]] = {p: [] for p in policies}
     times.update(search=[], neighbours=[])
-    recall = []
+    recall: list[float] = []
+    sentence_recall: list[float] = []
+    every_document = [s.doc_id for s in store.documents_summary()] if pipeline else []
     for i, vector in enumerate(queries):
         order = policies[i % len(policies):] + policies[:i % len(policies)]
         for policy in order:
@@ -309,6 +312,11 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
         store.neighbours([(h.chunk.doc_id, h.chunk.position - 1, h.chunk.position + 1)
                           for h in hits])
         times["neighbours"].append(time.perf_counter() - start)
+        if pipeline:  # (untimed) searched within every document, a search is exact
+            exact = {(h.doc_id, h.start) for h in
+                     store.search_sentences(vector, 10, doc_ids=every_document)}
+            found = {(h.doc_id, h.start) for h in store.search_sentences(vector, 10)}
+            sentence_recall.append(len(found & exact) / 10)
     store.close()
 
     def ms(values: list[float], q: float) -> float:
@@ -324,6 +332,7 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
     result["scar_extra"] = result["scar_p50_ms"] / result["topk_p50_ms"] - 1
     if pipeline:
         result["default_over_topk"] = result["default_p50_ms"] / result["topk_p50_ms"]
+        result["sentence_recall_at_10"] = statistics.mean(sentence_recall)
     return result
 
 
@@ -388,11 +397,16 @@ def table(folder: Path) -> str:
             f"{r['recall_at_10']:.3f} | {r['peak_rss_mb']:.0f} MB |")
     pipeline = [r for r in rows if "default_p50_ms" in r]
     if pipeline:
-        lines += ["", "| store | chunks | topk p50 | default pipeline p50 / p95 | ratio to topk |"
-                  " querying RSS |", "|---|---:|---:|---:|---:|---:|"]
-        lines += [f"| {_row_name(r)} | {r['chunks']:,} | {r['topk_p50_ms']:.1f} ms | "
+        lines += ["", "| store | chunks | topk p50 / p95 | scar p50 / p95 | default pipeline "
+                  "p50 / p95 | default ÷ topk | recall@10 chunks / sentences | querying RSS |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {_row_name(r)} | {r['chunks']:,} | "
+                  f"{r['topk_p50_ms']:.1f} / {r['topk_p95_ms']:.1f} ms | "
+                  f"{r['scar_p50_ms']:.1f} / {r['scar_p95_ms']:.1f} ms | "
                   f"{r['default_p50_ms']:.1f} / {r['default_p95_ms']:.1f} ms | "
-                  f"{r['default_over_topk']:.2f}× | {r['peak_rss_mb']:.0f} MB |"
+                  f"{r['default_over_topk']:.2f}× | {r['recall_at_10']:.3f} / "
+                  + (f"{r['sentence_recall_at_10']:.3f}" if "sentence_recall_at_10" in r
+                     else "—") + f" | {r['peak_rss_mb']:.0f} MB |"
                   for r in pipeline]
     return "\n".join(lines)
 

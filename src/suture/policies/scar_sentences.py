@@ -25,6 +25,10 @@ Sentence vectors are the index's (the `dense-sentences` retriever's derived data
 sentence embedded with its document's title and section path in front), built at the
 first query that needs them when the index was not built with that retriever. Any first
 stage can seed it; with `dense-sentences` a chunk is also found by its best sentence.
+A query reads only what its walks can reach, each seeded chunk's sentences and `radius`
+more on either side (`Store.sentences_around`), and, where σ_d or the focused choice
+needs a whole document, the store's sums of cos(q, ·) over it (`Store.sentence_statistics`):
+its cost does not grow with the documents' length.
 
 A query that names its document and was searched within it (`suture.focus`,
 `PolicyRequest.focused`) is assembled by `focused_units`. With "auto" (the default since
