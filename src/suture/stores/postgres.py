@@ -539,11 +539,13 @@ class PostgresStore(Store):
             return read.meta
         conn = self._conn()
         row = conn.execute(
-            _q("SELECT generation, chunks, to_regclass(%s) IS NOT NULL FROM {meta}",
-               self.tables), (self.tables.hnsw.as_string(conn),)).fetchone()
+            _q("SELECT generation, chunks, to_regclass(%s) IS NOT NULL, to_regclass(%s) IS "
+               "NOT NULL FROM {meta}", self.tables),
+            (self.tables.hnsw.as_string(conn),
+             self.tables.sentence_hnsw.as_string(conn))).fetchone()
         meta = (int(row[0]), int(row[1]), bool(row[2])) if row else (0, 0, False)
-        if read is not None:
-            read.meta = meta
+        if read is not None:  # (the sentence search's, in the same round trip)
+            read.meta, read.sentence_hnsw = meta, bool(row[3]) if row else False
         return meta
 
     def document_hashes(self) -> dict[str, str]:
@@ -813,6 +815,8 @@ class _Read:
     #: chunks next to the last search's hits (fetched with them), and the ranges they cover
     near: dict[tuple[str, int], tuple[Chunk, Any]] | None = None
     near_ranges: set[tuple[str, int, int]] = field(default_factory=set)
+    #: whether the sentence table's HNSW index exists (`postgres_sentences`)
+    sentence_hnsw: bool | None = None
 
 
 class TableData(DerivedData):

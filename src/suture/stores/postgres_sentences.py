@@ -197,9 +197,15 @@ class PostgresSentences:
             return False
         if search != "hnsw" and self.store.chunk_count() < EXACT_BELOW:
             return False
+        read = getattr(self.store._local, "read", None)  # one query's snapshot: asked once
+        if read is not None and read.sentence_hnsw is not None:
+            return bool(read.sentence_hnsw)
         row = conn.execute("SELECT to_regclass(%s)",
                            (self.store.tables.sentence_hnsw.as_string(conn),)).fetchone()
-        return row is not None and row[0] is not None
+        found = row is not None and row[0] is not None
+        if read is not None:
+            read.sentence_hnsw = found
+        return found
 
     def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
            ) -> dict[str, DocumentSentences]:
