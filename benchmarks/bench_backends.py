@@ -46,6 +46,9 @@ walk, weighted so that chunks of other documents meet at cosine ≈ 0.25 (real: 
 0.11), chunks of one document more than 3 apart at ≈ 0.6 (real: 0.64) and adjacent
 chunks at ≈ 0.8 (real: 0.80) (`vector_statistics` prints them for a generated set).
 
+``--doc-chunks N`` makes documents of N chunks instead of 200 (long documents: a query
+that read every sentence of each seeded document paid for their length).
+
 Results are appended as JSON lines to ``DIR/results.jsonl``; ``--table`` prints the
 markdown table of docs/performance.md from it, ``--plot FILE`` the latency plot. Use
 ``nice -n 10`` on a shared machine.
@@ -341,6 +344,8 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
         sentences: bool = False) -> dict[str, Any]:
     backend, _ = store_backend(None if store_url == "sqlite" else store_url)
     tag = "" if model == "walks" else f"{model}_"  # (walks: the names of earlier runs)
+    if DOC_SIZE != 200:
+        tag += f"doc{DOC_SIZE}_"
     name = name or f"bench_{tag}{'sentences_' if sentences else ''}{n_chunks}"
     index = str(folder / name) if backend.value == "sqlite" else name
     print(f"\n{store_url} {n_chunks:,} chunks -> {index}", flush=True)
@@ -357,7 +362,7 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
                            str(queries_file)], capture_output=True, text=True, check=True)
     measured = json.loads(done.stdout.strip().splitlines()[-1])
     result = {"store": backend.value, "url_options": _options(store_url), "size": n_chunks,
-              "vectors": model, **built, **measured}
+              "vectors": model, "doc_chunks": DOC_SIZE, **built, **measured}
     print(f"  queried: {measured}", flush=True)
     with open(folder / "results.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps(result) + "\n")
@@ -374,6 +379,8 @@ def _row_name(result: dict[str, Any]) -> str:
     """The store, its search options and (when not the default walks) the vector model."""
     options = [o for o in (result["url_options"], result.get("vectors", "walks")) if o
                and o != "walks"]
+    if result.get("doc_chunks", 200) != 200:
+        options.append(f"documents of {result['doc_chunks']:,} chunks")
     return str(result["store"]) + (f" ({', '.join(options)})" if options else "")
 
 
@@ -465,12 +472,17 @@ def main() -> None:
                         help="the synthetic vector model (module docstring)")
     parser.add_argument("--default-pipeline", action="store_true",
                         help="write sentence vectors too and time the default pipeline")
+    parser.add_argument("--doc-chunks", type=int, default=DOC_SIZE,
+                        help="chunks a document (long documents: what a policy reading "
+                        "whole documents pays for)")
     parser.add_argument("--statistics", action="store_true",
                         help="print each vector model's mean cosines and stop")
     parser.add_argument("--table", action="store_true", help="print the table and stop")
     parser.add_argument("--plot", type=Path, default=None,
                         help="write the latency-against-size plot (PNG) and stop")
     args = parser.parse_args()
+    global DOC_SIZE
+    DOC_SIZE = args.doc_chunks
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.statistics:
         for model in VECTOR_MODELS:
