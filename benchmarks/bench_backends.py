@@ -454,6 +454,7 @@ def plot(folder: Path, target: Path) -> None:
 
 
 def main() -> None:
+    global DOC_SIZE
     if len(sys.argv) > 1 and sys.argv[1] == "--query":
         print(json.dumps(query(sys.argv[2], sys.argv[3], Path(sys.argv[4]))))
         return
@@ -481,7 +482,6 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, default=None,
                         help="write the latency-against-size plot (PNG) and stop")
     args = parser.parse_args()
-    global DOC_SIZE
     DOC_SIZE = args.doc_chunks
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.statistics:
