@@ -18,7 +18,7 @@ so a new backend runs here unchanged. For each backend and size:
    `suture index` does: PostgreSQL then drops its HNSW index and builds it once at the
    block's end (pgvector's advice for bulk loads; inserting every vector into the graph
    as it is written ran at 16-45 chunks/s), that build's time reported apart;
-2. **query**, in a separate process (`--query`) so that its peak memory (ru_maxrss) is
+2. **query**, in a separate process (`--query`) so that its peak memory (VmHWM, `peak_rss_mb`) is
    the querying process's alone: 200 queries (noisy copies of random chunk vectors,
    passed as vectors, so no embedder runs), k = 5, topk and scar (suture's default
    λ = 1.0, τ = 0.3) through `Index.retrieve` in alternating order (search, policy,
