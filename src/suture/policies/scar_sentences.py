@@ -281,7 +281,7 @@ class SentenceScarPolicy(Policy):
                  ) -> dict[str, float]:
         """σ_d of each seeded document (`rule="spread"`), summed up by the store."""
         found = source.sentence_statistics(query, sorted(doc_ids))
-        # (a document the store has no sentences of seeds no walk: 0 never reads)
+        # (a seed's document has sentences; the fallback only keeps a race from raising)
         return {doc_id: found[doc_id].std if doc_id in found else 0.0 for doc_id in doc_ids}
 
     def _walk(self, table: SentenceTable, query: Vectors, seed: _Seed, direction: int,
