@@ -18,7 +18,7 @@ so a new backend runs here unchanged. For each backend and size:
    `suture index` does: PostgreSQL then drops its HNSW index and builds it once at the
    block's end (pgvector's advice for bulk loads; inserting every vector into the graph
    as it is written ran at 16-45 chunks/s), that build's time reported apart;
-2. **query**, in a separate process (`--query`) so that its peak memory (ru_maxrss) is
+2. **query**, in a separate process (`--query`) so that its peak memory (VmHWM, `peak_rss_mb`) is
    the querying process's alone: 200 queries (noisy copies of random chunk vectors,
    passed as vectors, so no embedder runs), k = 5, topk and scar (suture's default
    λ = 1.0, τ = 0.3) through `Index.retrieve` in alternating order (search, policy,
@@ -30,8 +30,9 @@ so a new backend runs here unchanged. For each backend and size:
 ``--default-pipeline`` also writes sentence vectors with every document (2 or 3 a chunk,
 each its chunk's vector plus noise, in the document's own write, as `suture index`
 does) and times the default pipeline (`scar-sentences` on `dense-sentences`, whose
-sentences every backend searches itself) beside topk and scar: its p50/p95 and its
-ratio to topk's p50.
+sentences every backend searches itself) beside topk and scar: its p50/p95, its ratio
+to topk's p50 (both timed in the same loop), and recall@10 of `Store.search_sentences`
+against the same search kept to every document (exact on every backend).
 
 Two vector models (``--vectors``): ``walks`` (the default, every earlier run) makes each
 document an independent random walk, so chunks of different documents are orthogonal up
@@ -44,6 +45,9 @@ has norm 0.52), one of 100 topics per document, the document's own direction and
 walk, weighted so that chunks of other documents meet at cosine ≈ 0.25 (real: 0.25 ±
 0.11), chunks of one document more than 3 apart at ≈ 0.6 (real: 0.64) and adjacent
 chunks at ≈ 0.8 (real: 0.80) (`vector_statistics` prints them for a generated set).
+
+``--doc-chunks N`` makes documents of N chunks instead of 200 (long documents: a query
+that read every sentence of each seeded document paid for their length).
 
 Results are appended as JSON lines to ``DIR/results.jsonl``; ``--table`` prints the
 markdown table of docs/performance.md from it, ``--plot FILE`` the latency plot. Use
@@ -291,7 +295,9 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
         index_obj.retrieve("warm-up", k=K, query_vector=queries[0])
     times: dict[str, list[float]] = {p: [] for p in policies}
     times.update(search=[], neighbours=[])
-    recall = []
+    recall: list[float] = []
+    sentence_recall: list[float] = []
+    every_document = [s.doc_id for s in store.documents_summary()] if pipeline else []
     for i, vector in enumerate(queries):
         order = policies[i % len(policies):] + policies[:i % len(policies)]
         for policy in order:
@@ -309,6 +315,11 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
         store.neighbours([(h.chunk.doc_id, h.chunk.position - 1, h.chunk.position + 1)
                           for h in hits])
         times["neighbours"].append(time.perf_counter() - start)
+        if pipeline:  # (untimed) searched within every document, a search is exact
+            exact = {(h.doc_id, h.start) for h in
+                     store.search_sentences(vector, 10, doc_ids=every_document)}
+            found = {(h.doc_id, h.start) for h in store.search_sentences(vector, 10)}
+            sentence_recall.append(len(found & exact) / 10)
     store.close()
 
     def ms(values: list[float], q: float) -> float:
@@ -316,15 +327,27 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
 
     result: dict[str, Any] = {"open_and_first_query_s": open_s,
                               "recall_at_10": statistics.mean(recall),
-                              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                              / 1024}
+                              "peak_rss_mb": peak_rss_mb()}
     for name, values in times.items():
         result[f"{name}_p50_ms"] = ms(values, 50)
         result[f"{name}_p95_ms"] = ms(values, 95)
     result["scar_extra"] = result["scar_p50_ms"] / result["topk_p50_ms"] - 1
     if pipeline:
         result["default_over_topk"] = result["default_p50_ms"] / result["topk_p50_ms"]
+        result["sentence_recall_at_10"] = statistics.mean(sentence_recall)
     return result
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since it started its program, in MB: Linux's
+    VmHWM. (`ru_maxrss` keeps the peak of the process before its exec, here the parent
+    that forked it holding the built index's vectors: up to 1.5 GB of the parent's was
+    reported as the querying process's.)"""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
@@ -332,6 +355,8 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
         sentences: bool = False) -> dict[str, Any]:
     backend, _ = store_backend(None if store_url == "sqlite" else store_url)
     tag = "" if model == "walks" else f"{model}_"  # (walks: the names of earlier runs)
+    if DOC_SIZE != 200:
+        tag += f"doc{DOC_SIZE}_"
     name = name or f"bench_{tag}{'sentences_' if sentences else ''}{n_chunks}"
     index = str(folder / name) if backend.value == "sqlite" else name
     print(f"\n{store_url} {n_chunks:,} chunks -> {index}", flush=True)
@@ -348,7 +373,7 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
                            str(queries_file)], capture_output=True, text=True, check=True)
     measured = json.loads(done.stdout.strip().splitlines()[-1])
     result = {"store": backend.value, "url_options": _options(store_url), "size": n_chunks,
-              "vectors": model, **built, **measured}
+              "vectors": model, "doc_chunks": DOC_SIZE, **built, **measured}
     print(f"  queried: {measured}", flush=True)
     with open(folder / "results.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps(result) + "\n")
@@ -365,6 +390,8 @@ def _row_name(result: dict[str, Any]) -> str:
     """The store, its search options and (when not the default walks) the vector model."""
     options = [o for o in (result["url_options"], result.get("vectors", "walks")) if o
                and o != "walks"]
+    if result.get("doc_chunks", 200) != 200:
+        options.append(f"documents of {result['doc_chunks']:,} chunks")
     return str(result["store"]) + (f" ({', '.join(options)})" if options else "")
 
 
@@ -388,11 +415,16 @@ def table(folder: Path) -> str:
             f"{r['recall_at_10']:.3f} | {r['peak_rss_mb']:.0f} MB |")
     pipeline = [r for r in rows if "default_p50_ms" in r]
     if pipeline:
-        lines += ["", "| store | chunks | topk p50 | default pipeline p50 / p95 | ratio to topk |"
-                  " querying RSS |", "|---|---:|---:|---:|---:|---:|"]
-        lines += [f"| {_row_name(r)} | {r['chunks']:,} | {r['topk_p50_ms']:.1f} ms | "
+        lines += ["", "| store | chunks | topk p50 / p95 | scar p50 / p95 | default pipeline "
+                  "p50 / p95 | default ÷ topk | recall@10 chunks / sentences | querying RSS |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {_row_name(r)} | {r['chunks']:,} | "
+                  f"{r['topk_p50_ms']:.1f} / {r['topk_p95_ms']:.1f} ms | "
+                  f"{r['scar_p50_ms']:.1f} / {r['scar_p95_ms']:.1f} ms | "
                   f"{r['default_p50_ms']:.1f} / {r['default_p95_ms']:.1f} ms | "
-                  f"{r['default_over_topk']:.2f}× | {r['peak_rss_mb']:.0f} MB |"
+                  f"{r['default_over_topk']:.2f}× | {r['recall_at_10']:.3f} / "
+                  + (f"{r['sentence_recall_at_10']:.3f}" if "sentence_recall_at_10" in r
+                     else "—") + f" | {r['peak_rss_mb']:.0f} MB |"
                   for r in pipeline]
     return "\n".join(lines)
 
@@ -433,6 +465,7 @@ def plot(folder: Path, target: Path) -> None:
 
 
 def main() -> None:
+    global DOC_SIZE
     if len(sys.argv) > 1 and sys.argv[1] == "--query":
         print(json.dumps(query(sys.argv[2], sys.argv[3], Path(sys.argv[4]))))
         return
@@ -451,12 +484,16 @@ def main() -> None:
                         help="the synthetic vector model (module docstring)")
     parser.add_argument("--default-pipeline", action="store_true",
                         help="write sentence vectors too and time the default pipeline")
+    parser.add_argument("--doc-chunks", type=int, default=DOC_SIZE,
+                        help="chunks a document (long documents: what a policy reading "
+                        "whole documents pays for)")
     parser.add_argument("--statistics", action="store_true",
                         help="print each vector model's mean cosines and stop")
     parser.add_argument("--table", action="store_true", help="print the table and stop")
     parser.add_argument("--plot", type=Path, default=None,
                         help="write the latency-against-size plot (PNG) and stop")
     args = parser.parse_args()
+    DOC_SIZE = args.doc_chunks
     args.dir.mkdir(parents=True, exist_ok=True)
     if args.statistics:
         for model in VECTOR_MODELS:

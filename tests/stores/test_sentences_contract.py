@@ -98,3 +98,49 @@ def test_a_rewritten_or_deleted_document_loses_its_sentences(
     assert store.delete_document("d.md")
     assert "d.md" not in {h.doc_id for h in store.search_sentences(query, 30)}
     assert [s.doc_id for s in store.sentences_missing()] == ["a.txt"]
+
+
+def walk_window(held: DocumentSentences, positions: set[int], radius: int) -> list[int]:
+    """The rows a walk seeded in `positions` can reach, by hand: each chunk's rows and
+    `radius` more on either side, within the document."""
+    rows: set[int] = set()
+    for position in positions:
+        own = [i for i, p in enumerate(held.positions.tolist()) if p == position]
+        if own:
+            rows.update(range(max(0, own[0] - radius), min(len(held), own[-1] + radius + 1)))
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("radius", [0, 1, 2, 40])
+def test_sentences_around_chunks_are_their_rows_and_radius_more(
+        stored: tuple[Store, dict[str, DocumentSentences]], radius: int) -> None:
+    store, held = stored
+    asked = {"a.txt": {0, 4}, "d.md": {1, 2}, "b/c.txt": {2}, "nothing.txt": {0}}
+    found = store.sentences_around([f"{d}#{p}" for d, ps in asked.items() for p in ps], radius)
+    expected = {d: walk_window(held[d], ps, radius) for d, ps in asked.items() if d in held}
+    assert set(found) == {d for d, rows in expected.items() if rows}
+    for doc_id, rows in expected.items():
+        if not rows:
+            continue
+        assert found[doc_id].starts.tolist() == held[doc_id].starts[rows].tolist()
+        assert found[doc_id].positions.tolist() == held[doc_id].positions[rows].tolist()
+        assert found[doc_id].ends.tolist() == held[doc_id].ends[rows].tolist()
+        np.testing.assert_allclose(found[doc_id].vectors, held[doc_id].vectors[rows],
+                                   atol=1e-6)
+    assert store.sentences_around(["d.md#2"], 0) == {}  # a chunk that holds no sentence
+    assert store.sentences_around([], 3) == {}
+
+
+def test_sentence_statistics_sum_up_each_documents_cosines(
+        stored: tuple[Store, dict[str, DocumentSentences]]) -> None:
+    store, held = stored
+    query = unit_vectors(1, 321)[0]
+    found = store.sentence_statistics(query, ["a.txt", "d.md", "nothing.txt"])
+    assert set(found) == {"a.txt", "d.md"}
+    for doc_id, statistics in found.items():
+        cosines = held[doc_id].vectors.astype(np.float64) @ query.astype(np.float64)
+        assert statistics.count == len(cosines)
+        np.testing.assert_allclose(
+            [statistics.mean, statistics.std, statistics.best],
+            [cosines.mean(), cosines.std(), cosines.max()], atol=1e-5)
+    assert store.sentence_statistics(query, []) == {}

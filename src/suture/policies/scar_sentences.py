@@ -25,6 +25,10 @@ Sentence vectors are the index's (the `dense-sentences` retriever's derived data
 sentence embedded with its document's title and section path in front), built at the
 first query that needs them when the index was not built with that retriever. Any first
 stage can seed it; with `dense-sentences` a chunk is also found by its best sentence.
+A query reads only what its walks can reach, each seeded chunk's sentences and `radius`
+more on either side (`Store.sentences_around`), and, where σ_d or the focused choice
+needs a whole document, the store's sums of cos(q, ·) over it (`Store.sentence_statistics`):
+its cost does not grow with the documents' length.
 
 A query that names its document and was searched within it (`suture.focus`,
 `PolicyRequest.focused`) is assembled by `focused_units`. With "auto" (the default since
@@ -250,37 +254,41 @@ class SentenceScarPolicy(Policy):
                 "`Index.retrieve` (or `suture query --policy scar-sentences`), which "
                 "builds them"
             )
-        table = _documents_table(request.sentences, request)
+        source = request.sentences
         if request.focused and self.focused_units == "auto" and request.hits:
-            standing = self._standing(table, request)
+            standing = self._standing(source, request)
             flat = standing < self.focused_flatness
             result = (self._focused_chunks.select(request) if flat else
-                      _best_hit_whole(self._walk_all(table, request), request.hits[0]))
+                      _best_hit_whole(self._walk_all(source, request), request.hits[0]))
             if not request.explain:
                 return result
             decision = {"decision": OVER_CHUNKS if flat else BEST_HIT_WHOLE,
                         "standing": standing, "flatness": self.focused_flatness}
             return replace(result, trace=[decision, *result.trace])
-        return self._walk_all(table, request)
+        return self._walk_all(source, request)
 
-    def _standing(self, table: SentenceTable, request: PolicyRequest) -> float:
+    def _standing(self, source: SentenceSource, request: PolicyRequest) -> float:
         """How far the focused query's best sentence in its document stands above the
         document's mean similarity, in standard deviations (inf: one sentence, or all
-        alike); below `focused_flatness` no sentence stands out."""
-        rows = table.document_rows.get(request.hits[0].chunk.doc_id)
-        if rows is None or rows.stop - rows.start < 2:
+        alike); below `focused_flatness` no sentence stands out. The store sums the
+        document up (`sentence_statistics`): the document's vectors stay where they are."""
+        doc_id = request.hits[0].chunk.doc_id
+        found = source.sentence_statistics(_query(request), [doc_id]).get(doc_id)
+        if found is None or found.count < 2:
             return math.inf
-        query = np.asarray(request.query_vector, dtype=np.float32).reshape(-1)
-        cosines = table.matrix[rows.start:rows.stop] @ query
-        spread = float(np.std(cosines))
-        if spread <= 0:
+        if found.std <= 0:
             return math.inf
-        return (float(cosines.max()) - float(cosines.mean())) / spread
+        return (found.best - found.mean) / found.std
 
-    def _walk_all(self, table: SentenceTable, request: PolicyRequest) -> PolicyResult:
+    def _walk_all(self, source: SentenceSource, request: PolicyRequest) -> PolicyResult:
         """Every hit's best sentence and what its walks keep (the module docstring)."""
         hits = _unique_hits(request.hits[: seed_count(request.k, self.extra_hits)])
-        query = np.asarray(request.query_vector, dtype=np.float32).reshape(-1)
+        query = _query(request)
+        # what the walks can reach: each seeded chunk's sentences and `radius` more on
+        # either side, never the whole document (the walk stops within `radius`)
+        table = SentenceTable.of(
+            source.sentences_around([hit.chunk.chunk_id for hit in hits], self.radius),
+            request.store.manifest.dimension)
         seeds: list[_Seed] = []
         selections: list[Selection] = []
         for hit in hits:
@@ -295,7 +303,8 @@ class SentenceScarPolicy(Policy):
         seed_rows = {seed.row for seed in seeds}
         trace: list[dict[str, Any]] = []
         kept: dict[int, tuple[float, Selection]] = {}
-        spreads: dict[str, float] = {}  # σ_d per document, for rule="spread"
+        spreads = (self._spreads(source, query, {seed.document for seed in seeds})
+                   if self.rule == "spread" else {})  # σ_d per document
         for seed in seeds:
             selections.append(self._sentence(table, seed, seed.row, "hit", seed.hit.score,
                                               is_hit=True, priority=seed.hit.score))
@@ -324,12 +333,15 @@ class SentenceScarPolicy(Policy):
         cos_seed = float(table.matrix[seed.row] @ query)
         if self.rule == "ratio":
             return self.tau * cos_seed  # SCAR rule
-        spread = spreads.get(seed.document)
-        if spread is None:
-            rows = table.document_rows[seed.document]
-            spread = spreads[seed.document] = float(
-                np.std(table.matrix[rows.start:rows.stop] @ query))
-        return cos_seed - self.tau * spread
+        return cos_seed - self.tau * spreads[seed.document]
+
+    @staticmethod
+    def _spreads(source: SentenceSource, query: Vectors, doc_ids: set[str]
+                 ) -> dict[str, float]:
+        """σ_d of each seeded document (`rule="spread"`), summed up by the store."""
+        found = source.sentence_statistics(query, sorted(doc_ids))
+        # (a seed's document has sentences; the fallback only keeps a race from raising)
+        return {doc_id: found[doc_id].std if doc_id in found else 0.0 for doc_id in doc_ids}
 
     def _walk(self, table: SentenceTable, query: Vectors, seed: _Seed, direction: int,
               seed_rows: set[int], threshold: float, *,
@@ -392,12 +404,8 @@ def _best_hit_whole(walked: PolicyResult, best: Hit) -> PolicyResult:
     return PolicyResult(selections=[whole, *kept], trace=walked.trace, hits=walked.hits)
 
 
-def _documents_table(source: SentenceSource, request: PolicyRequest) -> SentenceTable:
-    """The sentences of the documents of the hits this request may seed (a walk never
-    leaves its seed's document; `rule="spread"` and the focused choice read it whole)."""
-    doc_ids = list(dict.fromkeys(hit.chunk.doc_id for hit in request.hits))
-    return SentenceTable.of(source.sentences_of(doc_ids=doc_ids),
-                            request.store.manifest.dimension)
+def _query(request: PolicyRequest) -> Vectors:
+    return np.asarray(request.query_vector, dtype=np.float32).reshape(-1)
 
 
 def _offsets(table: SentenceTable, row: int) -> list[int]:

@@ -56,7 +56,12 @@ _BLOB_LOCK = threading.Lock()
 if TYPE_CHECKING:
     from suture.filters import Filter
     from suture.stores.lexical import LexicalEngine, LexicalSettings
-    from suture.stores.sentences import BlobSentences, DocumentSentences, SentenceHit
+    from suture.stores.sentences import (
+        BlobSentences,
+        DocumentSentences,
+        SentenceHit,
+        SentenceStatistics,
+    )
 
 #: ranges asked of `Store.neighbours`: (doc_id, lowest position, highest position)
 PositionRange = tuple[str, int, int]
@@ -442,6 +447,28 @@ class Store(ABC):
         `doc_ids`, per document id, in document order (a document without any is left
         out)."""
         return self._blob_sentences().of(chunk_ids, doc_ids)
+
+    def sentences_around(self, chunk_ids: Collection[str], radius: int
+                         ) -> dict[str, DocumentSentences]:
+        """The stored sentences of the chunks `chunk_ids` and up to `radius` sentences of
+        the same document before and after each chunk's (what a `scar-sentences` walk
+        seeded in them can reach), per document id, in document order, each once.
+        Default: cut from the whole documents (`sentences_of`)."""
+        from suture.stores.sentences import chunk_positions, sentences_near
+
+        wanted = chunk_positions(chunk_ids)
+        return sentences_near(self.sentences_of(doc_ids=list(wanted)), wanted, radius)
+
+    def sentence_statistics(self, query_vector: Vectors, doc_ids: Collection[str]
+                            ) -> dict[str, SentenceStatistics]:
+        """The count, mean, standard deviation and maximum of cos(q, s) over each
+        document's stored sentences, per document id (one without any left out).
+        Default: from the whole documents (`sentences_of`)."""
+        from suture.stores.sentences import SentenceStatistics
+
+        query = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+        return {doc_id: SentenceStatistics.of(sentences.vectors @ query)
+                for doc_id, sentences in self.sentences_of(doc_ids=list(doc_ids)).items()}
 
     def sentences_missing(self) -> list[DocumentSummary]:
         """The stored documents whose sentence vectors are not stored (yet)."""

@@ -84,7 +84,7 @@ from suture.stores.base import (
     check_vectors,
 )
 from suture.stores.postgres_sentences import PostgresSentences, create_sentence_tables
-from suture.stores.sentences import DocumentSentences, SentenceHit
+from suture.stores.sentences import DocumentSentences, SentenceHit, SentenceStatistics
 from suture.stores.sqlite import _section_from_json, _section_to_json, _token_map
 from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
@@ -539,11 +539,13 @@ class PostgresStore(Store):
             return read.meta
         conn = self._conn()
         row = conn.execute(
-            _q("SELECT generation, chunks, to_regclass(%s) IS NOT NULL FROM {meta}",
-               self.tables), (self.tables.hnsw.as_string(conn),)).fetchone()
+            _q("SELECT generation, chunks, to_regclass(%s) IS NOT NULL, to_regclass(%s) IS "
+               "NOT NULL FROM {meta}", self.tables),
+            (self.tables.hnsw.as_string(conn),
+             self.tables.sentence_hnsw.as_string(conn))).fetchone()
         meta = (int(row[0]), int(row[1]), bool(row[2])) if row else (0, 0, False)
-        if read is not None:
-            read.meta = meta
+        if read is not None:  # (the sentence search's, in the same round trip)
+            read.meta, read.sentence_hnsw = meta, bool(row[3]) if row else False
         return meta
 
     def document_hashes(self) -> dict[str, str]:
@@ -662,6 +664,14 @@ class PostgresStore(Store):
     def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
                      doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
         return self._sentences.of(chunk_ids, doc_ids)
+
+    def sentences_around(self, chunk_ids: Collection[str], radius: int
+                         ) -> dict[str, DocumentSentences]:
+        return self._sentences.around(chunk_ids, radius)
+
+    def sentence_statistics(self, query_vector: Vectors, doc_ids: Collection[str]
+                            ) -> dict[str, SentenceStatistics]:
+        return self._sentences.statistics(query_vector, doc_ids)
 
     def sentences_missing(self) -> list[DocumentSummary]:
         return self._sentences.missing()
@@ -805,6 +815,8 @@ class _Read:
     #: chunks next to the last search's hits (fetched with them), and the ranges they cover
     near: dict[tuple[str, int], tuple[Chunk, Any]] | None = None
     near_ranges: set[tuple[str, int, int]] = field(default_factory=set)
+    #: whether the sentence table's HNSW index exists (`postgres_sentences`)
+    sentence_hnsw: bool | None = None
 
 
 class TableData(DerivedData):

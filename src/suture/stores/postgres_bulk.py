@@ -212,6 +212,12 @@ def build_hnsw_index(store: PostgresStore, conn: psycopg.Connection[Any],
         has_sentences = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
                                      (store.tables.sentences.as_string(conn),)).fetchone()
         if has_sentences is not None and has_sentences[0]:
+            # 2 to 3 sentences a chunk: memory for the sentences' graph, not the chunks'
+            # (sized for the chunks, 250k sentences were built partly on disk at 115 a second)
+            count = conn.execute(_q("SELECT count(*) FROM {sentences}", store.tables)).fetchone()
+            more = build_memory(int(count[0]) if count else 0, store.manifest.dimension)
+            if more > max(wanted, int(row[0]) if row else 0):
+                conn.execute(f"SET maintenance_work_mem = '{more // 2**20}MB'")
             conn.execute(create_sentence_hnsw_statement(store.tables))  # (its progress: none)
         built.set()
     finally:

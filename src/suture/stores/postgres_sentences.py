@@ -23,7 +23,13 @@ import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.stores.base import DocumentSummary
-from suture.stores.sentences import DocumentSentences, SentenceHit, drop_legacy, import_legacy
+from suture.stores.sentences import (
+    DocumentSentences,
+    SentenceHit,
+    SentenceStatistics,
+    drop_legacy,
+    import_legacy,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -45,6 +51,9 @@ def create_sentence_tables(conn: psycopg.Connection[Any], t: Tables, dimension: 
         f"NULL, embedding vector({int(dimension)}) NOT NULL)", t))
     conn.execute(_q("CREATE INDEX IF NOT EXISTS {sentences_by_doc} ON {sentences} "
                     "(doc_id, start)", t))
+    # a chunk's sentences without reading its document's (`sentences_around`, `of`)
+    conn.execute(_q("CREATE INDEX IF NOT EXISTS {sentences_by_chunk} ON {sentences} "
+                    "(doc_id, position, start)", t))
     conn.execute(_q('CREATE TABLE IF NOT EXISTS {sentence_docs} (doc_id text COLLATE "C" '
                     "PRIMARY KEY, content_hash text NOT NULL)", t))
     if hnsw:
@@ -188,9 +197,15 @@ class PostgresSentences:
             return False
         if search != "hnsw" and self.store.chunk_count() < EXACT_BELOW:
             return False
+        read = getattr(self.store._local, "read", None)  # one query's snapshot: asked once
+        if read is not None and read.sentence_hnsw is not None:
+            return bool(read.sentence_hnsw)
         row = conn.execute("SELECT to_regclass(%s)",
                            (self.store.tables.sentence_hnsw.as_string(conn),)).fetchone()
-        return row is not None and row[0] is not None
+        found = row is not None and row[0] is not None
+        if read is not None:
+            read.sentence_hnsw = found
+        return found
 
     def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
            ) -> dict[str, DocumentSentences]:
@@ -210,6 +225,53 @@ class PostgresSentences:
             (whole, [d for d, _ in pairs], [_int4(p) for _, p in pairs]),
             binary=True).fetchall()
         return _grouped(rows, self.store.manifest.dimension)
+
+
+    def around(self, chunk_ids: Collection[str], radius: int) -> dict[str, DocumentSentences]:
+        """The rows a walk from `chunk_ids` can reach (`Store.sentences_around`), found in
+        SQL: each chunk's first and last sentence, then `radius` rows before and after
+        them on the (doc_id, start) index; the document's other rows are not read."""
+        from suture.stores.postgres import _int4, _q
+
+        if not self.exists() or not chunk_ids:
+            return {}
+        pairs = sorted({(d, int(p)) for d, _, p in (c.rpartition("#") for c in chunk_ids)})
+        rows = self.store._conn().execute(_q(
+            "WITH edges AS (SELECT w.doc_id, min(s.start) AS first, max(s.start) AS last "
+            "FROM unnest(%s::text[], %s::int[]) AS w(doc_id, position) JOIN {sentences} s "
+            "ON s.doc_id = w.doc_id AND s.position = w.position "
+            "GROUP BY w.doc_id, w.position), "
+            "near AS (SELECT n.id FROM edges e CROSS JOIN LATERAL ("
+            "(SELECT b.id FROM {sentences} b WHERE b.doc_id = e.doc_id AND b.start < e.first "
+            "ORDER BY b.start DESC LIMIT %s) UNION ALL "
+            "(SELECT m.id FROM {sentences} m WHERE m.doc_id = e.doc_id "
+            "AND m.start BETWEEN e.first AND e.last) UNION ALL "
+            "(SELECT a.id FROM {sentences} a WHERE a.doc_id = e.doc_id AND a.start > e.last "
+            "ORDER BY a.start LIMIT %s)) AS n) "
+            f"SELECT {_COLUMNS}, embedding FROM {{sentences}} "
+            "WHERE id IN (SELECT id FROM near) ORDER BY doc_id, start",
+            self.store.tables),
+            ([d for d, _ in pairs], [_int4(p) for _, p in pairs], radius, radius),
+            binary=True).fetchall()
+        return _grouped(rows, self.store.manifest.dimension)
+
+    def statistics(self, query: Vectors, doc_ids: Collection[str]
+                   ) -> dict[str, SentenceStatistics]:
+        """cos(q, s) over each document's sentences, summed up in SQL
+        (`Store.sentence_statistics`): no vector leaves the database."""
+        from suture.stores.postgres import _q
+
+        wanted = sorted(set(doc_ids))
+        if not self.exists() or not wanted:
+            return {}
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
+        rows = self.store._conn().execute(_q(
+            "SELECT doc_id, count(*), avg(score), stddev_pop(score), max(score) FROM "
+            "(SELECT doc_id, -(embedding <#> %s) AS score FROM {sentences} "
+            "WHERE doc_id = ANY(%s)) AS scored GROUP BY doc_id", self.store.tables),
+            (vector, wanted)).fetchall()
+        return {str(r[0]): SentenceStatistics(int(r[1]), float(r[2]), float(r[3] or 0.0),
+                                              float(r[4])) for r in rows}
 
 
 def _grouped(rows: Sequence[Sequence[Any]], dimension: int) -> dict[str, DocumentSentences]:

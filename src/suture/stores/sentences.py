@@ -50,6 +50,16 @@ class SentenceSource(Protocol):
         """The sentences of some chunks and whole documents, per document id."""
         ...
 
+    def sentences_around(self, chunk_ids: Collection[str], radius: int
+                         ) -> dict[str, DocumentSentences]:
+        """The sentences of some chunks and `radius` more either side, per document id."""
+        ...
+
+    def sentence_statistics(self, query_vector: Vectors, doc_ids: Collection[str]
+                            ) -> dict[str, SentenceStatistics]:
+        """cos(q, s) over each document's sentences, summed up, per document id."""
+        ...
+
 
 def sentence_settings_key(manifest: Manifest) -> str:
     """Digest of what sentence vectors depend on (the index's settings and embedder)."""
@@ -92,7 +102,7 @@ class DocumentSentences:
         none = np.zeros(0, np.int64)
         return cls(none, none, none, np.zeros((0, dimension), np.float32))
 
-    def rows(self, keep: npt.NDArray[np.bool_] | slice) -> DocumentSentences:
+    def rows(self, keep: npt.NDArray[np.bool_] | Ints | slice) -> DocumentSentences:
         """The rows `keep` selects."""
         return DocumentSentences(self.positions[keep], self.starts[keep], self.ends[keep],
                                  self.vectors[keep])
@@ -117,6 +127,68 @@ class DocumentSentences:
                 len(loaded.starts) == len(loaded.ends) == n):
             return None
         return loaded
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceStatistics:
+    """cos(q, s) over the sentences of one document: how many, their mean, standard
+    deviation (population) and maximum; what `scar-sentences` reads of a whole document
+    (`rule="spread"`, the focused "auto" choice), computed where the vectors are."""
+
+    count: int
+    mean: float
+    std: float
+    best: float
+
+    @classmethod
+    def of(cls, cosines: npt.NDArray[np.float32]) -> SentenceStatistics:
+        """From the cosines themselves (float32, as numpy sums them)."""
+        return cls(len(cosines), float(cosines.mean()), float(np.std(cosines)),
+                   float(cosines.max()))
+
+
+def chunk_positions(chunk_ids: Iterable[str]) -> dict[str, list[int]]:
+    """The chunk positions of each document among `chunk_ids`, in first-seen order."""
+    wanted: dict[str, list[int]] = {}
+    for chunk_id in chunk_ids:
+        doc_id, _, position = chunk_id.rpartition("#")
+        wanted.setdefault(doc_id, []).append(int(position))
+    return wanted
+
+
+def window_rows(positions: Ints, wanted: Iterable[int], radius: int) -> Ints:
+    """The rows of a document's sentences (`positions`: each one's chunk, in document
+    order) that hold the chunks `wanted` or lie within `radius` rows of one of them:
+    what a walk seeded in those chunks can reach. Sorted, each once; found by binary
+    search, so the cost is the window's, not the document's."""
+    spans: list[tuple[int, int]] = []
+    for position in wanted:
+        first = int(np.searchsorted(positions, position, side="left"))
+        last = int(np.searchsorted(positions, position, side="right"))
+        if first < last:  # a chunk without a sentence of its own seeds no walk
+            spans.append((max(0, first - radius), min(len(positions), last + radius)))
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(spans):
+        if merged and low <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return _joined([np.arange(low, high, dtype=np.int64) for low, high in merged])
+
+
+def sentences_near(documents: Mapping[str, DocumentSentences],
+                   wanted: Mapping[str, Iterable[int]], radius: int
+                   ) -> dict[str, DocumentSentences]:
+    """`Store.sentences_around` cut from whole documents' sentences."""
+    found: dict[str, DocumentSentences] = {}
+    for doc_id, positions in wanted.items():
+        whole = documents.get(doc_id)
+        if whole is None:
+            continue
+        rows = window_rows(whole.positions, positions, radius)
+        if len(rows):
+            found[doc_id] = whole.rows(rows)
+    return found
 
 
 def joined(parts: Iterable[DocumentSentences], dimension: int) -> DocumentSentences:

@@ -66,7 +66,7 @@ from suture.stores.base import (
 )
 from suture.stores.derived import FolderData
 from suture.stores.packed import pack_strings, packed_keys, unpack_strings
-from suture.stores.sentences import DocumentSentences, SentenceHit
+from suture.stores.sentences import DocumentSentences, SentenceHit, SentenceStatistics
 from suture.stores.sqlite_sentences import (
     SENTENCE_SCHEMA,
     SQLiteSentences,
@@ -632,6 +632,18 @@ class SQLiteStore(Store):
         if not self._sentences.has_table():
             return super().sentences_of(chunk_ids=chunk_ids, doc_ids=doc_ids)
         return self._sentences.of(chunk_ids, doc_ids)
+
+    def sentences_around(self, chunk_ids: Collection[str], radius: int
+                         ) -> dict[str, DocumentSentences]:
+        if not self._sentences.has_table():
+            return super().sentences_around(chunk_ids, radius)
+        return self._sentences.around(chunk_ids, radius)
+
+    def sentence_statistics(self, query_vector: Vectors, doc_ids: Collection[str]
+                            ) -> dict[str, SentenceStatistics]:
+        if not self._sentences.has_table():
+            return super().sentence_statistics(query_vector, doc_ids)
+        return self._sentences.statistics(query_vector, doc_ids)
 
     def sentences_missing(self) -> list[DocumentSummary]:
         if not self._sentences.has_table():

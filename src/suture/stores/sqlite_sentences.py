@@ -43,10 +43,14 @@ from suture.stores.packed import pack_strings, unpack_strings
 from suture.stores.sentences import (
     DocumentSentences,
     SentenceHit,
+    SentenceStatistics,
     SentenceTable,
+    chunk_positions,
     drop_legacy,
     import_legacy,
     joined,
+    sentences_near,
+    window_rows,
 )
 
 if TYPE_CHECKING:
@@ -261,6 +265,41 @@ class SQLiteSentences:
                     sentences = sentences.rows(np.isin(sentences.positions, sorted(positions)))
             if sentences is not None and len(sentences):
                 found[doc_id] = sentences
+        return found
+
+    def around(self, chunk_ids: Collection[str], radius: int) -> dict[str, DocumentSentences]:
+        """The rows a walk from `chunk_ids` can reach (`Store.sentences_around`), cut from
+        the memory-mapped matrix by binary search on each document's positions."""
+        state = self._search_state()
+        found: dict[str, DocumentSentences] = {}
+        for doc_id, positions in chunk_positions(chunk_ids).items():
+            span = state.doc_rows.get(doc_id)
+            if span is None:
+                held = self._overlaid(doc_id, None)
+                if held is not None:
+                    found.update(sentences_near({doc_id: held}, {doc_id: positions}, radius))
+                continue
+            rows = span.start + window_rows(state.positions[span.start:span.stop],
+                                            positions, radius)
+            if len(rows):
+                found[doc_id] = DocumentSentences(
+                    state.positions[rows], state.starts[rows], state.ends[rows],
+                    np.asarray(state.matrix[rows], dtype=np.float32))
+        return found
+
+    def statistics(self, query: Vectors, doc_ids: Collection[str]
+                   ) -> dict[str, SentenceStatistics]:
+        """cos(q, s) over each document's rows of the mapped matrix, summed up
+        (`Store.sentence_statistics`): no copy of the document is made."""
+        state = self._search_state()
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
+        found: dict[str, SentenceStatistics] = {}
+        for doc_id in doc_ids:
+            span = state.doc_rows.get(doc_id)
+            if span is not None:
+                found[doc_id] = SentenceStatistics.of(state.matrix[span.start:span.stop] @ vector)
+            elif (held := self._overlaid(doc_id, None)) is not None and len(held):
+                found[doc_id] = SentenceStatistics.of(held.vectors @ vector)
         return found
 
     def _overlaid(self, doc_id: str, positions: set[int] | None) -> DocumentSentences | None:
