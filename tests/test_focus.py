@@ -87,21 +87,25 @@ def test_a_query_naming_its_document_is_focused_on_its_question(index: Index) ->
     assert _spans(walked) != _spans(index.retrieve(QUERY, focus=False))
 
 
+#: the default policy without a budget or passages: what `focused_units` decides alone
+WALK: dict[str, Any] = {"budget": None, "passage_share": None}
+
+
 def test_focused_units_chunks_assembles_a_focused_query_over_chunks(index: Index) -> None:
     """With focused_units="chunks" the default policy assembles a focused query by scar
     over whole chunks at its focused settings, from the same first stage."""
     for query in (QUERY, 'Consider "Keep"\'s privacy policy; how long is my data kept?'):
-        over_chunks = index.retrieve(query, k=3, focused_units="chunks")
+        over_chunks = index.retrieve(query, k=3, **WALK, focused_units="chunks")
         assert over_chunks.focus is not None
-        by_scar = index.retrieve(query, "scar", 3, lam=0.25, tau=0.3, radius=1,
+        by_scar = index.retrieve(query, "scar", 3, budget=None, lam=0.25, tau=0.3, radius=1,
                                  retriever="dense-sentences")
         assert _spans(over_chunks) == _spans(by_scar)
-        assert _spans(over_chunks) != _spans(index.retrieve(query, k=3,
+        assert _spans(over_chunks) != _spans(index.retrieve(query, k=3, **WALK,
                                                             focused_units="sentences"))
     chunk_starts = {(c.doc_id, c.start) for doc in ("Fiverr.txt", "Keep.txt")
                     for c in index.store.neighbours([(doc, 0, 10_000)])[0]}
     assert all((s.doc_id, s.start) in chunk_starts
-               for s in index.retrieve(QUERY, k=3, focused_units="chunks").spans)
+               for s in index.retrieve(QUERY, k=3, **WALK, focused_units="chunks").spans)
 
 
 def test_explain_says_how_auto_assembled_a_focused_question(index: Index) -> None:
@@ -118,9 +122,9 @@ def test_explain_says_how_auto_assembled_a_focused_question(index: Index) -> Non
                                        index.embedder.embed_query(QUESTION))).reshape(-1)
     cosines = index.sentences().sentences_of(doc_ids=["Fiverr.txt"])["Fiverr.txt"].vectors @ vector
     standing = (cosines.max() - cosines.mean()) / cosines.std()
-    over_chunks = _spans(index.retrieve(QUERY, k=3, focused_units="chunks"))
+    over_chunks = _spans(index.retrieve(QUERY, k=3, **WALK, focused_units="chunks"))
     for line, decision in ((standing + 0.5, OVER_CHUNKS), (standing - 0.5, BEST_HIT_WHOLE)):
-        context = index.retrieve(QUERY, k=3, explain=True, focused_flatness=line)
+        context = index.retrieve(QUERY, k=3, **WALK, explain=True, focused_flatness=line)
         first = context.trace[0]
         assert first["decision"] == decision
         assert first["standing"] == pytest.approx(standing, abs=1e-4)
@@ -128,7 +132,7 @@ def test_explain_says_how_auto_assembled_a_focused_question(index: Index) -> Non
         console = Console(width=250, record=True, color_system=None)
         console.print(render_trace(context))
         assert decision in console.export_text()
-    walked = index.retrieve(QUERY, k=3, explain=True, focused_units="sentences").trace
+    walked = index.retrieve(QUERY, k=3, **WALK, explain=True, focused_units="sentences").trace
     assert not {row.get("decision") for row in walked} & {OVER_CHUNKS, BEST_HIT_WHOLE}
 
 

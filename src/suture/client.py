@@ -28,7 +28,7 @@ from suture.exceptions import ServiceError
 from suture.filters import Filter
 from suture.index import IndexReport
 from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
-from suture.policies.budget import refuse_max_tokens
+from suture.policies.budget import DEFAULT_BUDGET, refuse_max_tokens
 from suture.types import Context, Document
 
 #: job states after which a write job changes no more
@@ -73,7 +73,7 @@ class Client:
         *,
         retriever: str | None = None,
         retriever_options: Mapping[str, Any] | None = None,
-        budget: int | None = None,
+        budget: int | None = DEFAULT_BUDGET,
         budget_unit: str = "tokens",
         explain: bool = False,
         focus: bool = True,
@@ -97,7 +97,7 @@ class Client:
         *,
         retriever: str | None = None,
         retriever_options: Mapping[str, Any] | None = None,
-        budget: int | None = None,
+        budget: int | None = DEFAULT_BUDGET,
         budget_unit: str = "tokens",
         explain: bool = False,
         focus: bool = True,

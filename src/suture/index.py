@@ -685,7 +685,8 @@ class Index:
 
     def info(self) -> dict[str, Any]:
         """Documents, chunks, embedder, settings and size; what a query without a policy
-        runs (`default_pipeline`) and the documents stored more than once (`copies`)."""
+        runs (`default_pipeline`) within what budget (`default_budget`) and the documents
+        stored more than once (`copies`)."""
         with self.store.reading():
             copies = self.identical_documents().all_groups()
         return {
@@ -696,6 +697,8 @@ class Index:
             "chunks": self.store.chunk_count(),
             "size_on_disk_bytes": self.store.size_on_disk(),
             "default_pipeline": self.default_pipeline(),
+            "default_budget": ("none" if DEFAULT_BUDGET is None
+                               else f"{DEFAULT_BUDGET} tokens (budget=None: the k hits' context)"),
             "copies": [list(group) for group in copies],
             **self.manifest.to_dict(),
         }

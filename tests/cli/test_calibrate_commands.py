@@ -227,19 +227,19 @@ def test_later_scar_sentences_queries_use_the_written_setting_and_first_stage(
     def spans(context: Any) -> list[tuple[str, int, int]]:
         return [(s.doc_id, s.start, s.end) for s in context.spans]
 
-    chosen = {q: index.retrieve(q, "scar-sentences", retriever="dense-sentences", **params)
-              for q in questions}
-    on_dense = {q: index.retrieve(q, "scar-sentences", retriever="dense", **params)
+    chosen = {q: index.retrieve(q, "scar-sentences", budget=None,
+                                retriever="dense-sentences", **params) for q in questions}
+    on_dense = {q: index.retrieve(q, "scar-sentences", budget=None, retriever="dense", **params)
                 for q in questions}
-    stock = {q: index.retrieve(q, "scar-sentences", retriever="dense", lam=0.0, tau=0.5,
-                               radius=6, extra_hits=0) for q in questions}
+    stock = {q: index.retrieve(q, "scar-sentences", budget=None, retriever="dense", lam=0.0,
+                               tau=0.5, radius=6, extra_hits=0) for q in questions}
     # questions whose context tells the stored pipeline from both alternatives
     telling = [q for q in questions
                if spans(chosen[q]) != spans(on_dense[q]) and spans(chosen[q]) != spans(stock[q])]
     assert telling
     for question in telling[:2]:
         done = suture("query", question, "--index", sentence_calibrated["index"], "--policy",
-                      "scar-sentences", "--json")
+                      "scar-sentences", "--json", "--no-budget")
         assert done.returncode == 0, done.stderr
         printed = json.loads(done.stdout)
         assert [(s["doc_id"], s["start"], s["end"]) for s in printed["spans"]] == spans(
@@ -247,7 +247,8 @@ def test_later_scar_sentences_queries_use_the_written_setting_and_first_stage(
         assert {hit["retriever"] for hit in printed["hits"]} == {"dense-sentences"}
         assert len(printed["hits"]) == max(1, 5 + params["extra_hits"])
         named = suture("query", question, "--index", sentence_calibrated["index"], "--policy",
-                       "scar-sentences", "--retriever", "dense", "--json")
+                       "scar-sentences", "--retriever", "dense", "--json",
+                       "--no-budget")
         assert named.returncode == 0, named.stderr
         assert [(s["doc_id"], s["start"], s["end"]) for s in
                 json.loads(named.stdout)["spans"]] == spans(on_dense[question])

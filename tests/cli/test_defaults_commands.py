@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,8 +37,14 @@ def index(tmp_path: Path) -> Index:
     return Index.build([corpus], tmp_path / "idx", embedder="hashing")
 
 
+#: the walk every query gets without a budget or passages: what the stored walk settings
+#: (tau, rule) decide alone
+WALK: dict[str, Any] = {"budget": None, "passage_share": None}
+
+
 def _default_query(index: Index) -> list[tuple[int, int]]:
-    done = suture("query", QUESTION, "--index", index.store.location, "--json")
+    done = suture("query", QUESTION, "--index", index.store.location, "--json", "--no-budget",
+                  "--param", "passage_share=null")
     assert done.returncode == 0, done.stderr
     return [(s.start, s.end) for s in Context.from_dict(json.loads(done.stdout)).spans]
 
@@ -47,8 +54,8 @@ def _spans(context: Context) -> list[tuple[int, int]]:
 
 
 def test_defaults_set_check_and_clear(index: Index) -> None:
-    strict = _spans(index.retrieve(QUESTION))
-    loose = _spans(index.retrieve(QUESTION, tau=0.5))
+    strict = _spans(index.retrieve(QUESTION, **WALK))
+    loose = _spans(index.retrieve(QUESTION, tau=0.5, **WALK))
     assert strict != loose  # the corpus tells the two settings apart
     assert _default_query(index) == strict
 
@@ -90,28 +97,28 @@ def test_the_service_and_its_client_set_them_without_a_restart(index: Index,
     from suture.client import Client
     from tests.server.fixtures import run_server
 
-    strict = _spans(index.retrieve(QUESTION))
-    loose = _spans(index.retrieve(QUESTION, tau=0.5))
+    strict = _spans(index.retrieve(QUESTION, **WALK))
+    loose = _spans(index.retrieve(QUESTION, tau=0.5, **WALK))
     folder = Path(index.store.location)
     with run_server(folder, tmp_path / "server.log", env={"SUTURE_API_KEYS": ""}) as server, \
             Client(server.url) as client:
         assert client.set_policy_defaults("scar-sentences", {"tau": 0.5}) == {"tau": 0.5}
-        assert _spans(client.retrieve(QUESTION)) == loose
+        assert _spans(client.retrieve(QUESTION, **WALK)) == loose
         assert Index.open(folder).manifest.policy_defaults == {"scar-sentences": {"tau": 0.5}}
         refused = httpx.put(f"{server.url}/v1/defaults/scar-sentences",
                             json={"params": {"taux": 1}}, timeout=60)
         assert refused.status_code == 400 and "taux" in refused.json()["message"]
         assert "tau=0.5" in client.info()["default_pipeline"]  # nothing else was stored
         client.clear_policy_defaults("scar-sentences")
-        assert _spans(client.retrieve(QUESTION)) == strict
+        assert _spans(client.retrieve(QUESTION, **WALK)) == strict
     assert Index.open(folder).manifest.policy_defaults == {}
 
 
 def test_a_walk_rule_is_set_by_name(index: Index) -> None:
     """A word-valued setting (`rule=spread`) is stored as the word and used by the default
     pipeline; an unknown rule is refused, naming the known ones, and stores nothing."""
-    spread = _spans(index.retrieve(QUESTION, rule="spread", tau=3, radius=6))
-    assert spread != _spans(index.retrieve(QUESTION))  # the corpus tells them apart
+    spread = _spans(index.retrieve(QUESTION, rule="spread", tau=3, radius=6, **WALK))
+    assert spread != _spans(index.retrieve(QUESTION, **WALK))  # the corpus tells them apart
 
     bad = suture("defaults", "--index", index.store.location, "--param", "rule=std")
     assert bad.returncode == 2

@@ -587,3 +587,26 @@ def test_ls_counts_every_character_and_a_byte_order_mark_alone_is_empty(
     assert f"{folder / 'bom.txt'}: empty file" in built.stderr
     listed = json.loads(suture("ls", "--index", idx, "--json").stdout)
     assert [(row["doc_id"], row["characters"]) for row in listed] == [("nul.txt", 20_014)]
+
+
+def test_query_has_the_default_budget_and_no_budget_turns_it_off(docs: Path,
+                                                                   tmp_path: Path) -> None:
+    """`suture query` with no options fills `DEFAULT_BUDGET` tokens; `--no-budget` returns
+    the k hits' context; contradicting or unit-less options are refused with the fix."""
+    from suture.policies.budget import DEFAULT_BUDGET
+
+    index = tmp_path / "idx"
+    assert suture("index", docs, "--index", index, "--embedder", "hashing").returncode == 0
+    default = suture("query", "How is a connection opened?", "--index", index, "--json")
+    assert default.returncode == 0, default.stderr
+    assert json.loads(default.stdout)["budget"]["limit"] == DEFAULT_BUDGET
+    none = suture("query", "How is a connection opened?", "--index", index, "--json",
+                  "--no-budget")
+    assert none.returncode == 0, none.stderr
+    assert json.loads(none.stdout)["budget"] is None
+    both = suture("query", "How?", "--index", index, "--budget", "300", "--no-budget")
+    assert both.returncode == 2 and "contradict" in both.stderr
+    chars = suture("query", "How?", "--index", index, "--budget-unit", "chars")
+    assert chars.returncode == 2 and "--budget N" in chars.stderr
+    info = suture("info", "--index", index, "--json")
+    assert json.loads(info.stdout)["default_budget"].startswith(f"{DEFAULT_BUDGET} tokens")

@@ -115,9 +115,9 @@ def test_the_budget_fills_up_and_says_why_it_stopped(index: Index) -> None:
 
 
 def test_without_a_budget_nothing_changes(index: Index) -> None:
-    plain = index.retrieve(QUESTIONS[1], "scar")
+    plain = index.retrieve(QUESTIONS[1], "scar", budget=None)
     assert plain.budget is None and len(plain.hits) == DEFAULT_K
-    assert plain == index.retrieve(QUESTIONS[1], "scar", DEFAULT_K)
+    assert plain == index.retrieve(QUESTIONS[1], "scar", DEFAULT_K, budget=None)
 
 
 def test_max_tokens_is_refused_with_the_fix(index: Index) -> None:

@@ -64,3 +64,23 @@ def test_a_bad_or_old_budget_is_refused_with_the_fix(server: Server) -> None:
     assert unit.status_code == 422 and "budget_unit:" in unit.json()["message"]
     with Client(server.url) as client, pytest.raises(ServiceError, match="budget_unit"):
         client.retrieve(QUESTION, budget=10, budget_unit="words")
+
+
+def test_no_budget_sent_is_the_default_budget_and_null_is_none(server: Server) -> None:
+    """A request that sends no budget gets `DEFAULT_BUDGET` tokens, as `Index.retrieve`
+    does; `"budget": null` the k hits' context; the client mirrors both."""
+    from suture.policies.budget import DEFAULT_BUDGET
+
+    local = Index.open(server.index)
+    with server.client() as http:
+        default = http.post("/v1/retrieve", json={"query": QUESTION})
+        unbudgeted = http.post("/v1/retrieve", json={"query": QUESTION, "budget": None})
+    assert default.json()["budget"]["limit"] == DEFAULT_BUDGET
+    assert default.json()["tokens"] <= DEFAULT_BUDGET
+    assert unbudgeted.json()["budget"] is None
+    assert len(unbudgeted.json()["hits"]) == 5
+    assert [s["start"] for s in default.json()["spans"]] == [
+        s.start for s in local.retrieve(QUESTION).spans]
+    with Client(server.url) as client:
+        assert client.retrieve(QUESTION) == local.retrieve(QUESTION)
+        assert client.retrieve(QUESTION, budget=None) == local.retrieve(QUESTION, budget=None)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from suture.documents import Skipped, shown_id
+from suture.exceptions import ConfigurationError
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -51,6 +52,13 @@ BudgetOption = Annotated[int | None, typer.Option(
     help="The most context to return, in --budget-unit: the policy's pieces best-first "
          "(each hit, then its expansions) while they fit, the first that does not cut at a "
          "sentence end. Default: no budget.")]
+QueryBudgetOption = Annotated[int | None, typer.Option(
+    "--budget",
+    help="The most context to return, in --budget-unit: the policy's pieces best-first "
+         "(each hit, then its expansions) while they fit, the first that does not cut at a "
+         "sentence end. Default: 2000 tokens (--no-budget: the k hits' context).")]
+NoBudgetOption = Annotated[bool, typer.Option(
+    "--no-budget", help="No budget: the context of the k hits (default k 5), however long.")]
 BudgetUnitOption = Annotated[str, typer.Option(
     "--budget-unit", help="What --budget counts: tokens (WordPiece, as the tokens shown) "
                           "or chars.")]
@@ -131,6 +139,8 @@ __all__ = [
     "EmbedderOption",
     "IndexOption",
     "KOption",
+    "NoBudgetOption",
+    "QueryBudgetOption",
     "RetrieverParamOption",
     "StoreOption",
     "console",
@@ -138,5 +148,22 @@ __all__ = [
     "fail",
     "finish",
     "parse_params",
+    "query_budget",
     "writes_nothing",
 ]
+
+
+def query_budget(budget: int | None, no_budget: bool, unit: str) -> int | None:
+    """The budget a query command runs with: --budget, else none with --no-budget, else the
+    default budget (in tokens: with --budget-unit chars, name the budget)."""
+    from suture.policies.budget import DEFAULT_BUDGET
+
+    if no_budget:
+        if budget is not None:
+            raise ConfigurationError(f"--budget {budget} and --no-budget contradict each other; "
+                                     "give one of them")
+        return None
+    if budget is None and unit != "tokens":
+        raise ConfigurationError(f"the default budget counts tokens; with --budget-unit {unit} "
+                                 "give --budget N too (e.g. --budget 8000)")
+    return DEFAULT_BUDGET if budget is None else budget

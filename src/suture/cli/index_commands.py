@@ -14,13 +14,14 @@ from rich.table import Table
 
 from suture.cli import app
 from suture.cli.common import (
-    BudgetOption,
     BudgetUnitOption,
     EmbedderNameOption,
     EmbedderOption,
     FilterOption,
     IndexOption,
     KOption,
+    NoBudgetOption,
+    QueryBudgetOption,
     RetrieverParamOption,
     StoreOption,
     console,
@@ -28,6 +29,7 @@ from suture.cli.common import (
     fail,
     parse_params,
     print_skipped,
+    query_budget,
     writes_nothing,
 )
 from suture.documents import MAX_DOC_ID_CHARS, Newlines, shown_id
@@ -227,7 +229,8 @@ def query_command(
     policy: PolicyOption = DEFAULT_POLICY.value,
     k: KOption = None,
     param: ParamOption = None,
-    budget: BudgetOption = None,
+    budget: QueryBudgetOption = None,
+    no_budget: NoBudgetOption = False,
     budget_unit: BudgetUnitOption = "tokens",
     retriever: Annotated[
         str | None,
@@ -258,7 +261,7 @@ def query_command(
             text,
             policy=policy,
             k=k,
-            budget=budget,
+            budget=query_budget(budget, no_budget, budget_unit),
             budget_unit=budget_unit,
             retriever=retriever,
             retriever_options=parse_params(retriever_param) if retriever_param else None,
@@ -305,7 +308,8 @@ def compare_command(
         str, typer.Option(help="Comma-separated policies.")
     ] = ",".join(COMPARED_POLICIES),
     k: KOption = None,
-    budget: BudgetOption = None,
+    budget: QueryBudgetOption = None,
+    no_budget: NoBudgetOption = False,
     budget_unit: BudgetUnitOption = "tokens",
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
     focus: Annotated[bool, typer.Option(
@@ -325,11 +329,14 @@ def compare_command(
         opened = Index.open(index, store=store, embedder=embedder,
                             embedder_options=parse_params(embedder_option))
         contexts = opened.compare(text, [p.strip() for p in policies.split(",") if p.strip()], k,
-                                  budget=budget, budget_unit=budget_unit, focus=focus,
+                                  budget=query_budget(budget, no_budget, budget_unit),
+                                  budget_unit=budget_unit, focus=focus,
                                   filter=filter_json)
     except SutureError as exc:
         raise fail(exc) from None
-    table = Table(title=f"{text}")
+    limit = next((c.budget for c in contexts if c.budget is not None), None)
+    table = Table(title=text if limit is None else
+                  f"{text}\n(budget {limit.limit} {limit.unit}; --no-budget for none)")
     for column in ("policy", "chunks", "characters", "tokens", "spans"):
         table.add_column(
             column,

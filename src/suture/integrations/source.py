@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from suture.exceptions import ConfigurationError
 from suture.filters import OPERATORS, Condition, Filter
 from suture.policies import DEFAULT_POLICY
+from suture.policies.budget import DEFAULT_BUDGET
 from suture.types import Context, Span
 
 #: metadata keys every piece an adapter returns carries (LangChain `metadata`, Haystack
@@ -115,7 +116,7 @@ class RetrieveSettings:
     k: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     #: the most context per query, in `budget_unit` (`Index.retrieve`); None: no budget
-    budget: int | None = None
+    budget: int | None = DEFAULT_BUDGET
     retriever: str | None = None
     #: search a query that names its document again by its question (`suture.focus`)
     focus: bool = True
@@ -134,7 +135,7 @@ class RetrieveSettings:
         get_policy(self.policy, **self.params)  # a bad name or parameter fails here, not later
 
     @classmethod
-    def of(cls, policy: str, k: int | None, *, budget: int | None = None,
+    def of(cls, policy: str, k: int | None, *, budget: int | None = DEFAULT_BUDGET,
            budget_unit: str = "tokens", retriever: str | None = None, focus: bool = True,
            filter: Filter | Mapping[str, Any] | str | None = None,
            **params: Any) -> RetrieveSettings:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY
+from suture.policies.budget import DEFAULT_BUDGET
 
 #: largest k a request may ask for
 MAX_K = 200
@@ -38,7 +39,8 @@ K_HELP = ("First-stage hits: 5 without a budget; with one, a cap on the hits (de
           "the budget decides how many fit).")
 BUDGET_HELP = ("The most context to return, in budget_unit: the policy's pieces best-first "
                "(each hit, then its expansions) while they fit, the first that does not cut at "
-               "a sentence end. Omitted: no budget.")
+               "a sentence end. Omitted: the default budget (2,000 tokens); null: no budget, "
+               "the k hits' context.")
 BUDGET_UNIT_HELP = "What the budget counts: WordPiece \"tokens\" (as `tokens`) or \"chars\"."
 
 
@@ -67,7 +69,7 @@ class RetrieveRequest(_Budgeted):
         None, description="dense, lexical, hybrid, document-hybrid, dense-sentences.")
     retriever_options: dict[str, ParamValue] = Field(
         default_factory=dict, description=RETRIEVER_OPTIONS_HELP)
-    budget: int | None = Field(None, ge=1, description=BUDGET_HELP)
+    budget: int | None = Field(DEFAULT_BUDGET, ge=1, description=BUDGET_HELP)
     budget_unit: Literal["tokens", "chars"] = Field("tokens", description=BUDGET_UNIT_HELP)
     explain: bool = Field(False, description="Include every expansion decision (`trace`).")
     focus: bool = Field(True, description="Search a query whose leading clause names the "
@@ -96,7 +98,7 @@ class CompareRequest(_Budgeted):
     retriever: str | None = None
     retriever_options: dict[str, ParamValue] = Field(
         default_factory=dict, description=RETRIEVER_OPTIONS_HELP)
-    budget: int | None = Field(None, ge=1, description=BUDGET_HELP)
+    budget: int | None = Field(DEFAULT_BUDGET, ge=1, description=BUDGET_HELP)
     budget_unit: Literal["tokens", "chars"] = Field("tokens", description=BUDGET_UNIT_HELP)
     explain: bool = False
     focus: bool = Field(True, description="Search a query whose leading clause names the "
