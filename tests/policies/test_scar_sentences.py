@@ -357,7 +357,7 @@ def test_a_passage_is_the_walk_and_each_hits_chunk_with_its_neighbours(index: In
     """When most of the first hits lie in one document the context is the walk's sentences
     and `window`'s chunks; when they do not, the walk alone; the explained trace says which
     and with what share."""
-    policy = get_policy("scar-sentences")
+    policy = get_policy("scar-sentences", passage_share=0.5)
     walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
     read_as_passage = 0
     for question in QUESTIONS:
@@ -382,7 +382,7 @@ def test_a_spread_query_is_walked_and_a_share_of_one_reads_only_one_document(
         index: Index) -> None:
     """passage_share = 1 reads a passage only when all of the first hits agree; the decision
     looks at the first 10 hits whatever k is (candidate_count asks for them)."""
-    assert get_policy("scar-sentences").candidate_count(2) == 10
+    assert get_policy("scar-sentences", passage_share=0.5).candidate_count(2) == 10
     assert get_policy("scar-sentences", passage_share=None).candidate_count(2) == 2
     strict = get_policy("scar-sentences", passage_share=1.0)
     walk = get_policy("scar-sentences", passage_share=None)
@@ -399,11 +399,12 @@ def test_a_passage_budget_starts_with_the_walk_at_k5(index: Index) -> None:
     for question in QUESTIONS:
         walked = index.retrieve(question, "scar-sentences", passage_share=None, k=5,
                                 retriever="dense")
-        full = index.retrieve(question, "scar-sentences", retriever="dense", budget=4000)
+        full = index.retrieve(question, "scar-sentences", retriever="dense", budget=4000,
+                              passage_share=0.5)
         if full.tokens <= walked.tokens:
             continue  # no passage read: nothing follows the walk
         budgeted = index.retrieve(question, "scar-sentences", retriever="dense",
-                                  budget=walked.tokens)
+                                  budget=walked.tokens, passage_share=0.5)
         assert ([(s.doc_id, s.start, s.end) for s in budgeted.spans]
                 == [(s.doc_id, s.start, s.end) for s in walked.spans])
 

@@ -122,7 +122,7 @@ class SentenceScarPolicy(Policy):
                  extra_hits: int = 0, rule: str = "ratio", focused_units: str = "auto",
                  focused_lam: float = 0.25, focused_tau: float = 0.3,
                  focused_radius: int = 1, focused_flatness: float = 2.2,
-                 passage_share: float | None = 0.5) -> None:
+                 passage_share: float | None = None) -> None:
         """λ = `lam`, τ = `tau`; `radius` is the most sentences a walk adds on each side;
         `extra_hits` more first-stage hits than the k asked for are seeded too (as scar's:
         more seeds, each walked as strictly as τ says; negative seeds fewer, at least one).
@@ -144,13 +144,14 @@ class SentenceScarPolicy(Policy):
         sentence walk, with the best hit handed over as its whole chunk. "chunks" assembles
         every focused query over chunks, "sentences" walks it like the rest.
 
-        `passage_share`: when at least this share of the first `PASSAGE_HITS` hits lie in
-        one document, the evidence reads as a passage of that document (a filing's table,
-        a policy's section, a contract's clause with its context): the context is the
+        `passage_share` (an option, None by default: always walk): when at least this share
+        of the first `PASSAGE_HITS` hits lie in one document, the evidence reads as a
+        passage of that document (a filing's table, a policy's section): the context is the
         walked sentences at k = 5, then each hit's whole chunk and its neighbouring chunks
-        (`window`, best hit first, k = 5, 10, ...); otherwise (hits spread over many
-        documents) more hits' walked sentences. None: always walk. See
-        docs/results.md#budgets for the measurement that chose 0.5 (a majority).
+        (`window`, best hit first, k = 5, 10, ...); otherwise more hits' walked sentences.
+        At 0.5 it gains on filings and privacy policies and loses on contracts asked in
+        plain questions, so it failed the check that would have made it the default
+        (docs/results.md#budgets).
         """
         self.lam, self.tau, self.radius = rule_settings("scar-sentences", lam, tau, radius)
         self.extra_hits = hit_offset(extra_hits, "scar-sentences")
