@@ -31,7 +31,7 @@ def _vectors(n: int, seed: int) -> np.ndarray:
 
 def bench_suture(n: int, queries: np.ndarray, folder: Path) -> tuple[float, float]:
     from suture.stores import Manifest
-    from suture.stores.sqlite import SQLiteStore
+    from suture.stores.sqlite.store import SQLiteStore
     from suture.types import Chunk, Document
 
     manifest = Manifest(suture_version="bench", embedder="random", dimension=DIM,

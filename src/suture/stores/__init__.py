@@ -2,12 +2,12 @@
 
 `--store` (CLI) / `store=` (Python) picks the backend; `--index` names the index in it:
 
-* omitted or ``sqlite``: the embedded default, an index folder (`stores/sqlite.py`);
+* omitted or ``sqlite``: the embedded default, an index folder (`stores/sqlite/store.py`);
 * ``postgresql://user@host/db``: PostgreSQL + pgvector, tables prefixed by the index name
-  (`stores/postgres.py`, extra ``suture[postgres]``);
+  (`stores/postgres/store.py`, extra ``suture[postgres]``);
 * ``qdrant://host:6333`` (a server) or ``qdrant:PATH`` (qdrant-client's local mode, an
   in-process emulation kept in a folder): one collection per index
-  (`stores/qdrant.py`, extra ``suture[qdrant]``).
+  (`stores/qdrant/store.py`, extra ``suture[qdrant]``).
 
 Either URL with ``?attach=langchain|llamaindex&embedder=NAME`` opens, read-only, a
 collection or table LangChain or LlamaIndex wrote in its default layout (attach mode,
@@ -31,14 +31,14 @@ class StoreName(StrEnum):
     SQLITE = "sqlite"
     POSTGRESQL = "postgresql"
     QDRANT = "qdrant"
-    #: read in attach mode only (`stores/attach_chroma.py`): no suture index of its own
+    #: read in attach mode only (`stores/chroma/attach.py`): no suture index of its own
     CHROMA = "chroma"
 
 
 _REGISTRY: dict[StoreName, tuple[str, str]] = {
-    StoreName.SQLITE: ("suture.stores.sqlite", "SQLiteStore"),
-    StoreName.POSTGRESQL: ("suture.stores.postgres", "PostgresStore"),
-    StoreName.QDRANT: ("suture.stores.qdrant", "QdrantStore"),
+    StoreName.SQLITE: ("suture.stores.sqlite.store", "SQLiteStore"),
+    StoreName.POSTGRESQL: ("suture.stores.postgres.store", "PostgresStore"),
+    StoreName.QDRANT: ("suture.stores.qdrant.store", "QdrantStore"),
 }
 
 #: URL schemes that name a backend (besides the backend names themselves)

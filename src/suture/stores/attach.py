@@ -8,7 +8,7 @@ opens LangChain's ``PGVector`` collection NAME (tables ``langchain_pg_collection
 ``langchain_pg_embedding``) or LlamaIndex's ``PGVectorStore`` table NAME (``data_NAME``);
 ``--store 'chroma:PATH?attach=langchain&embedder=minilm' --index NAME`` opens the
 collection NAME of a Chroma persistent folder as LangChain's ``Chroma``, LlamaIndex's
-``ChromaVectorStore`` or a plain chromadb user wrote it (`suture.stores.attach_chroma`).
+``ChromaVectorStore`` or a plain chromadb user wrote it (`suture.stores.chroma.attach`).
 
 URL options (the rest of the URL goes to the backend as usual):
 
@@ -307,17 +307,17 @@ class AttachedStore(ReadOnlyStore):
         backend, _ = store_backend(url)
         assert url is not None  # attach mode is only reached through a URL
         if backend is StoreName.QDRANT:
-            from suture.stores.attach_qdrant import QdrantReader
+            from suture.stores.qdrant.attach import QdrantReader
 
             options = parse_attach(url, "qdrant")
             reader: AttachedReader = QdrantReader(options, index)
         elif backend is StoreName.POSTGRESQL:
-            from suture.stores.attach_postgres import PostgresReader
+            from suture.stores.postgres.attach import PostgresReader
 
             options = parse_attach(url, "postgresql")
             reader = PostgresReader(options, index)
         elif backend is StoreName.CHROMA:
-            from suture.stores.attach_chroma import ChromaReader
+            from suture.stores.chroma.attach import ChromaReader
 
             options = parse_attach(url, "chroma")
             reader = ChromaReader.open(options, index)

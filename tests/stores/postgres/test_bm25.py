@@ -149,7 +149,7 @@ def test_a_query_sees_the_postings_of_a_writer_that_missed_its_tokenisation(
     registered its own stores a document without its postings; the engine fills them in
     before the next query's read snapshot, so that very query finds the document (a fill
     inside the snapshot would be a write the snapshot cannot see)."""
-    from suture.stores import postgres_bm25
+    from suture.stores.postgres import bm25 as postgres_bm25
 
     rfc = (shared_data / "corpora" / "rfc9293" / "rfc9293.txt").read_text("utf-8")
     gdpr = (shared_data / "corpora" / "gdpr" / "gdpr_en.md").read_text("utf-8")

@@ -236,7 +236,7 @@ def test_cli_index_and_query_match_the_default_store(postgres_url: str, shared_d
 def test_iter_chunks_pages_through_every_chunk(postgres_url: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks stream in pages by (doc_id, position) key; pages of 7 here cross documents."""
-    from suture.stores import postgres
+    from suture.stores.postgres import store as postgres
 
     store = create_store(fresh_name(), manifest(), postgres_url)
     fill(store, 6, 5)

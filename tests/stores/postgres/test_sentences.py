@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from suture.stores import Store, create_store, open_store
-from suture.stores.postgres import PostgresStore
+from suture.stores.postgres.store import PostgresStore
 from suture.stores.sentences import BlobSentences, DocumentSentences
 from tests.backends import StoreTarget
 from tests.stores.test_contract import manifest, unit_vectors, write
-from tests.stores.test_postgres import with_option
+from tests.stores.postgres.test_store import with_option
 from tests.stores.test_sentences_contract import LAYOUT, brute_force, same, stored  # noqa: F401
 
 
@@ -24,7 +24,7 @@ def store_target(postgres_url: str, tmp_path: Path) -> StoreTarget:
 
 
 def rows_of(store: PostgresStore) -> int:
-    from suture.stores.postgres import _q
+    from suture.stores.postgres.store import _q
 
     row = store._conn().execute(_q("SELECT count(*) FROM {sentences}", store.tables)).fetchone()
     return int(row[0])
@@ -44,7 +44,7 @@ def test_sentences_are_rows_of_the_sentence_table_and_hnsw_finds_what_exact_find
 
 def test_an_older_index_gets_the_table_and_its_blobs_copied_in(
         store_target: StoreTarget) -> None:
-    from suture.stores.postgres import _q
+    from suture.stores.postgres.store import _q
 
     store = create_store(store_target.index(), manifest(), store_target.store)
     assert isinstance(store, PostgresStore)

@@ -44,7 +44,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from suture.stores.base import BulkWrites
-from suture.stores.postgres import (
+from suture.stores.postgres.sentences import create_sentence_hnsw_statement
+from suture.stores.postgres.store import (
     HNSW_EF_CONSTRUCTION,
     HNSW_M,
     PostgresStore,
@@ -52,7 +53,6 @@ from suture.stores.postgres import (
     _q,
     create_hnsw_statement,
 )
-from suture.stores.postgres_sentences import create_sentence_hnsw_statement
 
 if TYPE_CHECKING:
     import psycopg

@@ -25,7 +25,7 @@ Where a text query differs from suture's BM25, and what this engine does about i
 * a chunk without any term (only stopwords) counts in bm25s' N and average length but
   not in Qdrant's.
 
-Statistics follow the latest committed state (see `suture.stores.qdrant`).
+Statistics follow the latest committed state (see `suture.stores.qdrant.store`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from qdrant_client import models
 from suture.embedders.base import Vectors
 from suture.stores.base import split_chunk_id
 from suture.stores.lexical import LexicalEngine, LexicalSettings
-from suture.stores.qdrant import (
+from suture.stores.qdrant.store import (
     FETCH_MARGIN,
     QdrantStore,
     bm25_token,

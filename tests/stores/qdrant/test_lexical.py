@@ -20,7 +20,7 @@ from suture.index import Index
 from suture.retrievers.hybrid import HybridRetriever
 from suture.retrievers.lexical import MemoryLexicalEngine
 from suture.stores.lexical import LexicalSettings
-from suture.stores.qdrant_lexical import QdrantLexicalEngine
+from suture.stores.qdrant.lexical import QdrantLexicalEngine
 
 MEMORY = "qdrant::memory:"
 #: short questions of the kind people type, besides CUAD-mini's long ones

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from suture.stores import open_store
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from tests.backends import StoreTarget
 from tests.stores.test_sentences_contract import LAYOUT, brute_force, same, stored  # noqa: F401
 

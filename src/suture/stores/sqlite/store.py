@@ -67,7 +67,7 @@ from suture.stores.base import (
 from suture.stores.derived import FolderData
 from suture.stores.packed import pack_strings, packed_keys, unpack_strings
 from suture.stores.sentences import DocumentSentences, SentenceHit
-from suture.stores.sqlite_sentences import (
+from suture.stores.sqlite.sentences import (
     SENTENCE_SCHEMA,
     SQLiteSentences,
     drop_document_sentences,
@@ -620,7 +620,7 @@ class SQLiteStore(Store):
                     continue
         return total
 
-    # -- sentence vectors (`suture.stores.sqlite_sentences`) ----------------------------
+    # -- sentence vectors (`suture.stores.sqlite.sentences`) ----------------------------
     def search_sentences(self, query_vector: Vectors, k: int,
                          doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
         if not self._sentences.has_table():  # an older index opened read-only
@@ -657,7 +657,7 @@ class SQLiteStore(Store):
 
     def prepare(self, show_progress: bool = False) -> None:
         """Build the search matrix (and, for a large index, the graph) now, and the
-        sentences' (`suture.stores.sqlite_sentences`).
+        sentences' (`suture.stores.sqlite.sentences`).
 
         A process that has read the chunk table (the Python columns queries read, ≈ 1.3 KB
         a chunk) brings it up to date too, so a serving process answers its next query

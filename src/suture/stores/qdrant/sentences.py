@@ -29,7 +29,7 @@ from suture.stores.sentences import DocumentSentences, SentenceHit, drop_legacy,
 if TYPE_CHECKING:
     from qdrant_client import models
 
-    from suture.stores.qdrant import QdrantStore
+    from suture.stores.qdrant.store import QdrantStore
 
 #: suffix of the collection of sentence points
 SENTENCES_SUFFIX = "__sentences"
@@ -75,7 +75,7 @@ class QdrantSentences:
     def write(self, summary: DocumentSummary, parts: Iterable[DocumentSentences]) -> None:
         from qdrant_client import models
 
-        from suture.stores.qdrant import _match, _record, point_id
+        from suture.stores.qdrant.store import _match, _record, point_id
 
         store = self.store
         store._check_not_reading()
@@ -111,7 +111,7 @@ class QdrantSentences:
         """Remove a document's sentence points and its marker."""
         from qdrant_client import models
 
-        from suture.stores.qdrant import _match, point_id
+        from suture.stores.qdrant.store import _match, point_id
 
         if not self.exists():
             return
@@ -139,7 +139,7 @@ class QdrantSentences:
     # -- reading -----------------------------------------------------------------------
     def _markers(self, doc_ids: Sequence[str]) -> dict[str, str]:
         """The version each document's complete sentences are for (if any)."""
-        from suture.stores.qdrant import point_id
+        from suture.stores.qdrant.store import point_id
 
         if not doc_ids:
             return {}
@@ -159,7 +159,7 @@ class QdrantSentences:
 
     def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None
                ) -> list[SentenceHit]:
-        from suture.stores.qdrant import FETCH_MARGIN, _match
+        from suture.stores.qdrant.store import FETCH_MARGIN, _match
 
         if k < 1 or not self.exists():
             return []
@@ -194,7 +194,7 @@ class QdrantSentences:
            ) -> dict[str, DocumentSentences]:
         from qdrant_client import models
 
-        from suture.stores.qdrant import _match
+        from suture.stores.qdrant.store import _match
 
         if not self.exists():
             return {}

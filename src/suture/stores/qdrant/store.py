@@ -55,7 +55,7 @@ the latest state; a document written twice before a query first touches it is re
 the version before the newest. BM25 statistics also count, for the moment between
 steps 1 and 3, both versions of a document being written.
 
-The lexical stage runs inside Qdrant (`suture.stores.qdrant_lexical`).
+The lexical stage runs inside Qdrant (`suture.stores.qdrant.lexical`).
 """
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ from suture.stores.base import (
     split_chunk_id,
 )
 from suture.stores.lexical import LexicalSettings, Tokenizer
-from suture.stores.qdrant_sentences import QdrantSentences
+from suture.stores.qdrant.sentences import QdrantSentences
 from suture.stores.sentences import DocumentSentences, SentenceHit
-from suture.stores.sqlite import (
+from suture.stores.sqlite.store import (
     DocumentCache,
     _section_from_json,
     _section_to_json,
@@ -600,7 +600,7 @@ class QdrantStore(Store):
             self.write_sentences(DocumentSummary(doc_id, document.title, len(document.text),
                                                  count, content_hash), sentences)
 
-    # -- sentence vectors (`suture.stores.qdrant_sentences`) -----------------------------
+    # -- sentence vectors (`suture.stores.qdrant.sentences`) -----------------------------
     @property
     def _sentences(self) -> QdrantSentences:
         return QdrantSentences(self)
@@ -1115,7 +1115,7 @@ class QdrantStore(Store):
         if settings.method != "lucene" or (settings.stopwords,
                                            settings.stemmer) not in self.tokenisations:
             return None
-        from suture.stores.qdrant_lexical import QdrantLexicalEngine
+        from suture.stores.qdrant.lexical import QdrantLexicalEngine
 
         with self._lock:
             engine = self._engines.get(settings.key)

@@ -7,7 +7,7 @@
   lower-cases the name); payload columns ``text``, ``metadata_`` (json) and ``node_id``.
 
 The connection and pgvector's binary format are the PostgreSQL backend's
-(`suture.stores.postgres`). Each read is one statement: the search (cosine distance,
+(`suture.stores.postgres.store`). Each read is one statement: the search (cosine distance,
 ``<=>``, so the framework's HNSW index serves it), the outline (every row of some
 documents, without vectors) and the neighbours' vectors by row id.
 """
@@ -23,7 +23,7 @@ import numpy as np
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError, IndexNotFoundError, missing_dependency
 from suture.stores.attach import AttachedReader, AttachOptions, Layout, Record
-from suture.stores.postgres import Connection, _connect, _vector_adapters, _vector_oid
+from suture.stores.postgres.store import Connection, _connect, _vector_adapters, _vector_oid
 
 try:
     from psycopg import sql

@@ -4,7 +4,7 @@
 the tables ``NAME_documents``, ``NAME_chunks`` (one ``vector(d)`` column, an HNSW index
 with cosine ops), ``NAME_meta`` (manifest, generation, chunk count), ``NAME_cache``
 (embedding cache), ``NAME_derived`` (`DerivedData` blobs such as SproutRAG trees) and
-the BM25 tables of `suture.stores.postgres_bm25`. ``NAME`` is letters, digits and
+the BM25 tables of `suture.stores.postgres.bm25`. ``NAME`` is letters, digits and
 underscores; SQL is only ever built from it through `psycopg.sql.Identifier`.
 
 Search (the ``search`` option of the URL, e.g. ``postgresql://h/db?search=exact``):
@@ -23,7 +23,7 @@ dropped) every search is exact.
 
 Bulk loads (``?bulk=N``, default `BULK_FROM`; ``bulk=off``): a load that writes at least
 N new chunks and at least as many as the index holds drops the HNSW index and builds it
-once at its end (`suture.stores.postgres_bulk`: the rule, several writers, a killed load).
+once at its end (`suture.stores.postgres.bulk`: the rule, several writers, a killed load).
 
 A search within some documents (``doc_ids``, as document-first hybrid asks) is always
 exact: it reads only those documents' chunks through the (doc_id, position) key, and
@@ -83,9 +83,9 @@ from suture.stores.base import (
     Store,
     check_vectors,
 )
-from suture.stores.postgres_sentences import PostgresSentences, create_sentence_tables
+from suture.stores.postgres.sentences import PostgresSentences, create_sentence_tables
 from suture.stores.sentences import DocumentSentences, SentenceHit
-from suture.stores.sqlite import _section_from_json, _section_to_json, _token_map
+from suture.stores.sqlite.store import _section_from_json, _section_to_json, _token_map
 from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, SourceDocument
@@ -155,7 +155,7 @@ def check_index_name(index: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Connection:
     """Where to connect (the URL without suture's own options), how to search, and from
-    how many chunks a load is a bulk load (None: never; see `suture.stores.postgres_bulk`)."""
+    how many chunks a load is a bulk load (None: never; see `suture.stores.postgres.bulk`)."""
 
     conninfo: str
     search: str = "auto"
@@ -420,7 +420,7 @@ class PostgresStore(Store):
     ) -> None:
         # A document whose text is on disk is read whole here: psycopg binds the text whole.
         document = loaded(document)
-        from suture.stores import postgres_bm25
+        from suture.stores.postgres import bm25 as postgres_bm25
 
         t = self.tables
         with self._writing() as conn:  # all of the document or none of it
@@ -484,7 +484,7 @@ class PostgresStore(Store):
     def _delete_rows(self, conn: psycopg.Connection[Any], doc_id: str) -> int:
         """Remove a document's chunks and BM25 rows (not the document row); returns how many
         chunks there were."""
-        from suture.stores import postgres_bm25
+        from suture.stores.postgres import bm25 as postgres_bm25
 
         postgres_bm25.delete_postings(conn, self.tables, doc_id)
         self._sentences.drop_document(conn, doc_id)
@@ -650,7 +650,7 @@ class PostgresStore(Store):
         read.near_ranges = {(r[0], r[1] - 1, r[1] + 1) for r in found}
         return [ScoredChunk(_chunk(r), float(r[6])) for r in found]
 
-    # -- sentence vectors (`suture.stores.postgres_sentences`) ---------------------------
+    # -- sentence vectors (`suture.stores.postgres.sentences`) ---------------------------
     @property
     def _sentences(self) -> PostgresSentences:
         return PostgresSentences(self)
@@ -690,15 +690,15 @@ class PostgresStore(Store):
     def bulk_writes(self, expected_chunks: int = 0, *, show_progress: bool = False
                     ) -> AbstractContextManager[BulkWrites]:
         """A large load drops the HNSW index and builds it once at the end (the rule, the
-        locks and the recovery of a killed load: `suture.stores.postgres_bulk`)."""
-        from suture.stores.postgres_bulk import bulk_load
+        locks and the recovery of a killed load: `suture.stores.postgres.bulk`)."""
+        from suture.stores.postgres.bulk import bulk_load
 
         return bulk_load(self, expected_chunks, show_progress)
 
     def prepare(self, show_progress: bool = False) -> None:
         """Recreate the HNSW index when it is missing and no bulk load is running (a load
         killed before its end left it dropped)."""
-        from suture.stores.postgres_bulk import ensure_hnsw_index
+        from suture.stores.postgres.bulk import ensure_hnsw_index
 
         ensure_hnsw_index(self, show_progress=show_progress)
 
@@ -778,7 +778,7 @@ class PostgresStore(Store):
     def lexical_engine(self, settings: LexicalSettings) -> LexicalEngine | None:
         """BM25 in SQL over postings kept in the index's tables (Lucene variant only;
         other variants use suture's in-memory index)."""
-        from suture.stores.postgres_bm25 import PostgresLexicalEngine
+        from suture.stores.postgres.bm25 import PostgresLexicalEngine
 
         if settings.method != "lucene":
             return None
@@ -944,7 +944,7 @@ def _vector_oid(conn: psycopg.Connection[Any], connection: Connection) -> int:
 
 def _create_tables(conn: psycopg.Connection[Any], t: Tables, dimension: int) -> None:
     """Every table of a new index (inside the creating transaction)."""
-    from suture.stores.postgres_bm25 import create_tables as create_bm25_tables
+    from suture.stores.postgres.bm25 import create_tables as create_bm25_tables
 
     statements = [
         "CREATE TABLE {meta} (manifest text NOT NULL, generation bigint NOT NULL DEFAULT 0, "

@@ -40,12 +40,12 @@ from suture.types import Chunk, Document
 if TYPE_CHECKING:
     import psycopg
 
-    from suture.stores.postgres import PostgresStore, Tables
+    from suture.stores.postgres.store import PostgresStore, Tables
 
 
 def create_tables(conn: psycopg.Connection[Any], t: Tables) -> None:
     """The BM25 tables of a new index (inside the creating transaction)."""
-    from suture.stores.postgres import _q
+    from suture.stores.postgres.store import _q
 
     for statement in (
         "CREATE TABLE {lexical} (id serial PRIMARY KEY, key text NOT NULL UNIQUE, "
@@ -80,7 +80,7 @@ def _tokenizer(key: str) -> Tokenizer:
 
 def tokenisations(conn: psycopg.Connection[Any], t: Tables) -> list[tuple[int, Tokenizer]]:
     """(id, tokenizer) of every tokenisation the index keeps postings for."""
-    from suture.stores.postgres import _q
+    from suture.stores.postgres.store import _q
 
     return [(int(tok), _tokenizer(key)) for tok, key in
             conn.execute(_q("SELECT id, key FROM {lexical} ORDER BY id", t)).fetchall()]
@@ -118,7 +118,7 @@ def _chunk_postings(conn: psycopg.Connection[Any], t: Tables, tok: int, tokenize
                     document: Document, chunks: Sequence[Chunk], ids: Sequence[int],
                     contextual: bool) -> int:
     """COPY the chunks' postings for one tokenisation; returns how many terms they hold."""
-    from suture.stores.postgres import _q
+    from suture.stores.postgres.store import _q
 
     chunk_terms = 0
     with conn.cursor() as cur, cur.copy(_q(
@@ -136,7 +136,7 @@ def _chunk_postings(conn: psycopg.Connection[Any], t: Tables, tok: int, tokenize
 def _document_postings(conn: psycopg.Connection[Any], t: Tables, tok: int,
                        tokenizer: Tokenizer, document: Document, content_hash: str,
                        chunk_count: int, chunk_terms: int) -> None:
-    from suture.stores.postgres import _q
+    from suture.stores.postgres.store import _q
 
     terms = tokenizer(f"{document.title}\n{document.text}")
     with conn.cursor() as cur, cur.copy(_q(
@@ -157,7 +157,7 @@ def delete_postings(conn: psycopg.Connection[Any], t: Tables, doc_id: str,
                     tok: int | None = None) -> None:
     """Remove one document's postings (of one tokenisation, or all) and its share of the
     statistics (same transaction as the document's write or delete)."""
-    from suture.stores.postgres import _q
+    from suture.stores.postgres.store import _q
 
     only = " AND tok = %s" if tok is not None else ""
     args: tuple[Any, ...] = (doc_id,) if tok is None else (doc_id, tok)
@@ -201,7 +201,7 @@ class PostgresLexicalEngine(LexicalEngine):
         if self._tok is not None and self._synced == generation:
             return self._tok
         with self._lock:
-            from suture.stores.postgres import _q
+            from suture.stores.postgres.store import _q
 
             t = self.store.tables
             if self._tok is None:
@@ -223,7 +223,7 @@ class PostgresLexicalEngine(LexicalEngine):
 
     def _fill(self, doc_id: str) -> None:
         """Postings of one stored document, in one transaction that holds its row."""
-        from suture.stores.postgres import _chunk, _q, _text_from_pg
+        from suture.stores.postgres.store import _chunk, _q, _text_from_pg
 
         assert self._tok is not None
         t = self.store.tables
@@ -265,7 +265,7 @@ class PostgresLexicalEngine(LexicalEngine):
         """(chunk id, score > 0) best first: all of them, the best `limit`, or those of
         `only`. With `doc_ids`, only their chunks; `local_idf` takes idf over them."""
         from suture.stores.base import split_chunk_id
-        from suture.stores.postgres import _q
+        from suture.stores.postgres.store import _q
 
         tok = self._ready()
         docs = None if doc_ids is None else sorted(set(doc_ids))
@@ -318,7 +318,7 @@ class PostgresLexicalEngine(LexicalEngine):
         return [(Chunk.make_id(r[0], r[1]), float(r[2])) for r in rows]
 
     def best_documents(self, terms: Sequence[str], m: int) -> list[tuple[str, float]]:
-        from suture.stores.postgres import _q
+        from suture.stores.postgres.store import _q
 
         if m <= 0 or not terms:
             return []
@@ -340,7 +340,7 @@ class PostgresLexicalEngine(LexicalEngine):
         return [(r[0], float(r[1])) for r in rows]
 
     def naming_terms(self, doc_ids: Sequence[str], head_chars: int) -> frozenset[str]:
-        from suture.stores.postgres import _q
+        from suture.stores.postgres.store import _q
 
         if not doc_ids:
             return frozenset()

@@ -1,4 +1,4 @@
-"""Bulk loads into PostgreSQL (`suture.stores.postgres_bulk`), against a real server: the
+"""Bulk loads into PostgreSQL (`suture.stores.postgres.bulk`), against a real server: the
 HNSW index is dropped for a large load and built once at its end, readers stay exact
 meanwhile, two loads build it once, and a `suture index` killed with SIGKILL mid-load
 leaves an index the next run completes and re-indexes."""
@@ -19,10 +19,10 @@ import pytest
 from suture.exceptions import ConfigurationError
 from suture.index import Index
 from suture.stores import Store, create_store, open_store
-from suture.stores.postgres import Connection
+from suture.stores.postgres.store import Connection
 from suture.types import Chunk, Document
 from tests.conftest import REPO_ROOT
-from tests.stores.test_postgres import DIM, fresh_name, manifest, uses_hnsw, with_option
+from tests.stores.postgres.test_store import DIM, fresh_name, manifest, uses_hnsw, with_option
 
 PER_DOCUMENT = 20
 

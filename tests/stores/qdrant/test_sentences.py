@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from suture.stores import Store, create_store
-from suture.stores.qdrant import QdrantStore
+from suture.stores.qdrant.store import QdrantStore
 from suture.stores.sentences import BlobSentences, DocumentSentences
 from tests.backends import StoreTarget
 from tests.stores.test_contract import manifest, unit_vectors, write

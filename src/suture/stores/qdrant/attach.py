@@ -1,6 +1,6 @@
 """Attach mode's reads of a Qdrant collection a framework wrote (see `suture.stores.attach`).
 
-The connection is the Qdrant backend's (`suture.stores.qdrant`: a server, or qdrant-client's
+The connection is the Qdrant backend's (`suture.stores.qdrant.store`: a server, or qdrant-client's
 local mode, its in-process emulation); the collection is the framework's, read as it is:
 one `query_points` per search, one filtered `scroll` per outline (every point of some
 documents, payload only), one `retrieve` by point id for the neighbours' vectors.
@@ -17,7 +17,7 @@ from qdrant_client import models
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError, IndexNotFoundError
 from suture.stores.attach import AttachedReader, AttachOptions, Record
-from suture.stores.qdrant import _call, _connect, _payload, acquire, release
+from suture.stores.qdrant.store import _call, _connect, _payload, acquire, release
 
 #: points per scroll page
 _PAGE = 1024

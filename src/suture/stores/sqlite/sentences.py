@@ -50,7 +50,7 @@ from suture.stores.sentences import (
 )
 
 if TYPE_CHECKING:
-    from suture.stores.sqlite import SQLiteStore
+    from suture.stores.sqlite.store import SQLiteStore
 
 SENTENCE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS sentences (

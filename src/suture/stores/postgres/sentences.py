@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg import sql
 
-    from suture.stores.postgres import PostgresStore, Tables
+    from suture.stores.postgres.store import PostgresStore, Tables
 
 _COLUMNS = 'doc_id, position, start, "end"'
 
@@ -37,7 +37,7 @@ _COLUMNS = 'doc_id, position, start, "end"'
 def create_sentence_tables(conn: psycopg.Connection[Any], t: Tables, dimension: int,
                            hnsw: bool) -> None:
     """The sentence tables (and their HNSW index when the dimension allows one)."""
-    from suture.stores.postgres import _q
+    from suture.stores.postgres.store import _q
 
     conn.execute(_q(
         'CREATE TABLE IF NOT EXISTS {sentences} (id bigserial PRIMARY KEY, doc_id text '
@@ -53,8 +53,8 @@ def create_sentence_tables(conn: psycopg.Connection[Any], t: Tables, dimension: 
 
 def create_sentence_hnsw_statement(t: Tables) -> sql.Composed:
     """The sentence table's HNSW index (cosine; the chunks' settings), created with the
-    table or rebuilt after a bulk load (`suture.stores.postgres_bulk`)."""
-    from suture.stores.postgres import HNSW_EF_CONSTRUCTION, HNSW_M, _q
+    table or rebuilt after a bulk load (`suture.stores.postgres.bulk`)."""
+    from suture.stores.postgres.store import HNSW_EF_CONSTRUCTION, HNSW_M, _q
 
     return _q("CREATE INDEX IF NOT EXISTS {sentence_hnsw} ON {sentences} USING hnsw "
               f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = "
@@ -92,7 +92,7 @@ class PostgresSentences:
         """Inside a document's write or delete: its sentences go with its old chunks."""
         if not self.exists(conn):
             return
-        from suture.stores.postgres import _q
+        from suture.stores.postgres.store import _q
 
         t = self.store.tables
         conn.execute(_q("DELETE FROM {sentences} WHERE doc_id = %s", t), (doc_id,))
@@ -102,7 +102,7 @@ class PostgresSentences:
                parts: Iterable[DocumentSentences]) -> None:
         """Replace a document's sentences, a part at a time (inside the caller's
         transaction)."""
-        from suture.stores.postgres import _q
+        from suture.stores.postgres.store import _q
 
         self._create(conn)
         t = self.store.tables
@@ -121,7 +121,7 @@ class PostgresSentences:
                      (doc_id, content_hash))
 
     def write(self, summary: DocumentSummary, parts: Iterable[DocumentSentences]) -> None:
-        from suture.stores.postgres import _q
+        from suture.stores.postgres.store import _q
 
         with self.store.side_transaction() as conn:
             # the document's row lock orders this after (or before) a rewrite of it
@@ -133,7 +133,7 @@ class PostgresSentences:
             self.insert(conn, summary.doc_id, summary.content_hash, parts)
 
     def missing(self) -> list[DocumentSummary]:
-        from suture.stores.postgres import _q
+        from suture.stores.postgres.store import _q
 
         summaries = self.store.documents_summary()
         stored: dict[str, str] = {}
@@ -151,7 +151,7 @@ class PostgresSentences:
     # -- reading -------------------------------------------------------------------------
     def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None
                ) -> list[SentenceHit]:
-        from suture.stores.postgres import _MAX_EF_SEARCH, _q
+        from suture.stores.postgres.store import _MAX_EF_SEARCH, _q
 
         if k < 1 or not self.exists():
             return []
@@ -181,7 +181,7 @@ class PostgresSentences:
     def _approximate(self, conn: psycopg.Connection[Any]) -> bool:
         """As the chunk search decides (`PostgresStore._approximate`), and only while the
         sentence HNSW index exists."""
-        from suture.stores.postgres import EXACT_BELOW
+        from suture.stores.postgres.store import EXACT_BELOW
 
         search = self.store.connection.search
         if search == "exact" or not self.store.has_hnsw_dimension():
@@ -194,7 +194,7 @@ class PostgresSentences:
 
     def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
            ) -> dict[str, DocumentSentences]:
-        from suture.stores.postgres import _int4, _q
+        from suture.stores.postgres.store import _int4, _q
 
         if not self.exists():
             return {}
