@@ -13,8 +13,8 @@ from suture.stores import Store, create_store, open_store
 from suture.stores.postgres.store import PostgresStore
 from suture.stores.sentences import BlobSentences, DocumentSentences
 from tests.backends import StoreTarget
-from tests.stores.test_contract import manifest, unit_vectors, write
 from tests.stores.postgres.test_store import with_option
+from tests.stores.test_contract import manifest, unit_vectors, write
 from tests.stores.test_sentences_contract import LAYOUT, brute_force, same, stored  # noqa: F401
 
 

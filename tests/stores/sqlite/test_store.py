@@ -10,8 +10,9 @@ import pytest
 
 from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.stores import Manifest
+from suture.stores.cache import DocumentCache
 from suture.stores.sqlite import store as sqlite_store
-from suture.stores.sqlite.store import DATABASE_FILE, MATRIX_FILE, DocumentCache, SQLiteStore
+from suture.stores.sqlite.store import DATABASE_FILE, MATRIX_FILE, SQLiteStore
 from suture.tokens import TokenMap, count_tokens
 from suture.types import Chunk, Document, Section
 

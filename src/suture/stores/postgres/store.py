@@ -83,9 +83,9 @@ from suture.stores.base import (
     Store,
     check_vectors,
 )
+from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
 from suture.stores.postgres.sentences import PostgresSentences, create_sentence_tables
 from suture.stores.sentences import DocumentSentences, SentenceHit
-from suture.stores.sqlite.store import _section_from_json, _section_to_json, _token_map
 from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, SourceDocument
@@ -437,7 +437,7 @@ class PostgresStore(Store):
                 (document.doc_id, content_hash, _pg_text(document.title, document.doc_id),
                  document.source,
                  json.dumps(dict(document.metadata), sort_keys=True, default=str),
-                 json.dumps([_section_to_json(s) for s in document.sections]),
+                 json.dumps([section_to_json(s) for s in document.sections]),
                  _pg_text(document.text, document.doc_id),
                  token_map.to_bytes() if token_map is not None else None),
             )
@@ -587,8 +587,8 @@ class PostgresStore(Store):
         document = Document(doc_id=doc_id, text=_text_from_pg(row[4]),
                             title=_text_from_pg(row[0]), source=row[1],
                             metadata=json.loads(row[2]),
-                            sections=tuple(_section_from_json(s) for s in json.loads(row[3])))
-        entry = (document, _token_map(row[5]))
+                            sections=tuple(section_from_json(s) for s in json.loads(row[3])))
+        entry = (document, stored_token_map(row[5]))
         if read is not None:
             read.documents[doc_id] = entry
         return entry

@@ -100,15 +100,11 @@ from suture.stores.base import (
     check_vectors,
     split_chunk_id,
 )
+from suture.stores.cache import DocumentCache
+from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
 from suture.stores.lexical import LexicalSettings, Tokenizer
 from suture.stores.qdrant.sentences import QdrantSentences
 from suture.stores.sentences import DocumentSentences, SentenceHit
-from suture.stores.sqlite.store import (
-    DocumentCache,
-    _section_from_json,
-    _section_to_json,
-    _token_map,
-)
 from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, SourceDocument
@@ -649,7 +645,7 @@ class QdrantStore(Store):
             "kind": "text", "doc_id": doc_id, "version": version, "text": document.text,
             "title": document.title, "source": document.source,
             "metadata": json.dumps(dict(document.metadata), sort_keys=True, default=str),
-            "sections": json.dumps([_section_to_json(s) for s in document.sections]),
+            "sections": json.dumps([section_to_json(s) for s in document.sections]),
             "token_map": _b64(token_map.to_bytes()) if token_map is not None else None,
         })])
         count = 0
@@ -915,11 +911,11 @@ class QdrantStore(Store):
             title=str(record.get("title", "")),
             source=str(record.get("source", "")),
             metadata=json.loads(record.get("metadata") or "{}"),
-            sections=tuple(_section_from_json(s)
+            sections=tuple(section_from_json(s)
                            for s in json.loads(record.get("sections") or "[]")),
         )
         raw = record.get("token_map")
-        entry = (document, _token_map(base64.b64decode(raw)) if raw else None)
+        entry = (document, stored_token_map(base64.b64decode(raw)) if raw else None)
         with self._lock:
             self._documents.put(doc_id, entry, 0, live.version)
         return entry

@@ -34,7 +34,6 @@ import threading
 import time
 import zipfile
 from array import array
-from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,6 +63,8 @@ from suture.stores.base import (
     Store,
     check_vectors,
 )
+from suture.stores.cache import DocumentCache
+from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
 from suture.stores.derived import FolderData
 from suture.stores.packed import pack_strings, packed_keys, unpack_strings
 from suture.stores.sentences import DocumentSentences, SentenceHit
@@ -349,7 +350,7 @@ class SQLiteStore(Store):
                     document.title,
                     document.source,
                     json.dumps(dict(document.metadata), sort_keys=True, default=str),
-                    json.dumps([_section_to_json(s) for s in document.sections]),
+                    json.dumps([section_to_json(s) for s in document.sections]),
                     sum(len(window) for window in _utf8_windows(document.text)),
                     sum(map(len, map_parts)) if token_map is not None else None,
                 ),
@@ -514,7 +515,7 @@ class SQLiteStore(Store):
             sections=stored("sections", _sections_from_json, row[4]),
             text=stored("text", _stored_text, row[5]),
         )
-        fresh = (document, _token_map(row[6]))
+        fresh = (document, stored_token_map(row[6]))
         with self._lock:
             self._documents.put(doc_id, fresh, generation, row[7])
         return fresh
@@ -1119,7 +1120,7 @@ def _metadata_from_json(raw: str) -> dict[str, Any]:
 
 
 def _sections_from_json(raw: str) -> tuple[Section, ...]:
-    return tuple(_section_from_json(s) for s in json.loads(raw))
+    return tuple(section_from_json(s) for s in json.loads(raw))
 
 
 def _bump_generation(connection: sqlite3.Connection) -> None:
@@ -1127,55 +1128,6 @@ def _bump_generation(connection: sqlite3.Connection) -> None:
         "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) "
         "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
     )
-
-
-class DocumentCache:
-    """Recently read documents with their token maps, least recently used out first.
-
-    Each entry remembers the store generation it was last checked at and the content
-    hash it was read with, so a reader can tell whether another process replaced it.
-    Bounded by characters of text rather than by count, so a corpus of many short
-    documents stays cached while a few long filings do not crowd out memory; the entry
-    just read is always kept.
-    """
-
-    def __init__(self, max_chars: int = 32_000_000, max_documents: int = 10_000) -> None:
-        self.max_chars = max_chars
-        self.max_documents = max_documents
-        self._entries: OrderedDict[
-            str, tuple[tuple[Document, TokenMap | None], int, str]
-        ] = OrderedDict()
-        self._chars = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, doc_id: str) -> tuple[tuple[Document, TokenMap | None], int, str] | None:
-        """(entry, generation it was checked at, content hash) or None."""
-        found = self._entries.get(doc_id)
-        if found is not None:
-            self._entries.move_to_end(doc_id)
-        return found
-
-    def put(self, doc_id: str, entry: tuple[Document, TokenMap | None], generation: int,
-            content_hash: str) -> None:
-        self.discard(doc_id)
-        self._entries[doc_id] = (entry, generation, content_hash)
-        self._chars += len(entry[0].text)
-        while len(self._entries) > 1 and (
-            self._chars > self.max_chars or len(self._entries) > self.max_documents
-        ):
-            _, ((evicted, _), _, _) = self._entries.popitem(last=False)
-            self._chars -= len(evicted.text)
-
-    def discard(self, doc_id: str) -> None:
-        found = self._entries.pop(doc_id, None)
-        if found is not None:
-            self._chars -= len(found[0][0].text)
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self._chars = 0
 
 
 #: characters of a document's text encoded (and written) at a time
@@ -1201,17 +1153,6 @@ def _stored_text(value: str | bytes) -> str:
     """A document's text as stored: TEXT in indexes written by earlier versions, UTF-8 in
     a blob since writes were streamed (`write_document_parts`); both read as one `str`."""
     return value.decode("utf-8") if isinstance(value, bytes) else value
-
-
-def _token_map(data: bytes | None) -> TokenMap | None:
-    """The stored map, or None when there is none or it cannot be read (counts then
-    fall back to the tokenizer, with the same result)."""
-    if data is None:
-        return None
-    try:
-        return TokenMap.from_bytes(data)
-    except ValueError:
-        return None
 
 
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
@@ -1271,23 +1212,3 @@ def _chunk_from_row(row: Sequence[Any]) -> Chunk:
 def _section_path(raw: str) -> tuple[str, ...]:
     """Decoded section path; paths repeat across a document's chunks, so decode once."""
     return tuple(json.loads(raw))
-
-
-def _section_to_json(section: Section) -> dict[str, Any]:
-    return {
-        "title": section.title,
-        "level": section.level,
-        "start": section.start,
-        "end": section.end,
-        "path": list(section.path),
-    }
-
-
-def _section_from_json(data: Mapping[str, Any]) -> Section:
-    return Section(
-        title=data["title"],
-        level=data["level"],
-        start=data["start"],
-        end=data["end"],
-        path=tuple(data["path"]),
-    )
