@@ -19,6 +19,7 @@ import json
 import logging
 import threading
 import zipfile
+from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -30,7 +31,8 @@ import numpy.typing as npt
 from suture.embedders.base import Vectors
 
 if TYPE_CHECKING:
-    from suture.stores.base import DocumentSummary, Manifest, Store
+    from suture.stores.blobs import DerivedData
+    from suture.stores.values import DocumentSummary, Manifest
 
 log = logging.getLogger("suture.stores.sentences")
 
@@ -49,6 +51,29 @@ class SentenceSource(Protocol):
                      doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
         """The sentences of some chunks and whole documents, per document id."""
         ...
+
+
+class SentenceHost(Protocol):
+    """What the default sentence store and the import of older blobs read of a `Store`."""
+
+    @property
+    def manifest(self) -> Manifest: ...
+
+    @property
+    def derived(self) -> DerivedData: ...
+
+    @property
+    def location(self) -> str: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    def documents_summary(self) -> list[DocumentSummary]: ...
+
+    def document_hashes(self) -> dict[str, str]: ...
+
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None: ...
 
 
 def sentence_settings_key(manifest: Manifest) -> str:
@@ -250,7 +275,7 @@ class SentenceTable:
 class BlobSentences:
     """The default sentence store: blobs in derived data, one matrix per generation."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: SentenceHost) -> None:
         self.store = store
         self.lock = threading.Lock()
         #: content hash -> sentences, loaded or written through this object
@@ -281,12 +306,19 @@ class BlobSentences:
         with self.lock:
             return [s for s in self.store.documents_summary() if self.load(s) is None]
 
-    def write(self, summary: DocumentSummary, sentences: DocumentSentences) -> None:
+    def write(self, summary: DocumentSummary,
+              sentences: DocumentSentences | Iterable[DocumentSentences]) -> None:
+        if not isinstance(sentences, DocumentSentences):
+            sentences = joined(sentences, self.store.manifest.dimension)
         with self.lock:
             self.documents[summary.content_hash] = sentences
             self._table = None
         with suppress(OSError):  # a read-only index still works: kept in memory
             self.store.derived.write(self.key(summary.content_hash), sentences.to_bytes())
+
+    def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None
+               ) -> list[SentenceHit]:
+        return self.table().search(query, k, doc_ids)
 
     def table(self) -> SentenceTable:
         """Every stored document's sentences, for the store's current generation."""
@@ -337,7 +369,7 @@ class BlobSentences:
                     self.store.derived.delete(key)
 
 
-def import_legacy(store: Store, lacking: Sequence[DocumentSummary]) -> list[DocumentSummary]:
+def import_legacy(store: SentenceHost, lacking: Sequence[DocumentSummary]) -> list[DocumentSummary]:
     """Copy the sentences an index kept as derived blobs (before they were store data)
     into the store, through `write_sentences`; returns the documents still lacking them."""
     legacy = BlobSentences(store)
@@ -351,8 +383,69 @@ def import_legacy(store: Store, lacking: Sequence[DocumentSummary]) -> list[Docu
     return still
 
 
-def drop_legacy(store: Store) -> None:
+def drop_legacy(store: SentenceHost) -> None:
     """Remove the derived blobs of sentence vectors the store now holds itself."""
     with suppress(OSError):
         for key in store.derived.keys(SENTENCES_PREFIX):
             store.derived.delete(key)
+
+
+class SentenceBackend(Protocol):
+    """One backend's sentence vectors (`BlobSentences`, or the backend's own), which
+    `SentenceVectors` hands the `Store` sentence members to."""
+
+    def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None
+               ) -> list[SentenceHit]: ...
+
+    def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
+           ) -> dict[str, DocumentSentences]: ...
+
+    def missing(self) -> list[DocumentSummary]: ...
+
+    def write(self, summary: DocumentSummary, parts: Iterable[DocumentSentences]) -> None: ...
+
+    def prune(self) -> None: ...
+
+
+class SentenceVectors(ABC):
+    """The sentence part of the store contract: the default pipeline's sentence vectors.
+
+    Each member hands over to `_sentences`, the store's `SentenceBackend` (`Store`'s
+    default keeps blobs in `derived`, `BlobSentences`; SQLite, PostgreSQL and Qdrant keep
+    them beside their chunks)."""
+
+    @property
+    @abstractmethod
+    def _sentences(self) -> SentenceBackend:
+        """Where this store keeps its sentence vectors."""
+
+    def search_sentences(self, query_vector: Vectors, k: int,
+                         doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
+        """The k stored sentences most similar to the query (only within `doc_ids` when
+        given), best first; ties by document id, position, then offset."""
+        if k < 1:
+            return []
+        return self._sentences.search(query_vector, k, doc_ids)
+
+    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
+                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
+        """The stored sentences of the chunks `chunk_ids` and of whole documents
+        `doc_ids`, per document id, in document order (a document without any is left
+        out)."""
+        return self._sentences.of(chunk_ids, doc_ids)
+
+    def sentences_missing(self) -> list[DocumentSummary]:
+        """The stored documents whose sentence vectors are not stored (yet)."""
+        return self._sentences.missing()
+
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None:
+        """Store one document version's sentence vectors, given in parts (in document
+        order; a large document's are streamed), all or none of them; nothing is stored
+        when the document was rewritten or deleted meanwhile. Kept in memory where the
+        store cannot write them."""
+        self._sentences.write(summary, parts)
+
+    def prune_sentences(self) -> None:
+        """Drop the sentence vectors of document versions no longer stored."""
+        self._sentences.prune()

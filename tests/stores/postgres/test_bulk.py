@@ -19,7 +19,7 @@ import pytest
 from suture.exceptions import ConfigurationError
 from suture.index import Index
 from suture.stores import Store, create_store, open_store
-from suture.stores.postgres.store import Connection
+from suture.stores.postgres.sql import Connection
 from suture.types import Chunk, Document
 from tests.conftest import REPO_ROOT
 from tests.stores.postgres.test_store import DIM, fresh_name, manifest, uses_hnsw, with_option

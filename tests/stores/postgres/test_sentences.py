@@ -24,7 +24,7 @@ def store_target(postgres_url: str, tmp_path: Path) -> StoreTarget:
 
 
 def rows_of(store: PostgresStore) -> int:
-    from suture.stores.postgres.store import _q
+    from suture.stores.postgres.sql import q as _q
 
     row = store._conn().execute(_q("SELECT count(*) FROM {sentences}", store.tables)).fetchone()
     return int(row[0])
@@ -44,7 +44,7 @@ def test_sentences_are_rows_of_the_sentence_table_and_hnsw_finds_what_exact_find
 
 def test_an_older_index_gets_the_table_and_its_blobs_copied_in(
         store_target: StoreTarget) -> None:
-    from suture.stores.postgres.store import _q
+    from suture.stores.postgres.sql import q as _q
 
     store = create_store(store_target.index(), manifest(), store_target.store)
     assert isinstance(store, PostgresStore)

@@ -7,7 +7,7 @@
   lower-cases the name); payload columns ``text``, ``metadata_`` (json) and ``node_id``.
 
 The connection and pgvector's binary format are the PostgreSQL backend's
-(`suture.stores.postgres.store`). Each read is one statement: the search (cosine distance,
+(`suture.stores.postgres.sql`). Each read is one statement: the search (cosine distance,
 ``<=>``, so the framework's HNSW index serves it), the outline (every row of some
 documents, without vectors) and the neighbours' vectors by row id.
 """
@@ -23,7 +23,7 @@ import numpy as np
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError, IndexNotFoundError, missing_dependency
 from suture.stores.attach import AttachedReader, AttachOptions, Layout, Record
-from suture.stores.postgres.store import Connection, _connect, _vector_adapters, _vector_oid
+from suture.stores.postgres.sql import Connection, connect, vector_adapters, vector_oid
 
 try:
     from psycopg import sql
@@ -39,7 +39,7 @@ class PostgresReader(AttachedReader):
 
     def __init__(self, options: AttachOptions, index: str) -> None:
         self.connection = Connection.parse(options.backend_url)
-        self._conn = _connect(self.connection)
+        self._conn = connect(self.connection)
         self._lock = threading.Lock()  # one connection, used by one thread at a time
         exists: tuple[str, tuple[str, ...]]
         if options.layout is Layout.LANGCHAIN:
@@ -65,8 +65,8 @@ class PostgresReader(AttachedReader):
                 f"no {what} in {self.connection.display}; name the one "
                 f"{options.layout.value} wrote with --index"
             )
-        oid = _vector_oid(self._conn, self.connection)
-        dumper, loader = _vector_adapters(oid)
+        oid = vector_oid(self._conn, self.connection)
+        dumper, loader = vector_adapters(oid)
         self._conn.adapters.register_dumper(np.ndarray, dumper)
         self._conn.adapters.register_loader(oid, loader)
         self._doc_id = self._json_path(options.fields.doc_id)

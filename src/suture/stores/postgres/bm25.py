@@ -17,7 +17,7 @@ Tables (one set per index, shared by every tokenisation the index was asked for)
   for each tokenisation, and what it added to the statistics.
 
 A document's postings depend only on its own chunks' lexical text (`embedding_text`,
-what is embedded) and the tokenisation, so `PostgresStore.write_document_parts` writes them
+what is embedded) and the tokenisation, so `PostgresIndex.write_document_parts` writes them
 in the document's own transaction for every tokenisation already asked for. A
 tokenisation asked for the first time is filled in for the stored documents then (one
 transaction per document), and documents another process wrote meanwhile are caught up
@@ -35,17 +35,16 @@ from typing import TYPE_CHECKING, Any
 
 from suture.chunking.contextual import embedding_text
 from suture.stores.lexical import LexicalEngine, LexicalSettings, Tokenizer
+from suture.stores.postgres.sql import PostgresIndex, Tables, chunk_from_row, q, text_from_pg
 from suture.types import Chunk, Document
 
 if TYPE_CHECKING:
     import psycopg
 
-    from suture.stores.postgres.store import PostgresStore, Tables
 
 
 def create_tables(conn: psycopg.Connection[Any], t: Tables) -> None:
     """The BM25 tables of a new index (inside the creating transaction)."""
-    from suture.stores.postgres.store import _q
 
     for statement in (
         "CREATE TABLE {lexical} (id serial PRIMARY KEY, key text NOT NULL UNIQUE, "
@@ -63,7 +62,7 @@ def create_tables(conn: psycopg.Connection[Any], t: Tables) -> None:
         "content_hash text NOT NULL, chunks int NOT NULL, chunk_terms bigint NOT NULL, "
         "document_terms bigint NOT NULL, PRIMARY KEY (doc_id, tok))",
     ):
-        conn.execute(_q(statement, t))
+        conn.execute(q(statement, t))
 
 
 def tokenization_key(settings: LexicalSettings) -> str:
@@ -80,10 +79,9 @@ def _tokenizer(key: str) -> Tokenizer:
 
 def tokenisations(conn: psycopg.Connection[Any], t: Tables) -> list[tuple[int, Tokenizer]]:
     """(id, tokenizer) of every tokenisation the index keeps postings for."""
-    from suture.stores.postgres.store import _q
 
     return [(int(tok), _tokenizer(key)) for tok, key in
-            conn.execute(_q("SELECT id, key FROM {lexical} ORDER BY id", t)).fetchall()]
+            conn.execute(q("SELECT id, key FROM {lexical} ORDER BY id", t)).fetchall()]
 
 
 def write_chunk_postings(conn: psycopg.Connection[Any], t: Tables,
@@ -118,10 +116,9 @@ def _chunk_postings(conn: psycopg.Connection[Any], t: Tables, tok: int, tokenize
                     document: Document, chunks: Sequence[Chunk], ids: Sequence[int],
                     contextual: bool) -> int:
     """COPY the chunks' postings for one tokenisation; returns how many terms they hold."""
-    from suture.stores.postgres.store import _q
 
     chunk_terms = 0
-    with conn.cursor() as cur, cur.copy(_q(
+    with conn.cursor() as cur, cur.copy(q(
         "COPY {postings} (chunk, tok, term, tf, length) FROM STDIN (FORMAT BINARY)", t
     )) as copy:
         copy.set_types(["int8", "int4", "text", "int4", "int4"])
@@ -136,19 +133,18 @@ def _chunk_postings(conn: psycopg.Connection[Any], t: Tables, tok: int, tokenize
 def _document_postings(conn: psycopg.Connection[Any], t: Tables, tok: int,
                        tokenizer: Tokenizer, document: Document, content_hash: str,
                        chunk_count: int, chunk_terms: int) -> None:
-    from suture.stores.postgres.store import _q
 
     terms = tokenizer(f"{document.title}\n{document.text}")
-    with conn.cursor() as cur, cur.copy(_q(
+    with conn.cursor() as cur, cur.copy(q(
         "COPY {doc_postings} (doc_id, tok, term, tf, length) FROM STDIN (FORMAT BINARY)", t
     )) as copy:
         copy.set_types(["text", "int4", "text", "int4", "int4"])
         for term, tf in Counter(terms).items():
             copy.write_row((document.doc_id, tok, term, tf, len(terms)))
-    conn.execute(_q("INSERT INTO {lexical_docs} (doc_id, tok, content_hash, chunks, "
+    conn.execute(q("INSERT INTO {lexical_docs} (doc_id, tok, content_hash, chunks, "
                     "chunk_terms, document_terms) VALUES (%s, %s, %s, %s, %s, %s)", t),
                  (document.doc_id, tok, content_hash, chunk_count, chunk_terms, len(terms)))
-    conn.execute(_q("UPDATE {lexical} SET chunks = chunks + %s, chunk_terms = chunk_terms + %s, "
+    conn.execute(q("UPDATE {lexical} SET chunks = chunks + %s, chunk_terms = chunk_terms + %s, "
                     "documents = documents + 1, document_terms = document_terms + %s "
                     "WHERE id = %s", t), (chunk_count, chunk_terms, len(terms), tok))
 
@@ -157,26 +153,25 @@ def delete_postings(conn: psycopg.Connection[Any], t: Tables, doc_id: str,
                     tok: int | None = None) -> None:
     """Remove one document's postings (of one tokenisation, or all) and its share of the
     statistics (same transaction as the document's write or delete)."""
-    from suture.stores.postgres.store import _q
 
     only = " AND tok = %s" if tok is not None else ""
     args: tuple[Any, ...] = (doc_id,) if tok is None else (doc_id, tok)
-    removed = conn.execute(_q(
+    removed = conn.execute(q(
         "DELETE FROM {lexical_docs} WHERE doc_id = %s" + only
         + " RETURNING tok, chunks, chunk_terms, document_terms", t), args).fetchall()
     for row_tok, chunks, chunk_terms, document_terms in removed:
-        conn.execute(_q("UPDATE {lexical} SET chunks = chunks - %s, chunk_terms = chunk_terms - "
+        conn.execute(q("UPDATE {lexical} SET chunks = chunks - %s, chunk_terms = chunk_terms - "
                         "%s, documents = documents - 1, document_terms = document_terms - %s "
                         "WHERE id = %s", t), (chunks, chunk_terms, document_terms, row_tok))
-    conn.execute(_q("DELETE FROM {postings} WHERE chunk IN (SELECT id FROM {chunks} WHERE "
+    conn.execute(q("DELETE FROM {postings} WHERE chunk IN (SELECT id FROM {chunks} WHERE "
                     "doc_id = %s)" + only, t), args)
-    conn.execute(_q("DELETE FROM {doc_postings} WHERE doc_id = %s" + only, t), args)
+    conn.execute(q("DELETE FROM {doc_postings} WHERE doc_id = %s" + only, t), args)
 
 
 class PostgresLexicalEngine(LexicalEngine):
     """Lucene BM25 of one store's chunks and documents, scored by PostgreSQL."""
 
-    def __init__(self, store: PostgresStore, settings: LexicalSettings) -> None:
+    def __init__(self, store: PostgresIndex, settings: LexicalSettings) -> None:
         self.store = store
         self.settings = settings
         self.key = tokenization_key(settings)
@@ -201,18 +196,17 @@ class PostgresLexicalEngine(LexicalEngine):
         if self._tok is not None and self._synced == generation:
             return self._tok
         with self._lock:
-            from suture.stores.postgres.store import _q
 
             t = self.store.tables
             if self._tok is None:
                 with self.store.side_transaction() as conn:
-                    conn.execute(_q("INSERT INTO {lexical} (key) VALUES (%s) ON CONFLICT (key) "
+                    conn.execute(q("INSERT INTO {lexical} (key) VALUES (%s) ON CONFLICT (key) "
                                     "DO NOTHING", t), (self.key,))
-                    row = conn.execute(_q("SELECT id FROM {lexical} WHERE key = %s", t),
+                    row = conn.execute(q("SELECT id FROM {lexical} WHERE key = %s", t),
                                        (self.key,)).fetchone()
                     assert row is not None
                     self._tok = int(row[0])
-            missing = [r[0] for r in self.store._conn().execute(_q(
+            missing = [r[0] for r in self.store._conn().execute(q(
                 "SELECT d.doc_id FROM {documents} d LEFT JOIN {lexical_docs} l ON l.doc_id = "
                 "d.doc_id AND l.tok = %s AND l.content_hash = d.content_hash WHERE l.doc_id IS "
                 "NULL ORDER BY d.doc_id", t), (self._tok,))]
@@ -223,25 +217,24 @@ class PostgresLexicalEngine(LexicalEngine):
 
     def _fill(self, doc_id: str) -> None:
         """Postings of one stored document, in one transaction that holds its row."""
-        from suture.stores.postgres.store import _chunk, _q, _text_from_pg
 
         assert self._tok is not None
         t = self.store.tables
         with self.store.side_transaction() as conn:
-            row = conn.execute(_q(
+            row = conn.execute(q(
                 "SELECT d.content_hash, d.title, d.text, l.content_hash FROM {documents} d LEFT "
                 "JOIN {lexical_docs} l ON l.doc_id = d.doc_id AND l.tok = %s WHERE d.doc_id = %s "
                 "FOR UPDATE OF d", t), (self._tok, doc_id)).fetchone()
             if row is None or row[0] == row[3]:
                 return  # deleted, or filled by its writer meanwhile
             delete_postings(conn, t, doc_id, self._tok)
-            rows = conn.execute(_q(
+            rows = conn.execute(q(
                 'SELECT doc_id, position, start, "end", section_path, text, id FROM {chunks} '
                 "WHERE doc_id = %s ORDER BY position", t), (doc_id,)).fetchall()
-            document = Document(doc_id=doc_id, text=_text_from_pg(row[2]),
-                                title=_text_from_pg(row[1]))
+            document = Document(doc_id=doc_id, text=text_from_pg(row[2]),
+                                title=text_from_pg(row[1]))
             _insert_postings(conn, t, self._tok, self.tokenizer, document, row[0],
-                             [_chunk(r) for r in rows], [int(r[6]) for r in rows],
+                             [chunk_from_row(r) for r in rows], [int(r[6]) for r in rows],
                              self.store.manifest.contextual)
 
     # -- scoring ------------------------------------------------------------------------------
@@ -265,7 +258,6 @@ class PostgresLexicalEngine(LexicalEngine):
         """(chunk id, score > 0) best first: all of them, the best `limit`, or those of
         `only`. With `doc_ids`, only their chunks; `local_idf` takes idf over them."""
         from suture.stores.base import split_chunk_id
-        from suture.stores.postgres.store import _q
 
         tok = self._ready()
         docs = None if doc_ids is None else sorted(set(doc_ids))
@@ -314,16 +306,15 @@ class PostgresLexicalEngine(LexicalEngine):
             "ORDER BY s.score::real DESC, c.doc_id, c.position"
             + (" LIMIT %(limit)s" if limit is not None else "")
         )
-        rows = self.store._conn().execute(_q(query, self.store.tables), args).fetchall()
+        rows = self.store._conn().execute(q(query, self.store.tables), args).fetchall()
         return [(Chunk.make_id(r[0], r[1]), float(r[2])) for r in rows]
 
     def best_documents(self, terms: Sequence[str], m: int) -> list[tuple[str, float]]:
-        from suture.stores.postgres.store import _q
 
         if m <= 0 or not terms:
             return []
         tok = self._ready()
-        rows = self.store._conn().execute(_q(
+        rows = self.store._conn().execute(q(
             "WITH q AS (SELECT term, count(*)::float8 AS qtf FROM unnest(%(terms)s::text[]) AS "
             "term GROUP BY term), st AS (SELECT documents::float8 AS n, document_terms::float8 "
             "/ greatest(documents, 1) AS avgdl FROM {lexical} WHERE id = %(tok)s), p AS "
@@ -340,11 +331,10 @@ class PostgresLexicalEngine(LexicalEngine):
         return [(r[0], float(r[1])) for r in rows]
 
     def naming_terms(self, doc_ids: Sequence[str], head_chars: int) -> frozenset[str]:
-        from suture.stores.postgres.store import _q
 
         if not doc_ids:
             return frozenset()
-        rows = self.store._conn().execute(_q(
+        rows = self.store._conn().execute(q(
             "SELECT title, left(text, %s) FROM {documents} WHERE doc_id = ANY(%s)",
             self.store.tables), (head_chars, list(doc_ids))).fetchall()
         return frozenset(term for title, head in rows

@@ -3,7 +3,7 @@
 pgvector inserts every written vector into the HNSW graph inside the writing
 transaction (16–45 chunks/s under load, docs/performance.md#backends); pgvector's advice
 for a large load is to build the index once over the finished table instead (4,600 chunks/s
-of writes without the index, and an in-memory build). `PostgresStore.bulk_writes`
+of writes without the index, and an in-memory build). `PostgresIndex.bulk_writes`
 does this for `suture index` and `Index.ingest`, which announce the chunks they plan
 as they plan them (`BulkWrites.expect`).
 
@@ -45,13 +45,13 @@ from typing import TYPE_CHECKING, Any
 
 from suture.stores.base import BulkWrites
 from suture.stores.postgres.sentences import create_sentence_hnsw_statement
-from suture.stores.postgres.store import (
+from suture.stores.postgres.sql import (
     HNSW_EF_CONSTRUCTION,
     HNSW_M,
-    PostgresStore,
-    _connect,
-    _q,
+    PostgresIndex,
+    connect,
     create_hnsw_statement,
+    q,
 )
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def build_memory(chunks: int, dimension: int) -> int:
     return min(BUILD_MEMORY_CAP, max(64 * 2**20, int(1.25 * chunks * element)))
 
 
-def _lock_key(store: PostgresStore) -> str:
+def _lock_key(store: PostgresIndex) -> str:
     return f"suture-bulk:{store.name}"
 
 
@@ -90,9 +90,9 @@ def _say(message: str, show_progress: bool) -> None:
 
 
 class BulkLoad(BulkWrites):
-    """One load's side of `PostgresStore.bulk_writes` (see the module docstring)."""
+    """One load's side of `PostgresIndex.bulk_writes` (see the module docstring)."""
 
-    def __init__(self, store: PostgresStore, show_progress: bool) -> None:
+    def __init__(self, store: PostgresIndex, show_progress: bool) -> None:
         self.store = store
         self.show_progress = show_progress
         #: chunks the index held when the load began
@@ -114,7 +114,7 @@ class BulkLoad(BulkWrites):
             self._drop_index()
 
     def _drop_index(self) -> None:
-        conn = _connect(self.store.connection)
+        conn = connect(self.store.connection)
         row = conn.execute("SELECT pg_try_advisory_lock_shared(hashtext(%s))",
                            (_lock_key(self.store),)).fetchone()
         if not row or not row[0]:
@@ -123,9 +123,9 @@ class BulkLoad(BulkWrites):
                  "process; this load writes into it as it goes", self.show_progress)
             return
         self.lock = conn
-        conn.execute(_q("DROP INDEX IF EXISTS {hnsw}", self.store.tables))
+        conn.execute(q("DROP INDEX IF EXISTS {hnsw}", self.store.tables))
         # the sentences' too: their rows come with each document's (the default pipeline)
-        conn.execute(_q("DROP INDEX IF EXISTS {sentence_hnsw}", self.store.tables))
+        conn.execute(q("DROP INDEX IF EXISTS {sentence_hnsw}", self.store.tables))
         _say(f"bulk load ({self.planned:,}+ new chunks, {self.held:,} stored): the HNSW "
              "search index is dropped and built once at the end; searches are exact until "
              "then", self.show_progress)
@@ -138,9 +138,9 @@ class BulkLoad(BulkWrites):
 
 
 @contextmanager
-def bulk_load(store: PostgresStore, expected_chunks: int,
+def bulk_load(store: PostgresIndex, expected_chunks: int,
               show_progress: bool) -> Iterator[BulkWrites]:
-    """`PostgresStore.bulk_writes`: a `BulkLoad` for the block, then the index built when
+    """`PostgresIndex.bulk_writes`: a `BulkLoad` for the block, then the index built when
     it is missing and no other load is running."""
     load = BulkLoad(store, show_progress)
     try:
@@ -158,7 +158,7 @@ def bulk_load(store: PostgresStore, expected_chunks: int,
     ensure_hnsw_index(store, show_progress=show_progress)
 
 
-def _exists(conn: psycopg.Connection[Any], store: PostgresStore) -> bool:
+def _exists(conn: psycopg.Connection[Any], store: PostgresIndex) -> bool:
     """Whether the HNSW indexes exist: the chunks', and the sentences' where the index
     has a sentence table."""
     row = conn.execute(
@@ -169,12 +169,12 @@ def _exists(conn: psycopg.Connection[Any], store: PostgresStore) -> bool:
     return bool(row and row[0])
 
 
-def ensure_hnsw_index(store: PostgresStore, *, show_progress: bool) -> bool:
+def ensure_hnsw_index(store: PostgresIndex, *, show_progress: bool) -> bool:
     """Build the HNSW index when it is missing and no bulk load holds it dropped; True
     when it was built here."""
     if not store.has_hnsw_dimension() or _exists(store._conn(), store):
         return False  # the common case: one query on the store's own connection
-    with _connect(store.connection) as conn:
+    with connect(store.connection) as conn:
         row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))",
                            (_lock_key(store),)).fetchone()
         if not row or not row[0]:
@@ -187,7 +187,7 @@ def ensure_hnsw_index(store: PostgresStore, *, show_progress: bool) -> bool:
         return True  # closing the connection releases the lock
 
 
-def build_hnsw_index(store: PostgresStore, conn: psycopg.Connection[Any],
+def build_hnsw_index(store: PostgresIndex, conn: psycopg.Connection[Any],
                      show_progress: bool) -> float:
     """CREATE the index on `conn` with enough maintenance memory to build the graph in
     memory, showing pgvector's progress; returns the seconds it took."""
@@ -223,13 +223,13 @@ def build_hnsw_index(store: PostgresStore, conn: psycopg.Connection[Any],
     return seconds
 
 
-def _show_build(store: PostgresStore, pid: int, chunks: int, stop: threading.Event,
+def _show_build(store: PostgresIndex, pid: int, chunks: int, stop: threading.Event,
                 built: threading.Event) -> None:
     """A progress bar fed by ``pg_stat_progress_create_index`` (pgvector reports the
     vectors it has put into the graph) until `stop` is set; full when `built` is."""
     from tqdm import tqdm
 
-    with _connect(store.connection) as conn, tqdm(
+    with connect(store.connection) as conn, tqdm(
             total=chunks, unit="chunk", desc="building the search index",
             dynamic_ncols=True, file=sys.stderr) as bar:
         while not stop.wait(_POLL_SECONDS):

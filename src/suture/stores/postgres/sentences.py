@@ -4,7 +4,7 @@ searched in SQL, so the querying process holds none of them.
 ``NAME_sentences`` holds one row per sentence (document, chunk position, offsets,
 ``vector(d)``), ``NAME_sentence_docs`` the document version each document's sentences were
 embedded from; a document's write or delete removes its sentences in the same
-transaction. A search runs as the chunk search does (`PostgresStore.search`): exact below
+transaction. A search runs as the chunk search does (`PostgresIndex.search`): exact below
 `EXACT_BELOW` chunks, through ``NAME_sentence_hnsw`` above (``search=`` and
 ``ef_search=`` of the URL apply), always exact within named documents; ties by document
 id, position, then offset, as on every backend.
@@ -23,13 +23,22 @@ import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.stores.base import DocumentSummary
+from suture.stores.postgres.sql import (
+    EXACT_BELOW,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    MAX_EF_SEARCH,
+    PostgresIndex,
+    Tables,
+    int4,
+    q,
+)
 from suture.stores.sentences import DocumentSentences, SentenceHit, drop_legacy, import_legacy
 
 if TYPE_CHECKING:
     import psycopg
     from psycopg import sql
 
-    from suture.stores.postgres.store import PostgresStore, Tables
 
 _COLUMNS = 'doc_id, position, start, "end"'
 
@@ -37,15 +46,14 @@ _COLUMNS = 'doc_id, position, start, "end"'
 def create_sentence_tables(conn: psycopg.Connection[Any], t: Tables, dimension: int,
                            hnsw: bool) -> None:
     """The sentence tables (and their HNSW index when the dimension allows one)."""
-    from suture.stores.postgres.store import _q
 
-    conn.execute(_q(
+    conn.execute(q(
         'CREATE TABLE IF NOT EXISTS {sentences} (id bigserial PRIMARY KEY, doc_id text '
         'COLLATE "C" NOT NULL, position int NOT NULL, start int NOT NULL, "end" int NOT '
         f"NULL, embedding vector({int(dimension)}) NOT NULL)", t))
-    conn.execute(_q("CREATE INDEX IF NOT EXISTS {sentences_by_doc} ON {sentences} "
+    conn.execute(q("CREATE INDEX IF NOT EXISTS {sentences_by_doc} ON {sentences} "
                     "(doc_id, start)", t))
-    conn.execute(_q('CREATE TABLE IF NOT EXISTS {sentence_docs} (doc_id text COLLATE "C" '
+    conn.execute(q('CREATE TABLE IF NOT EXISTS {sentence_docs} (doc_id text COLLATE "C" '
                     "PRIMARY KEY, content_hash text NOT NULL)", t))
     if hnsw:
         conn.execute(create_sentence_hnsw_statement(t))
@@ -54,9 +62,8 @@ def create_sentence_tables(conn: psycopg.Connection[Any], t: Tables, dimension: 
 def create_sentence_hnsw_statement(t: Tables) -> sql.Composed:
     """The sentence table's HNSW index (cosine; the chunks' settings), created with the
     table or rebuilt after a bulk load (`suture.stores.postgres.bulk`)."""
-    from suture.stores.postgres.store import HNSW_EF_CONSTRUCTION, HNSW_M, _q
 
-    return _q("CREATE INDEX IF NOT EXISTS {sentence_hnsw} ON {sentences} USING hnsw "
+    return q("CREATE INDEX IF NOT EXISTS {sentence_hnsw} ON {sentences} USING hnsw "
               f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = "
               f"{HNSW_EF_CONSTRUCTION})", t)
 
@@ -64,8 +71,8 @@ def create_sentence_hnsw_statement(t: Tables) -> sql.Composed:
 class PostgresSentences:
     """The PostgreSQL store's side of the sentence contract."""
 
-    def __init__(self, store: PostgresStore) -> None:
-        # made per call (`PostgresStore._sentences`): holding it would tie the store in a
+    def __init__(self, store: PostgresIndex) -> None:
+        # made per call (`PostgresIndex._sentences`): holding it would tie the store in a
         # reference cycle, and a dropped store closes its connections by reference count
         self.store = store
 
@@ -92,40 +99,37 @@ class PostgresSentences:
         """Inside a document's write or delete: its sentences go with its old chunks."""
         if not self.exists(conn):
             return
-        from suture.stores.postgres.store import _q
 
         t = self.store.tables
-        conn.execute(_q("DELETE FROM {sentences} WHERE doc_id = %s", t), (doc_id,))
-        conn.execute(_q("DELETE FROM {sentence_docs} WHERE doc_id = %s", t), (doc_id,))
+        conn.execute(q("DELETE FROM {sentences} WHERE doc_id = %s", t), (doc_id,))
+        conn.execute(q("DELETE FROM {sentence_docs} WHERE doc_id = %s", t), (doc_id,))
 
     def insert(self, conn: psycopg.Connection[Any], doc_id: str, content_hash: str,
                parts: Iterable[DocumentSentences]) -> None:
         """Replace a document's sentences, a part at a time (inside the caller's
         transaction)."""
-        from suture.stores.postgres.store import _q
 
         self._create(conn)
         t = self.store.tables
-        conn.execute(_q("DELETE FROM {sentences} WHERE doc_id = %s", t), (doc_id,))
+        conn.execute(q("DELETE FROM {sentences} WHERE doc_id = %s", t), (doc_id,))
         for sentences in parts:
             vectors = np.ascontiguousarray(sentences.vectors, dtype=np.float32)
-            with conn.cursor() as cur, cur.copy(_q(
+            with conn.cursor() as cur, cur.copy(q(
                     f"COPY {{sentences}} ({_COLUMNS}, embedding) FROM STDIN (FORMAT BINARY)",
                     t)) as copy:
                 copy.set_types(["text", "int4", "int4", "int4", self.store._vector_oid])
                 for i, (p, s, e) in enumerate(zip(sentences.positions, sentences.starts,
                                                   sentences.ends, strict=True)):
                     copy.write_row((doc_id, int(p), int(s), int(e), vectors[i]))
-        conn.execute(_q("INSERT INTO {sentence_docs} VALUES (%s, %s) ON CONFLICT (doc_id) "
+        conn.execute(q("INSERT INTO {sentence_docs} VALUES (%s, %s) ON CONFLICT (doc_id) "
                         "DO UPDATE SET content_hash = EXCLUDED.content_hash", t),
                      (doc_id, content_hash))
 
     def write(self, summary: DocumentSummary, parts: Iterable[DocumentSentences]) -> None:
-        from suture.stores.postgres.store import _q
 
         with self.store.side_transaction() as conn:
             # the document's row lock orders this after (or before) a rewrite of it
-            row = conn.execute(_q("SELECT content_hash FROM {documents} WHERE doc_id = %s "
+            row = conn.execute(q("SELECT content_hash FROM {documents} WHERE doc_id = %s "
                                   "FOR UPDATE", self.store.tables),
                                (summary.doc_id,)).fetchone()
             if row is None or row[0] != summary.content_hash:
@@ -133,13 +137,12 @@ class PostgresSentences:
             self.insert(conn, summary.doc_id, summary.content_hash, parts)
 
     def missing(self) -> list[DocumentSummary]:
-        from suture.stores.postgres.store import _q
 
         summaries = self.store.documents_summary()
         stored: dict[str, str] = {}
         if self.exists():
             stored = dict(self.store._conn().execute(
-                _q("SELECT doc_id, content_hash FROM {sentence_docs}", self.store.tables)))
+                q("SELECT doc_id, content_hash FROM {sentence_docs}", self.store.tables)))
         lacking = [s for s in summaries if stored.get(s.doc_id) != s.content_hash]
         if not lacking or self.store._reading_now():
             return lacking
@@ -151,7 +154,6 @@ class PostgresSentences:
     # -- reading -------------------------------------------------------------------------
     def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None
                ) -> list[SentenceHit]:
-        from suture.stores.postgres.store import _MAX_EF_SEARCH, _q
 
         if k < 1 or not self.exists():
             return []
@@ -165,7 +167,7 @@ class PostgresSentences:
             statement = (f"SELECT {_COLUMNS}, -(embedding <#> %s) AS score FROM {{sentences}} "
                          f"WHERE doc_id = ANY(%s) {order}")
             args: tuple[Any, ...] = (vector, wanted, k)
-        elif k + 16 <= _MAX_EF_SEARCH and self._approximate(conn):
+        elif k + 16 <= MAX_EF_SEARCH and self._approximate(conn):
             self.store._set_ef_search(conn, max(self.store.connection.ef_search, k + 16))
             statement = (f"SELECT {_COLUMNS}, score FROM (SELECT {_COLUMNS}, -(embedding <#> "
                          "%s) AS score FROM {sentences} ORDER BY embedding <=> %s LIMIT %s) "
@@ -175,13 +177,12 @@ class PostgresSentences:
             statement = (f"SELECT {_COLUMNS}, -(embedding <#> %s) AS score FROM {{sentences}} "
                          f"{order}")
             args = (vector, k)
-        rows = conn.execute(_q(statement, self.store.tables), args).fetchall()
+        rows = conn.execute(q(statement, self.store.tables), args).fetchall()
         return [SentenceHit(r[0], int(r[1]), int(r[2]), int(r[3]), float(r[4])) for r in rows]
 
     def _approximate(self, conn: psycopg.Connection[Any]) -> bool:
-        """As the chunk search decides (`PostgresStore._approximate`), and only while the
+        """As the chunk search decides (`PostgresIndex._approximate`), and only while the
         sentence HNSW index exists."""
-        from suture.stores.postgres.store import EXACT_BELOW
 
         search = self.store.connection.search
         if search == "exact" or not self.store.has_hnsw_dimension():
@@ -194,20 +195,19 @@ class PostgresSentences:
 
     def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
            ) -> dict[str, DocumentSentences]:
-        from suture.stores.postgres.store import _int4, _q
 
         if not self.exists():
             return {}
         whole = sorted(set(doc_ids or ()))
         pairs = sorted({(d, int(p)) for d, _, p in
                         (c.rpartition("#") for c in chunk_ids or ()) if d not in whole})
-        rows = self.store._conn().execute(_q(
+        rows = self.store._conn().execute(q(
             f"SELECT {_COLUMNS}, embedding FROM {{sentences}} WHERE doc_id = ANY(%s) "
             f"UNION ALL SELECT s.doc_id, s.position, s.start, s.\"end\", s.embedding FROM "
             "unnest(%s::text[], %s::int[]) AS r(doc_id, position) JOIN {sentences} s ON "
             "s.doc_id = r.doc_id AND s.position = r.position ORDER BY 1, 3",
             self.store.tables),
-            (whole, [d for d, _ in pairs], [_int4(p) for _, p in pairs]),
+            (whole, [d for d, _ in pairs], [int4(p) for _, p in pairs]),
             binary=True).fetchall()
         return _grouped(rows, self.store.manifest.dimension)
 

@@ -51,25 +51,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
-import struct
 import threading
 import weakref
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.exceptions import (
     ConfigurationError,
-    DocumentError,
     IndexError_,
     IndexNotFoundError,
-    missing_dependency,
 )
 from suture.filters import Condition, Filter, prefix_end, value_kind
 from suture.stores.base import (
@@ -85,177 +81,37 @@ from suture.stores.base import (
 )
 from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
 from suture.stores.postgres.sentences import PostgresSentences, create_sentence_tables
-from suture.stores.sentences import DocumentSentences, SentenceHit
+from suture.stores.postgres.sql import (
+    EXACT_BELOW,
+    MAX_EF_SEARCH,
+    MAX_HNSW_DIMENSION,
+    PREFETCH_HITS,
+    Connection,
+    Tables,
+    check_index_name,
+    chunk_from_row,
+    connect,
+    create_hnsw_statement,
+    int4,
+    pg_text,
+    psycopg_driver,
+    q,
+    text_from_pg,
+    vector_adapters,
+    vector_oid,
+)
+from suture.stores.sentences import DocumentSentences
 from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, SourceDocument
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg import sql
 
     from suture.stores.lexical import LexicalEngine, LexicalSettings
 
-#: the values of the URL's ``search`` option
-SEARCH_MODES = ("auto", "exact", "hnsw")
-#: below this many chunks ``search=auto`` reads every vector (exact)
-EXACT_BELOW = 10_000
-#: a load of at least this many new chunks (and at least as many as the index holds) drops
-#: the HNSW index and builds it once at its end (the URL's ``bulk`` option overrides it)
-BULK_FROM = 10_000
-#: suture's own options in a PostgreSQL URL (the rest goes to libpq)
-_OWN_OPTIONS = ("search", "bulk", "ef_search")
-#: pgvector's ``hnsw.ef_search`` for a top-k search (raised to k + 16 for a larger k;
-#: the URL's ``ef_search`` option overrides it)
-EF_SEARCH = 100
-#: a search for at most this many hits inside `reading()` also fetches each hit's neighbours
-PREFETCH_HITS = 20
-#: pgvector 0.6 caps ``hnsw.ef_search`` and HNSW indexes at these
-_MAX_EF_SEARCH = 1000
-_MAX_HNSW_DIMENSION = 2000
-#: HNSW build parameters (pgvector's defaults)
-HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
-#: an index name: letters, digits, underscores; short enough for every table suffix
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 #: rows per page when streaming every chunk
 _PAGE = 5000
-
-
-@dataclass(frozen=True, slots=True)
-class Tables:
-    """The identifiers of one index's tables (built from a validated name only)."""
-
-    name: str
-
-    def __getattr__(self, suffix: str) -> sql.Identifier:
-        from psycopg import sql
-
-        if suffix.startswith("_"):
-            raise AttributeError(suffix)
-        return sql.Identifier(f"{object.__getattribute__(self, 'name')}_{suffix}")
-
-    def all(self) -> list[sql.Identifier]:
-        """Every table of the index (for sizes and cleanup)."""
-        return [getattr(self, s) for s in ("meta", "documents", "chunks", "cache", "derived",
-                                            "lexical", "postings", "doc_postings",
-                                            "lexical_docs", "sentences", "sentence_docs")]
-
-
-def check_index_name(index: str) -> str:
-    """`index` when it can name PostgreSQL tables; `ConfigurationError` otherwise."""
-    if not _NAME.fullmatch(index):
-        raise ConfigurationError(
-            f"--index {index!r} cannot name an index in PostgreSQL: use letters, digits and "
-            "underscores (at most 40, not starting with a digit), e.g. --index legal_2024"
-        )
-    return index
-
-
-@dataclass(frozen=True, slots=True)
-class Connection:
-    """Where to connect (the URL without suture's own options), how to search, and from
-    how many chunks a load is a bulk load (None: never; see `suture.stores.postgres.bulk`)."""
-
-    conninfo: str
-    search: str = "auto"
-    bulk: int | None = BULK_FROM
-    #: pgvector's ``hnsw.ef_search`` (raised to k + 16 for a larger k)
-    ef_search: int = EF_SEARCH
-
-    @classmethod
-    def parse(cls, url: str | None) -> Connection:
-        if not url:
-            raise ConfigurationError(
-                "the PostgreSQL store needs a URL: --store postgresql://USER@HOST/DATABASE"
-            )
-        parts = urlsplit(url)
-        options = dict(parse_qsl(parts.query))
-        search = options.get("search", "auto")
-        if search not in SEARCH_MODES:
-            raise ConfigurationError(
-                f"search={search!r} in {_redact(url)}: choose one of {', '.join(SEARCH_MODES)}"
-            )
-        bulk = _bulk_option(options.get("bulk"), url)
-        ef_search = options.get("ef_search", str(EF_SEARCH))
-        if not ef_search.isdigit() or not 1 <= int(ef_search) <= _MAX_EF_SEARCH:
-            raise ConfigurationError(
-                f"ef_search={ef_search!r} in {_redact(url)}: give a number from 1 to "
-                f"{_MAX_EF_SEARCH} (HNSW candidates per search; more: higher recall, slower)"
-            )
-        # the other options go to libpq as written (host=/a/socket/folder stays readable)
-        rest = [o for o in parts.query.split("&")
-                if o and o.split("=", 1)[0] not in _OWN_OPTIONS]
-        return cls(urlunsplit(parts._replace(query="&".join(rest))), search, bulk,
-                   int(ef_search))
-
-    def options(self) -> list[str]:
-        """suture's own URL options that differ from the defaults, as written in a URL."""
-        return [*([f"search={self.search}"] if self.search != "auto" else []),
-                *([f"bulk={'off' if self.bulk is None else self.bulk}"]
-                  if self.bulk != BULK_FROM else []),
-                *([f"ef_search={self.ef_search}"] if self.ef_search != EF_SEARCH else [])]
-
-    @property
-    def display(self) -> str:
-        return _redact(self.conninfo)
-
-
-def _bulk_option(value: str | None, url: str) -> int | None:
-    """The URL's ``bulk`` option: a number of chunks, or ``off``."""
-    if value is None:
-        return BULK_FROM
-    if value == "off":
-        return None
-    if not value.isdigit():
-        raise ConfigurationError(
-            f"bulk={value!r} in {_redact(url)}: give the smallest load (in chunks) that "
-            f"builds the HNSW index once at its end, e.g. bulk={BULK_FROM}, or bulk=off"
-        )
-    return int(value)
-
-
-def _redact(url: str) -> str:
-    """The URL without its password (for messages)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
-
-
-def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise missing_dependency("psycopg", "postgres") from exc
-    return psycopg
-
-
-# -- pgvector's binary format, straight to and from numpy -----------------------------------
-def _vector_adapters(oid: int) -> tuple[type[Any], type[Any]]:
-    """(dumper, loader) between float32 numpy vectors and pgvector's binary `vector`."""
-    from psycopg.adapt import Dumper, Loader
-    from psycopg.pq import Format
-
-    class VectorDumper(Dumper):
-        format = Format.BINARY
-
-        def dump(self, obj: Any) -> bytes:
-            vector = np.asarray(obj, dtype=">f4").ravel()
-            return struct.pack(">HH", len(vector), 0) + vector.tobytes()
-
-    VectorDumper.oid = oid
-
-    class VectorLoader(Loader):
-        format = Format.BINARY
-
-        def load(self, data: Any) -> Any:
-            return np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32)
-
-    return VectorDumper, VectorLoader
 
 
 class PostgresStore(Store):
@@ -285,21 +141,21 @@ class PostgresStore(Store):
     def open_index(cls, index: str, url: str | None) -> PostgresStore:
         connection = Connection.parse(url)
         name = check_index_name(index)
-        with _connect(connection) as conn:
+        with connect(connection) as conn:
             manifest = _read_manifest(conn, Tables(name))
             if manifest is None:
                 raise IndexNotFoundError(
                     f"no index {name!r} in {connection.display}; build one with "
                     f"`suture index PATH... --index {name} --store {connection.display}`"
                 )
-            return cls(connection, name, manifest, _vector_oid(conn, connection))
+            return cls(connection, name, manifest, vector_oid(conn, connection))
 
     @classmethod
     def create_index(cls, index: str, url: str | None, manifest: Manifest) -> PostgresStore:
         connection = Connection.parse(url)
         name = check_index_name(index)
         tables = Tables(name)
-        with _connect(connection) as conn:
+        with connect(connection) as conn:
             with conn.transaction():
                 # One creator at a time per index name (and for the extension): the first
                 # one's manifest wins, later ones join or fail below.
@@ -307,11 +163,11 @@ class PostgresStore(Store):
                 if _read_manifest(conn, tables) is None:
                     _create_extension(conn, connection)
                     _create_tables(conn, tables, manifest.dimension)
-                    conn.execute(_q("INSERT INTO {meta} (manifest) VALUES (%s)", tables),
+                    conn.execute(q("INSERT INTO {meta} (manifest) VALUES (%s)", tables),
                                  (json.dumps(manifest.to_dict(), sort_keys=True),))
             stored = _read_manifest(conn, tables)
             assert stored is not None  # written above or by the creator we waited for
-            store = cls(connection, name, stored, _vector_oid(conn, connection))
+            store = cls(connection, name, stored, vector_oid(conn, connection))
         try:
             store.check_same_settings(manifest)
         except ConfigurationError:
@@ -345,7 +201,7 @@ class PostgresStore(Store):
     def update_manifest(self, manifest: Manifest) -> None:
         self.check_same_settings(manifest)
         with self._writing() as conn:
-            conn.execute(_q("UPDATE {meta} SET manifest = %s", self.tables),
+            conn.execute(q("UPDATE {meta} SET manifest = %s", self.tables),
                          (json.dumps(manifest.to_dict(), sort_keys=True),))
         self.manifest = manifest
 
@@ -364,8 +220,8 @@ class PostgresStore(Store):
         return conn
 
     def _new_connection(self) -> psycopg.Connection[Any]:
-        conn = _connect(self.connection)
-        dumper, loader = _vector_adapters(self._vector_oid)
+        conn = connect(self.connection)
+        dumper, loader = vector_adapters(self._vector_oid)
         conn.adapters.register_dumper(np.ndarray, dumper)
         conn.adapters.register_loader(self._vector_oid, loader)
         return conn
@@ -428,17 +284,17 @@ class PostgresStore(Store):
             # the same document waits here and the delete below sees what it committed. Its
             # chunk count is set once every part is in.
             conn.execute(
-                _q("INSERT INTO {documents} (doc_id, content_hash, title, source, metadata, "
+                q("INSERT INTO {documents} (doc_id, content_hash, title, source, metadata, "
                    "sections, text, token_map, chunk_count) VALUES (%s, %s, %s, %s, %s, %s, "
                    "%s, %s, 0) ON CONFLICT (doc_id) DO UPDATE SET content_hash = "
                    "EXCLUDED.content_hash, title = EXCLUDED.title, source = EXCLUDED.source, "
                    "metadata = EXCLUDED.metadata, sections = EXCLUDED.sections, text = "
                    "EXCLUDED.text, token_map = EXCLUDED.token_map, chunk_count = 0", t),
-                (document.doc_id, content_hash, _pg_text(document.title, document.doc_id),
+                (document.doc_id, content_hash, pg_text(document.title, document.doc_id),
                  document.source,
                  json.dumps(dict(document.metadata), sort_keys=True, default=str),
                  json.dumps([section_to_json(s) for s in document.sections]),
-                 _pg_text(document.text, document.doc_id),
+                 pg_text(document.text, document.doc_id),
                  token_map.to_bytes() if token_map is not None else None),
             )
             removed = self._delete_rows(conn, document.doc_id)
@@ -453,11 +309,11 @@ class PostgresStore(Store):
                 count += len(chunks)
             postgres_bm25.write_document_postings(conn, t, lexical, document, content_hash,
                                                   count, chunk_terms)
-            conn.execute(_q("UPDATE {documents} SET chunk_count = %s WHERE doc_id = %s", t),
+            conn.execute(q("UPDATE {documents} SET chunk_count = %s WHERE doc_id = %s", t),
                          (count, document.doc_id))
             if sentences is not None:
                 self._sentences.insert(conn, document.doc_id, content_hash, sentences)
-            conn.execute(_q("UPDATE {meta} SET generation = generation + 1, "
+            conn.execute(q("UPDATE {meta} SET generation = generation + 1, "
                             "chunks = chunks + %s", t), (count - removed,))
 
     def _insert_chunks(self, conn: psycopg.Connection[Any], chunks: Sequence[Chunk],
@@ -467,10 +323,10 @@ class PostgresStore(Store):
             return []
         t = self.tables
         ids = [int(r[0]) for r in conn.execute(
-            _q("SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            q("SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
                t), (f'"{self.name}_chunks"', len(chunks)))]
         rows = np.ascontiguousarray(vectors, dtype=np.float32)
-        with conn.cursor() as cur, cur.copy(_q(
+        with conn.cursor() as cur, cur.copy(q(
             'COPY {chunks} (id, doc_id, position, start, "end", section_path, text, embedding)'
             " FROM STDIN (FORMAT BINARY)", t)) as copy:
             copy.set_types(["int8", "text", "int4", "int4", "int4", "text", "text",
@@ -478,7 +334,7 @@ class PostgresStore(Store):
             for i, (chunk, chunk_id) in enumerate(zip(chunks, ids, strict=True)):
                 copy.write_row((chunk_id, chunk.doc_id, chunk.position, chunk.start, chunk.end,
                                 json.dumps(list(chunk.section_path)),
-                                _pg_text(chunk.text, chunk.doc_id), rows[i]))
+                                pg_text(chunk.text, chunk.doc_id), rows[i]))
         return ids
 
     def _delete_rows(self, conn: psycopg.Connection[Any], doc_id: str) -> int:
@@ -488,29 +344,29 @@ class PostgresStore(Store):
 
         postgres_bm25.delete_postings(conn, self.tables, doc_id)
         self._sentences.drop_document(conn, doc_id)
-        return len(conn.execute(_q("DELETE FROM {chunks} WHERE doc_id = %s RETURNING id",
+        return len(conn.execute(q("DELETE FROM {chunks} WHERE doc_id = %s RETURNING id",
                                    self.tables), (doc_id,)).fetchall())
 
     def delete_document(self, doc_id: str) -> bool:
         with self._writing() as conn:
-            found = conn.execute(_q("DELETE FROM {documents} WHERE doc_id = %s RETURNING 1",
+            found = conn.execute(q("DELETE FROM {documents} WHERE doc_id = %s RETURNING 1",
                                     self.tables), (doc_id,)).fetchone()
             if found is None:
                 return False
             removed = self._delete_rows(conn, doc_id)
-            conn.execute(_q("UPDATE {meta} SET generation = generation + 1, "
+            conn.execute(q("UPDATE {meta} SET generation = generation + 1, "
                             "chunks = chunks - %s", self.tables), (removed,))
         return True
 
     def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
         with self._writing() as conn:
-            conn.execute(_q("UPDATE {documents} SET token_map = %s WHERE doc_id = %s",
+            conn.execute(q("UPDATE {documents} SET token_map = %s WHERE doc_id = %s",
                             self.tables), (token_map.to_bytes(), doc_id))
 
     # -- embedding cache ---------------------------------------------------------------------
     def cached_embeddings(self, embedder_key: str, text_hashes: Sequence[str]) -> dict[str, Any]:
         rows = self._conn().execute(
-            _q("SELECT text_hash, vector FROM {cache} WHERE embedder = %s "
+            q("SELECT text_hash, vector FROM {cache} WHERE embedder = %s "
                "AND text_hash = ANY(%s)", self.tables),
             (embedder_key, list(dict.fromkeys(text_hashes))))
         return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in rows}
@@ -520,7 +376,7 @@ class PostgresStore(Store):
             return
         with self.side_transaction() as conn:
             conn.execute(
-                _q("INSERT INTO {cache} (embedder, text_hash, vector) SELECT %s, h, v FROM "
+                q("INSERT INTO {cache} (embedder, text_hash, vector) SELECT %s, h, v FROM "
                    "unnest(%s::text[], %s::bytea[]) AS u(h, v) ON CONFLICT (embedder, "
                    "text_hash) DO UPDATE SET vector = EXCLUDED.vector", self.tables),
                 (embedder_key, list(vectors),
@@ -539,7 +395,7 @@ class PostgresStore(Store):
             return read.meta
         conn = self._conn()
         row = conn.execute(
-            _q("SELECT generation, chunks, to_regclass(%s) IS NOT NULL FROM {meta}",
+            q("SELECT generation, chunks, to_regclass(%s) IS NOT NULL FROM {meta}",
                self.tables), (self.tables.hnsw.as_string(conn),)).fetchone()
         meta = (int(row[0]), int(row[1]), bool(row[2])) if row else (0, 0, False)
         if read is not None:
@@ -548,13 +404,13 @@ class PostgresStore(Store):
 
     def document_hashes(self) -> dict[str, str]:
         return dict(self._conn().execute(
-            _q("SELECT doc_id, content_hash FROM {documents}", self.tables)).fetchall())
+            q("SELECT doc_id, content_hash FROM {documents}", self.tables)).fetchall())
 
     def documents_summary(self) -> list[DocumentSummary]:
-        rows = self._conn().execute(_q(
+        rows = self._conn().execute(q(
             "SELECT doc_id, title, length(text), chunk_count, content_hash FROM {documents} "
             "ORDER BY doc_id", self.tables))
-        return [DocumentSummary(r[0], _text_from_pg(r[1]), int(r[2]), int(r[3]), r[4])
+        return [DocumentSummary(r[0], text_from_pg(r[1]), int(r[2]), int(r[3]), r[4])
                 for r in rows]
 
     def document(self, doc_id: str) -> Document:
@@ -563,7 +419,7 @@ class PostgresStore(Store):
     def filter_documents(self, wanted: Filter) -> list[str]:
         """One SQL query over the documents table (metadata read as jsonb), never a chunk."""
         where, args = _filter_sql(wanted)
-        return [row[0] for row in self._conn().execute(_q(
+        return [row[0] for row in self._conn().execute(q(
             f"SELECT doc_id FROM {{documents}} WHERE {where} ORDER BY doc_id", self.tables),
             args)]
 
@@ -572,20 +428,20 @@ class PostgresStore(Store):
 
     def documents_without_token_map(self) -> set[str]:
         return {r[0] for r in self._conn().execute(
-            _q("SELECT doc_id FROM {documents} WHERE token_map IS NULL", self.tables))}
+            q("SELECT doc_id FROM {documents} WHERE token_map IS NULL", self.tables))}
 
     def _document_entry(self, doc_id: str) -> tuple[Document, TokenMap | None]:
         """The document and its token map; inside `reading()` each is read once."""
         read: _Read | None = getattr(self._local, "read", None)
         if read is not None and doc_id in read.documents:
             return read.documents[doc_id]
-        row = self._conn().execute(_q(
+        row = self._conn().execute(q(
             "SELECT title, source, metadata, sections, text, token_map FROM {documents} "
             "WHERE doc_id = %s", self.tables), (doc_id,)).fetchone()
         if row is None:
             raise KeyError(f"no document {doc_id!r} in the index at {self.location}")
-        document = Document(doc_id=doc_id, text=_text_from_pg(row[4]),
-                            title=_text_from_pg(row[0]), source=row[1],
+        document = Document(doc_id=doc_id, text=text_from_pg(row[4]),
+                            title=text_from_pg(row[0]), source=row[1],
                             metadata=json.loads(row[2]),
                             sections=tuple(section_from_json(s) for s in json.loads(row[3])))
         entry = (document, stored_token_map(row[5]))
@@ -633,12 +489,12 @@ class PostgresStore(Store):
             args = (vector, k)
         read: _Read | None = getattr(self._local, "read", None)
         if read is None or doc_ids is not None or k > PREFETCH_HITS:
-            rows = conn.execute(_q(hits, self.tables), args).fetchall()
-            return [ScoredChunk(_chunk(r), float(r[6])) for r in rows]
+            rows = conn.execute(q(hits, self.tables), args).fetchall()
+            return [ScoredChunk(chunk_from_row(r), float(r[6])) for r in rows]
         # Inside a query's read, the chunks next to each hit come back with the hits, in
         # the same statement: neighbour-expanding policies (SCAR, window) ask for exactly
         # these next, and a round trip to the server costs more than the rows.
-        rows = conn.execute(_q(
+        rows = conn.execute(q(
             f"WITH hits AS MATERIALIZED ({hits}) SELECT {columns}, score, NULL::vector "
             "FROM hits UNION ALL SELECT c.doc_id, c.position, c.start, c.\"end\", "
             "c.section_path, c.text, NULL, c.embedding FROM hits h JOIN {chunks} c ON "
@@ -646,45 +502,27 @@ class PostgresStore(Store):
             self.tables), args, binary=True).fetchall()
         found = sorted((r for r in rows if r[6] is not None),
                        key=lambda r: (-r[6], r[0], r[1]))
-        read.near = {(r[0], r[1]): (_chunk(r), r[7]) for r in rows if r[6] is None}
+        read.near = {(r[0], r[1]): (chunk_from_row(r), r[7]) for r in rows if r[6] is None}
         read.near_ranges = {(r[0], r[1] - 1, r[1] + 1) for r in found}
-        return [ScoredChunk(_chunk(r), float(r[6])) for r in found]
+        return [ScoredChunk(chunk_from_row(r), float(r[6])) for r in found]
 
     # -- sentence vectors (`suture.stores.postgres.sentences`) ---------------------------
     @property
     def _sentences(self) -> PostgresSentences:
         return PostgresSentences(self)
 
-    def search_sentences(self, query_vector: Vectors, k: int,
-                         doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
-        return self._sentences.search(query_vector, k, doc_ids)
-
-    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
-                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
-        return self._sentences.of(chunk_ids, doc_ids)
-
-    def sentences_missing(self) -> list[DocumentSummary]:
-        return self._sentences.missing()
-
-    def write_sentences(self, summary: DocumentSummary,
-                        parts: Iterable[DocumentSentences]) -> None:
-        self._sentences.write(summary, parts)
-
-    def prune_sentences(self) -> None:
-        self._sentences.prune()
-
     def _approximate(self, k: int) -> bool:
         """Whether a search reads the HNSW index: never while the index is absent (a bulk
         load has dropped it, or a killed one left it dropped): then the scan is exact."""
         search = self.connection.search
-        if search == "exact" or k + 16 > _MAX_EF_SEARCH or not self.has_hnsw_dimension():
+        if search == "exact" or k + 16 > MAX_EF_SEARCH or not self.has_hnsw_dimension():
             return False
         _, chunks, indexed = self._meta()
         return indexed and (search == "hnsw" or chunks >= EXACT_BELOW)
 
     def has_hnsw_dimension(self) -> bool:
         """Whether the vectors are narrow enough for an HNSW index (pgvector 0.6's limit)."""
-        return self.manifest.dimension <= _MAX_HNSW_DIMENSION
+        return self.manifest.dimension <= MAX_HNSW_DIMENSION
 
     # -- bulk loads -------------------------------------------------------------------------
     def bulk_writes(self, expected_chunks: int = 0, *, show_progress: bool = False
@@ -724,13 +562,13 @@ class PostgresStore(Store):
                 any(d == doc and lo <= low and high <= hi for doc, lo, hi in read.near_ranges)
                 for d, low, high in ranges):
             return self._near(read.near, ranges)
-        rows = self._conn().execute(_q(
+        rows = self._conn().execute(q(
             'SELECT c.doc_id, c.position, c.start, c."end", c.section_path, c.text, '
             "c.embedding FROM unnest(%s::text[], %s::int[], %s::int[]) WITH ORDINALITY "
             "AS r(doc_id, low, high, asked) JOIN {chunks} c ON c.doc_id = r.doc_id "
             "AND c.position BETWEEN r.low AND r.high ORDER BY r.asked, c.position",
             self.tables),
-            ([r[0] for r in ranges], [_int4(r[1]) for r in ranges], [_int4(r[2]) for r in ranges]),
+            ([r[0] for r in ranges], [int4(r[1]) for r in ranges], [int4(r[2]) for r in ranges]),
             binary=True).fetchall()
         chunks: list[Chunk] = []
         vectors: list[Any] = []
@@ -739,7 +577,7 @@ class PostgresStore(Store):
             if (row[0], row[1]) in seen:
                 continue
             seen.add((row[0], row[1]))
-            chunks.append(_chunk(row))
+            chunks.append(chunk_from_row(row))
             vectors.append(row[6])
         matrix = np.stack(vectors) if vectors else np.zeros((0, dim), dtype=np.float32)
         return chunks, matrix
@@ -764,14 +602,14 @@ class PostgresStore(Store):
     def iter_chunks(self) -> Iterator[Chunk]:
         """Pages of `_PAGE` chunks by (doc_id, position) key (bounded memory at any size)."""
         columns = 'SELECT doc_id, position, start, "end", section_path, text FROM {chunks} '
-        rows = self._conn().execute(_q(columns + "ORDER BY doc_id, position LIMIT %s",
+        rows = self._conn().execute(q(columns + "ORDER BY doc_id, position LIMIT %s",
                                        self.tables), (_PAGE,)).fetchall()
         while rows:
             for row in rows:
-                yield _chunk(row)
+                yield chunk_from_row(row)
             if len(rows) < _PAGE:
                 return
-            rows = self._conn().execute(_q(
+            rows = self._conn().execute(q(
                 columns + "WHERE (doc_id, position) > (%s, %s) ORDER BY doc_id, position "
                 "LIMIT %s", self.tables), (rows[-1][0], rows[-1][1], _PAGE)).fetchall()
 
@@ -815,13 +653,13 @@ class TableData(DerivedData):
 
     def read(self, key: str) -> bytes | None:
         row = self.store._conn().execute(
-            _q("SELECT data FROM {derived} WHERE key = %s", self.store.tables),
+            q("SELECT data FROM {derived} WHERE key = %s", self.store.tables),
             (key,)).fetchone()
         return None if row is None else bytes(row[0])
 
     def write(self, key: str, data: bytes) -> None:
         with self.store.side_transaction() as conn:
-            conn.execute(_q(
+            conn.execute(q(
                 "INSERT INTO {derived} (key, data) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
                 "SET data = EXCLUDED.data, version = nextval(pg_get_serial_sequence(%s, "
                 "'version'))", self.store.tables),
@@ -829,15 +667,15 @@ class TableData(DerivedData):
 
     def delete(self, key: str) -> None:
         with self.store.side_transaction() as conn:
-            conn.execute(_q("DELETE FROM {derived} WHERE key = %s", self.store.tables), (key,))
+            conn.execute(q("DELETE FROM {derived} WHERE key = %s", self.store.tables), (key,))
 
     def keys(self, prefix: str = "") -> list[str]:
-        return [r[0] for r in self.store._conn().execute(_q(
+        return [r[0] for r in self.store._conn().execute(q(
             "SELECT key FROM {derived} WHERE starts_with(key, %s) ORDER BY key",
             self.store.tables), (prefix,))]
 
     def stamp(self, prefix: str = "") -> tuple[tuple[str, int], ...]:
-        return tuple((r[0], int(r[1])) for r in self.store._conn().execute(_q(
+        return tuple((r[0], int(r[1])) for r in self.store._conn().execute(q(
             "SELECT key, version FROM {derived} WHERE starts_with(key, %s) ORDER BY key",
             self.store.tables), (prefix,)))
 
@@ -888,32 +726,6 @@ def _value_test(condition: Condition, value: Any, args: list[Any]) -> str:
     return f"CASE WHEN jsonb_typeof{field} = '{_JSONB_TYPES[kind]}' THEN {compared} ELSE FALSE END"
 
 
-def _int4(position: int) -> int:
-    """A range end as the `int` column type holds it (a range may be open-ended, e.g.
-    parent's `0 … 2**62`; positions themselves always fit)."""
-    return max(-(2**31), min(int(position), 2**31 - 1))
-
-
-def _q(query: str, tables: Tables, **extra: Any) -> sql.Composed:
-    """`query` with ``{documents}``-style placeholders filled by the index's identifiers."""
-    from psycopg import sql
-
-    names = set(re.findall(r"\{(\w+)\}", query)) - set(extra)
-    return sql.SQL(query).format(**{n: getattr(tables, n) for n in names}, **extra)
-
-
-def _connect(connection: Connection) -> psycopg.Connection[Any]:
-    driver = _psycopg()
-    try:
-        conn: psycopg.Connection[Any] = driver.connect(connection.conninfo, autocommit=True)
-    except driver.OperationalError as exc:
-        raise IndexError_(
-            f"cannot connect to {connection.display}: {str(exc).strip()}; check that the "
-            "server is running and the --store URL (user, host, database)"
-        ) from None
-    return conn
-
-
 def _close_all(connections: dict[int, Any]) -> None:
     for conn in connections.values():
         with contextlib.suppress(Exception):
@@ -922,7 +734,7 @@ def _close_all(connections: dict[int, Any]) -> None:
 
 
 def _create_extension(conn: psycopg.Connection[Any], connection: Connection) -> None:
-    driver = _psycopg()
+    driver = psycopg_driver()
     try:
         with conn.transaction():  # a savepoint: a failure here leaves the outer one usable
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -932,14 +744,6 @@ def _create_extension(conn: psycopg.Connection[Any], connection: Connection) -> 
             f"({str(exc).strip()}); install pgvector on the server and run "
             "`CREATE EXTENSION vector;` in that database as a superuser"
         ) from None
-
-
-def _vector_oid(conn: psycopg.Connection[Any], connection: Connection) -> int:
-    row = conn.execute("SELECT to_regtype('vector')::oid").fetchone()
-    if row is None or row[0] is None:
-        raise IndexError_(f"the pgvector extension is missing from {connection.display}; "
-                          "run `CREATE EXTENSION vector;` in that database")
-    return int(row[0])
 
 
 def _create_tables(conn: psycopg.Connection[Any], t: Tables, dimension: int) -> None:
@@ -962,19 +766,11 @@ def _create_tables(conn: psycopg.Connection[Any], t: Tables, dimension: int) -> 
         "version bigserial NOT NULL)",
     ]
     for statement in statements:
-        conn.execute(_q(statement, t))
-    if dimension <= _MAX_HNSW_DIMENSION:
+        conn.execute(q(statement, t))
+    if dimension <= MAX_HNSW_DIMENSION:
         conn.execute(create_hnsw_statement(t))
     create_bm25_tables(conn, t)
-    create_sentence_tables(conn, t, dimension, dimension <= _MAX_HNSW_DIMENSION)
-
-
-def create_hnsw_statement(t: Tables) -> sql.Composed:
-    """The index's HNSW index over its vectors (cosine; pgvector's default m and
-    ef_construction), created with the table or rebuilt after a bulk load."""
-    return _q(f"CREATE INDEX IF NOT EXISTS {{hnsw}} ON {{chunks}} USING hnsw (embedding "
-              f"vector_cosine_ops) WITH (m = {HNSW_M}, ef_construction = "
-              f"{HNSW_EF_CONSTRUCTION})", t)
+    create_sentence_tables(conn, t, dimension, dimension <= MAX_HNSW_DIMENSION)
 
 
 def _read_manifest(conn: psycopg.Connection[Any], t: Tables) -> Manifest | None:
@@ -982,33 +778,8 @@ def _read_manifest(conn: psycopg.Connection[Any], t: Tables) -> Manifest | None:
     exists = conn.execute("SELECT to_regclass(%s)", (t.meta.as_string(conn),)).fetchone()
     if exists is None or exists[0] is None:
         return None
-    row = conn.execute(_q("SELECT manifest FROM {meta}", t)).fetchone()
+    row = conn.execute(q("SELECT manifest FROM {meta}", t)).fetchone()
     return None if row is None else Manifest.from_dict(json.loads(row[0]))
 
 
 
-#: what a stored text holds in place of NUL, which PostgreSQL's text type cannot hold
-_NUL_STAND_IN = "\uffff"
-
-
-def _pg_text(text: str, doc_id: str) -> str:
-    """`text` as stored: NUL written as `_NUL_STAND_IN` (one character for one, so SQL's
-    length() and offsets are the text's); `DocumentError` when it holds the stand-in."""
-    if _NUL_STAND_IN in text:
-        raise DocumentError(
-            f"document {doc_id!r} holds U+FFFF, the character the PostgreSQL store writes "
-            "in place of NUL (which PostgreSQL cannot store); remove it from the text or "
-            "use another store")
-    return text.replace("\x00", _NUL_STAND_IN)
-
-
-def _text_from_pg(text: str) -> str:
-    """A stored text as it was indexed (NUL in place of `_NUL_STAND_IN`)."""
-    return text.replace(_NUL_STAND_IN, "\x00") if _NUL_STAND_IN in text else text
-
-
-def _chunk(row: Sequence[Any]) -> Chunk:
-    """A `Chunk` from (doc_id, position, start, end, section_path, text, ...)."""
-    return Chunk(Chunk.make_id(row[0], row[1]), row[0], row[1], row[2], row[3],
-                 _text_from_pg(row[5]),
-                 tuple(json.loads(row[4])))

@@ -104,7 +104,7 @@ from suture.stores.cache import DocumentCache
 from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
 from suture.stores.lexical import LexicalSettings, Tokenizer
 from suture.stores.qdrant.sentences import QdrantSentences
-from suture.stores.sentences import DocumentSentences, SentenceHit
+from suture.stores.sentences import DocumentSentences
 from suture.textfile import loaded
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, SourceDocument
@@ -600,24 +600,6 @@ class QdrantStore(Store):
     @property
     def _sentences(self) -> QdrantSentences:
         return QdrantSentences(self)
-
-    def search_sentences(self, query_vector: Vectors, k: int,
-                         doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
-        return self._sentences.search(query_vector, k, doc_ids)
-
-    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
-                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
-        return self._sentences.of(chunk_ids, doc_ids)
-
-    def sentences_missing(self) -> list[DocumentSummary]:
-        return self._sentences.missing()
-
-    def write_sentences(self, summary: DocumentSummary,
-                        parts: Iterable[DocumentSentences]) -> None:
-        self._sentences.write(summary, parts)
-
-    def prune_sentences(self) -> None:
-        self._sentences.prune()
 
     def delete_document(self, doc_id: str) -> bool:
         self._check_not_reading()

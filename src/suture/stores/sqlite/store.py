@@ -67,7 +67,7 @@ from suture.stores.cache import DocumentCache
 from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
 from suture.stores.derived import FolderData
 from suture.stores.packed import pack_strings, packed_keys, unpack_strings
-from suture.stores.sentences import DocumentSentences, SentenceHit
+from suture.stores.sentences import DocumentSentences, SentenceBackend
 from suture.stores.sqlite.sentences import (
     SENTENCE_SCHEMA,
     SQLiteSentences,
@@ -151,7 +151,7 @@ class SQLiteStore(Store):
         self._state: ChunkTable | None = None
         self._documents = DocumentCache()
         self._derived = FolderData(path)
-        self._sentences = SQLiteSentences(self)
+        self._sentence_rows = SQLiteSentences(self)
 
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
@@ -622,35 +622,13 @@ class SQLiteStore(Store):
         return total
 
     # -- sentence vectors (`suture.stores.sqlite.sentences`) ----------------------------
-    def search_sentences(self, query_vector: Vectors, k: int,
-                         doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
-        if not self._sentences.has_table():  # an older index opened read-only
-            return super().search_sentences(query_vector, k, doc_ids)
-        return self._sentences.search(query_vector, k, doc_ids) if k >= 1 else []
-
-    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
-                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
-        if not self._sentences.has_table():
-            return super().sentences_of(chunk_ids=chunk_ids, doc_ids=doc_ids)
-        return self._sentences.of(chunk_ids, doc_ids)
-
-    def sentences_missing(self) -> list[DocumentSummary]:
-        if not self._sentences.has_table():
-            return super().sentences_missing()
-        return self._sentences.missing()
-
-    def write_sentences(self, summary: DocumentSummary,
-                        parts: Iterable[DocumentSentences]) -> None:
-        if not self._sentences.has_table():
-            super().write_sentences(summary, parts)
-        else:
-            self._sentences.write(summary, parts)
-
-    def prune_sentences(self) -> None:
-        if not self._sentences.has_table():
-            super().prune_sentences()
-        else:
-            self._sentences.prune()
+    @property
+    def _sentences(self) -> SentenceBackend:
+        """The `sentences` table; an older index opened read-only may lack it, and then
+        keeps them as the default does (blobs, here held in memory)."""
+        if self._sentence_rows.has_table():
+            return self._sentence_rows
+        return super()._sentences
 
     def chunk_table(self) -> ChunkTable:
         """The in-memory columns of every chunk of the current generation (SQLite only)."""
@@ -666,7 +644,7 @@ class SQLiteStore(Store):
         and the graph: it never holds the table beside the graph it builds, and its first
         query, if any, reads the table from the matrix file.
         """
-        self._sentences.prepare(show_progress)
+        self._sentence_rows.prepare(show_progress)
         pinned = getattr(self._local, "table", None)
         if self.read_only or pinned is not None or self._state is not None:
             self._active_graph(self._search_state(), show_progress)
