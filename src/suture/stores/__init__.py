@@ -19,42 +19,16 @@ Adding a backend is one module and one line in `_REGISTRY`.
 
 from __future__ import annotations
 
-from enum import StrEnum
-from urllib.parse import urlsplit
-
-from suture._registry import load_class, lookup
+from suture._registry import load_class
 from suture.exceptions import ConfigurationError
 from suture.stores.base import DerivedData, DocumentSummary, Manifest, ScoredChunk, Store
-
-
-class StoreName(StrEnum):
-    SQLITE = "sqlite"
-    POSTGRESQL = "postgresql"
-    QDRANT = "qdrant"
-    #: read in attach mode only (`stores/chroma/attach.py`): no suture index of its own
-    CHROMA = "chroma"
-
+from suture.stores.names import StoreName, store_backend
 
 _REGISTRY: dict[StoreName, tuple[str, str]] = {
     StoreName.SQLITE: ("suture.stores.sqlite.store", "SQLiteStore"),
     StoreName.POSTGRESQL: ("suture.stores.postgres.store", "PostgresStore"),
     StoreName.QDRANT: ("suture.stores.qdrant.store", "QdrantStore"),
 }
-
-#: URL schemes that name a backend (besides the backend names themselves)
-_SCHEMES = {"postgres": StoreName.POSTGRESQL, "postgresql": StoreName.POSTGRESQL,
-            "qdrant": StoreName.QDRANT, "sqlite": StoreName.SQLITE,
-            "chroma": StoreName.CHROMA}
-
-
-def store_backend(store: str | None) -> tuple[StoreName, str | None]:
-    """The backend a `--store` argument names, and the URL to hand it (None: no URL)."""
-    if store is None or store == "":
-        return StoreName.SQLITE, None
-    scheme = urlsplit(store).scheme.lower() if ":" in store else ""
-    if scheme in _SCHEMES and store.lower() != scheme:
-        return _SCHEMES[scheme], store
-    return lookup("store", StoreName, store.lower()), None
 
 
 def store_class(store: str | None) -> type[Store]:

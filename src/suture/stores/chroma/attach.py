@@ -149,3 +149,8 @@ class ChromaReader(AttachedReader):
 
 
 __all__ = ["ChromaReader", "chroma_folder"]
+
+
+def open_reader(options: AttachOptions, collection: str) -> ChromaReader:
+    """Attach mode's reader of `collection` (`suture.stores.attach.READERS`)."""
+    return ChromaReader.open(options, collection)

@@ -145,3 +145,8 @@ class PostgresReader(AttachedReader):
 
     def close(self) -> None:
         self._conn.close()
+
+
+def open_reader(options: AttachOptions, collection: str) -> PostgresReader:
+    """Attach mode's reader of `collection` (`suture.stores.attach.READERS`)."""
+    return PostgresReader(options, collection)

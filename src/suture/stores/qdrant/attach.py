@@ -1,6 +1,6 @@
 """Attach mode's reads of a Qdrant collection a framework wrote (see `suture.stores.attach`).
 
-The connection is the Qdrant backend's (`suture.stores.qdrant.store`: a server, or qdrant-client's
+The connection is the Qdrant backend's (`suture.stores.qdrant.client`: a server, or qdrant-client's
 local mode, its in-process emulation); the collection is the framework's, read as it is:
 one `query_points` per search, one filtered `scroll` per outline (every point of some
 documents, payload only), one `retrieve` by point id for the neighbours' vectors.
@@ -17,7 +17,7 @@ from qdrant_client import models
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError, IndexNotFoundError
 from suture.stores.attach import AttachedReader, AttachOptions, Record
-from suture.stores.qdrant.store import _call, _connect, _payload, acquire, release
+from suture.stores.qdrant.client import acquire, call, connect, payload_fields, release
 
 #: points per scroll page
 _PAGE = 1024
@@ -27,7 +27,7 @@ class QdrantReader(AttachedReader):
     """One framework collection, read through the Qdrant backend's connection."""
 
     def __init__(self, options: AttachOptions, collection: str) -> None:
-        self._connection, _ = _connect(options.backend_url)
+        self._connection, _ = connect(options.backend_url)
         acquire(self._connection)
         self._closed = False
         self.collection = collection
@@ -46,7 +46,7 @@ class QdrantReader(AttachedReader):
         self._doc_field = fields.doc_id
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._connection, method, *args, **kwargs)
+        return call(self._connection, method, *args, **kwargs)
 
     def _dense_vector(self, wanted: str | None) -> tuple[str | None, int]:
         """(name, dimension) of the collection's dense vector: the unnamed one (LangChain's
@@ -80,7 +80,7 @@ class QdrantReader(AttachedReader):
                ) -> list[tuple[Record, float]]:
         found = self._call(
             "query_points", self.collection, query=np.asarray(query, np.float32).tolist(),
-            using=self.vector_name, limit=k, with_payload=_payload(self._keys),
+            using=self.vector_name, limit=k, with_payload=payload_fields(self._keys),
             query_filter=None if doc_ids is None else self._in_documents(doc_ids)).points
         return [(Record(str(p.id), dict(p.payload or {})), float(p.score)) for p in found]
 
@@ -95,7 +95,7 @@ class QdrantReader(AttachedReader):
         while True:
             points, offset = self._call(
                 "scroll", self.collection, scroll_filter=where, limit=_PAGE, offset=offset,
-                with_payload=_payload(self._keys), with_vectors=False)
+                with_payload=payload_fields(self._keys), with_vectors=False)
             for point in points:
                 yield Record(str(point.id), dict(point.payload or {}))
             if offset is None:
@@ -118,3 +118,8 @@ class QdrantReader(AttachedReader):
         if not self._closed:
             self._closed = True
             release(self._connection)
+
+
+def open_reader(options: AttachOptions, collection: str) -> QdrantReader:
+    """Attach mode's reader of `collection` (`suture.stores.attach.READERS`)."""
+    return QdrantReader(options, collection)

@@ -42,13 +42,7 @@ from qdrant_client import models
 from suture.embedders.base import Vectors
 from suture.stores.base import split_chunk_id
 from suture.stores.lexical import LexicalEngine, LexicalSettings
-from suture.stores.qdrant.store import (
-    FETCH_MARGIN,
-    QdrantStore,
-    bm25_token,
-    point_id,
-    terms_field,
-)
+from suture.stores.qdrant.client import FETCH_MARGIN, QdrantIndex, bm25_token, point_id, terms_field
 from suture.types import Chunk
 
 Scored = tuple[str, float]
@@ -57,7 +51,7 @@ Scored = tuple[str, float]
 class QdrantLexicalEngine(LexicalEngine):
     """Lucene BM25 (bm25s' scores) computed by Qdrant over one tokenisation's terms."""
 
-    def __init__(self, store: QdrantStore, settings: LexicalSettings) -> None:
+    def __init__(self, store: QdrantIndex, settings: LexicalSettings) -> None:
         self.store = store
         self.settings = settings
         self.tokenizer = store.tokenizer(settings.stopwords, settings.stemmer)

@@ -7,7 +7,7 @@ document version it was embedded from, as chunk points carry), `position` (its c
 (`kind` "sentences") names the version they were written for, after their last point:
 Qdrant has no transactions, so a write cut short leaves points that nothing reads. A
 search or fetch keeps only points at the version the read resolves their document to
-(`QdrantStore.resolve`, so a query pinned by `reading()` sees one version) whose marker
+(`QdrantIndex.resolve`, so a query pinned by `reading()` sees one version) whose marker
 names that version; a search refills to k as the chunk search does. A document's next
 sentence write, or its delete, removes its earlier points.
 
@@ -24,12 +24,12 @@ import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.stores.base import DocumentSummary
+from suture.stores.qdrant.client import FETCH_MARGIN, QdrantIndex, match, point_id, record_point
 from suture.stores.sentences import DocumentSentences, SentenceHit, drop_legacy, import_legacy
 
 if TYPE_CHECKING:
     from qdrant_client import models
 
-    from suture.stores.qdrant.store import QdrantStore
 
 #: suffix of the collection of sentence points
 SENTENCES_SUFFIX = "__sentences"
@@ -40,7 +40,7 @@ class QdrantSentences:
     """The Qdrant store's side of the sentence contract (made per call: it holds no
     state of its own, so the store is not tied in a reference cycle)."""
 
-    def __init__(self, store: QdrantStore) -> None:
+    def __init__(self, store: QdrantIndex) -> None:
         self.store = store
         self.collection = store.name + SENTENCES_SUFFIX
 
@@ -75,7 +75,6 @@ class QdrantSentences:
     def write(self, summary: DocumentSummary, parts: Iterable[DocumentSentences]) -> None:
         from qdrant_client import models
 
-        from suture.stores.qdrant.store import _match, _record, point_id
 
         store = self.store
         store._check_not_reading()
@@ -99,19 +98,18 @@ class QdrantSentences:
             row += len(points)
         after = store._records([doc_id]).get(doc_id)
         if after is not None and after.get("version") == version:
-            store._upsert(store.companion, [_record(
+            store._upsert(store.companion, [record_point(
                 point_id("sentences", doc_id),
                 {"kind": "sentences", "doc_id": doc_id, "version": version})])
         else:  # rewritten while they were written: nothing reads them
             store._call("delete", self.collection, wait=True,
                         points_selector=models.FilterSelector(filter=models.Filter(must=[
-                            _match("doc_id", doc_id), _match("version", version)])))
+                            match("doc_id", doc_id), match("version", version)])))
 
     def drop(self, doc_id: str) -> None:
         """Remove a document's sentence points and its marker."""
         from qdrant_client import models
 
-        from suture.stores.qdrant.store import _match, point_id
 
         if not self.exists():
             return
@@ -120,7 +118,7 @@ class QdrantSentences:
                              points=[point_id("sentences", doc_id)]))
         self.store._call("delete", self.collection, wait=True,
                          points_selector=models.FilterSelector(
-                             filter=models.Filter(must=[_match("doc_id", doc_id)])))
+                             filter=models.Filter(must=[match("doc_id", doc_id)])))
 
     def missing(self) -> list[DocumentSummary]:
         summaries = self.store.documents_summary()
@@ -139,7 +137,6 @@ class QdrantSentences:
     # -- reading -----------------------------------------------------------------------
     def _markers(self, doc_ids: Sequence[str]) -> dict[str, str]:
         """The version each document's complete sentences are for (if any)."""
-        from suture.stores.qdrant.store import point_id
 
         if not doc_ids:
             return {}
@@ -159,7 +156,6 @@ class QdrantSentences:
 
     def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None
                ) -> list[SentenceHit]:
-        from suture.stores.qdrant.store import FETCH_MARGIN, _match
 
         if k < 1 or not self.exists():
             return []
@@ -172,7 +168,7 @@ class QdrantSentences:
             if not readable:
                 return []
             query_filter = models.Filter(should=[
-                models.Filter(must=[_match("doc_id", d), _match("version", v)])
+                models.Filter(must=[match("doc_id", d), match("version", v)])
                 for d, v in readable.items()])
         vector = np.asarray(query, dtype=np.float32).reshape(-1).tolist()
         limit = k + FETCH_MARGIN
@@ -194,7 +190,6 @@ class QdrantSentences:
            ) -> dict[str, DocumentSentences]:
         from qdrant_client import models
 
-        from suture.stores.qdrant.store import _match
 
         if not self.exists():
             return {}
@@ -207,7 +202,7 @@ class QdrantSentences:
         readable = self._readable(wanted)
         found: dict[str, DocumentSentences] = {}
         for doc_id, version in readable.items():
-            must: list[Any] = [_match("doc_id", doc_id), _match("version", version)]
+            must: list[Any] = [match("doc_id", doc_id), match("version", version)]
             positions = wanted[doc_id]
             if positions is not None:
                 must.append(models.FieldCondition(

@@ -60,7 +60,6 @@ The lexical stage runs inside Qdrant (`suture.stores.qdrant.lexical`).
 
 from __future__ import annotations
 
-import atexit
 import base64
 import json
 import logging
@@ -70,13 +69,11 @@ import socket
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
@@ -103,6 +100,24 @@ from suture.stores.base import (
 from suture.stores.cache import DocumentCache
 from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
 from suture.stores.lexical import LexicalSettings, Tokenizer
+from suture.stores.qdrant.client import (
+    FETCH_MARGIN,
+    Connection,
+    Live,
+    Options,
+    Pin,
+    acquire,
+    bm25_token,
+    call,
+    connect,
+    match,
+    match_any,
+    payload_fields,
+    point_id,
+    record_point,
+    release,
+    terms_field,
+)
 from suture.stores.qdrant.sentences import QdrantSentences
 from suture.stores.sentences import DocumentSentences
 from suture.textfile import loaded
@@ -110,7 +125,7 @@ from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, SourceDocument
 
 try:
-    from qdrant_client import QdrantClient, models
+    from qdrant_client import models
     from qdrant_client.http.exceptions import UnexpectedResponse
 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
     raise missing_dependency("qdrant-client", "qdrant") from exc
@@ -137,16 +152,8 @@ DEFAULT_TOKENISATIONS: tuple[tuple[str, str | None], ...] = (("en", None), ("en"
 _BATCH = 256
 _RETRIEVE_BATCH = 1024
 _PART_BYTES = 1 << 20
-#: extra points asked for beyond k, so that ties at the cut and dropped points rarely
-#: need a second request
-FETCH_MARGIN = 16
 _LAYOUT = 1
-#: seconds a request to a server may take (a batch of 256 chunk points is a few MB)
-_TIMEOUT_S = 120
-#: ``--store qdrant::memory:``: local mode without a folder (gone with the process)
-_MEMORY = ":memory:"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,190}")
-_NAMESPACE = uuid.UUID("6f1d7c2e-8a1b-4b7e-9d3c-5a2f0e4b7c11")
 #: chunk payload read back for hits (not the BM25 terms)
 _CHUNK_FIELDS = ["doc_id", "position", "start", "end", "section_path", "text", "version"]
 _RECORD_FIELDS = ["doc_id", "version", "previous", "chunks", "previous_chunks", "gen",
@@ -154,40 +161,7 @@ _RECORD_FIELDS = ["doc_id", "version", "previous", "chunks", "previous_chunks", 
 _OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def point_id(*parts: object) -> str:
-    """The deterministic point id (a UUID) of a record named by `parts`."""
-    return str(uuid.uuid5(_NAMESPACE, "\x00".join(map(str, parts))))
-
-
-def terms_field(stopwords: str, stemmer: str | None) -> str:
-    """Payload field holding the BM25 terms of one tokenisation ("terms_en_english")."""
-    return f"terms_{stopwords}" + (f"_{stemmer}" if stemmer else "")
-
-
-_PLAIN = re.compile(r"[a-z0-9]+")
-_HASHED = re.compile(r"q[0-9a-f]{16}")
-
-
-def bm25_token(term: str) -> str:
-    """`term` as one token of Qdrant's word tokenizer (which splits on anything but
-    letters and digits): plain ASCII terms stay readable, others (``mms_r``, ``naïve``)
-    become ``q`` + 16 hex digits of their hash, so Qdrant counts exactly suture's terms."""
-    if _PLAIN.fullmatch(term) and not _HASHED.fullmatch(term):
-        return term
-    import hashlib
-
-    return "q" + hashlib.blake2b(term.encode("utf-8"), digest_size=8).hexdigest()
-
-
-def _match(key: str, value: str | int | bool) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
-
-
-def _any(key: str, values: Iterable[str]) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
-
-
-_NOT_RETIRED = models.Filter(must_not=[_match("retired", True)])
+_NOT_RETIRED = models.Filter(must_not=[match("retired", True)])
 
 
 @dataclass(slots=True)
@@ -201,141 +175,13 @@ class _HeldLock:
         self.kept = True
 
 
-@dataclass(frozen=True, slots=True)
-class Live:
-    """The version of a document a read uses, and its number of chunks."""
-
-    version: str
-    chunks: int
-
-
-@dataclass
-class _Pin:
-    """What one `reading()` block holds: its generation and the versions it resolved."""
-
-    generation: int
-    versions: dict[str, Live | None] = field(default_factory=dict)
-
-
-@dataclass(eq=False)
-class _Connection:
-    """One client; local mode's is shared per folder and used under a lock (its
-    emulation is not thread-safe, and it admits one client per folder)."""
-
-    client: QdrantClient
-    local: bool
-    where: str
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    path: Path | None = None
-    #: open stores using this client (local mode closes it, releasing the folder, at 0)
-    users: int = 0
-
-
-_LOCAL_CLIENTS: weakref.WeakValueDictionary[str, _Connection] = weakref.WeakValueDictionary()
-_LOCAL_CLIENTS_LOCK = threading.Lock()
-
-
-@atexit.register
-def _close_local_clients() -> None:
-    """Close local-mode clients still open at exit (closing them later, while Python
-    shuts down, fails inside qdrant-client)."""
-    for connection in list(_LOCAL_CLIENTS.values()):
-        connection.client.close()
-
-
-@dataclass(frozen=True, slots=True)
-class _Options:
-    """What a ``--store`` URL's query string sets (``?exact=true&fusion=native``)."""
-
-    #: exact instead of HNSW search (local mode always searches exactly)
-    exact: bool = False
-    #: hybrid RRF fused by Qdrant (prefetch + RRF) where it is the same computation as
-    #: suture's but for the order of exactly tied scores (`QdrantLexicalEngine.fused_rrf`)
-    native_fusion: bool = False
-
-
-_OPTIONS = {"https": ("true", "false"), "exact": ("true", "false"), "fusion": ("native", "suture")}
-
-
-def _connect(url: str | None) -> tuple[_Connection, _Options]:
-    """The client for a ``--store`` URL: ``qdrant://host:port[?options]`` or
-    ``qdrant:PATH[?options]`` (local mode)."""
-    if not url:
-        raise ConfigurationError(
-            "the Qdrant backend needs a location: --store qdrant://HOST:6333 for a server, "
-            "or --store qdrant:PATH for qdrant-client's local mode in the folder PATH"
-        )
-    parts = urlsplit(url)
-    query = {k: v[-1].lower() for k, v in parse_qs(parts.query).items()}
-    for key, value in query.items():
-        if value not in _OPTIONS.get(key, (value,)) or key not in _OPTIONS:
-            choices = "; ".join(f"{k}={'|'.join(v)}" for k, v in _OPTIONS.items())
-            raise ConfigurationError(
-                f"unknown option {key}={value} in --store {url}; Qdrant stores take {choices}"
-            )
-    options = _Options(exact=query.get("exact") == "true",
-                       native_fusion=query.get("fusion") == "native")
-    if parts.netloc:
-        host = parts.hostname or "localhost"
-        port = parts.port or 6333
-        client = QdrantClient(host=host, port=port, https=query.get("https") == "true",
-                              api_key=os.environ.get("QDRANT_API_KEY") or None,
-                              timeout=_TIMEOUT_S)
-        where = f"qdrant://{host}:{port}"
-        return _Connection(client, local=False, where=where), options
-    where = parts.path if parts.scheme else url
-    if not where or where == ".":
-        raise ConfigurationError(f"--store {url} names no folder; use qdrant:PATH")
-    path = None if where == _MEMORY else Path(where).expanduser()
-    key = _MEMORY if path is None else str(path.resolve())
-    with _LOCAL_CLIENTS_LOCK:
-        shared = _LOCAL_CLIENTS.get(key)
-        if shared is None:
-            try:
-                if path is None:
-                    client = QdrantClient(location=_MEMORY)
-                else:
-                    path.mkdir(parents=True, exist_ok=True)
-                    client = QdrantClient(path=key)
-            except RuntimeError as exc:  # another process holds the folder
-                raise IndexError_(
-                    f"the Qdrant local-mode folder {path} is in use by another process "
-                    f"({exc}); local mode admits one process at a time: wait for it, or "
-                    "use a Qdrant server (--store qdrant://HOST:6333)"
-                ) from None
-            shared = _Connection(client, local=True, path=path,
-                                 where=("qdrant local mode (in-process emulation) "
-                                        + ("in memory" if path is None else f"at {path}")))
-            _LOCAL_CLIENTS[key] = shared
-    return shared, options
-
-
-def acquire(connection: _Connection) -> None:
-    """Count one more user of a client (see `release`)."""
-    with _LOCAL_CLIENTS_LOCK:
-        connection.users += 1
-
-
-def release(connection: _Connection) -> None:
-    """One user is done with the client; the last one closes it (in local mode this
-    releases the folder)."""
-    with _LOCAL_CLIENTS_LOCK:
-        connection.users -= 1
-        if connection.users > 0:
-            return
-        for key, shared in list(_LOCAL_CLIENTS.items()):
-            if shared is connection:
-                del _LOCAL_CLIENTS[key]
-    connection.client.close()
-
-
 class QdrantStore(Store):
     """Chunks and vectors in a Qdrant collection; documents, versions and derived data in
     a companion collection (see the module docstring)."""
 
     backend = "qdrant"
 
-    def __init__(self, connection: _Connection, options: _Options, name: str,
+    def __init__(self, connection: Connection, options: Options, name: str,
                  manifest: Manifest, tokenisations: Sequence[tuple[str, str | None]],
                  url: str) -> None:
         self._connection = connection
@@ -362,7 +208,7 @@ class QdrantStore(Store):
     # -- opening -----------------------------------------------------------------------
     @classmethod
     def open_index(cls, index: str, url: str | None) -> QdrantStore:
-        connection, options = _connect(url)
+        connection, options = connect(url)
         name = _check_name(index)
         record = _manifest_record(connection, name)
         if record is None:
@@ -379,7 +225,7 @@ class QdrantStore(Store):
 
     @classmethod
     def create_index(cls, index: str, url: str | None, manifest: Manifest) -> QdrantStore:
-        connection, _ = _connect(url)
+        connection, _ = connect(url)
         name = _check_name(index)
         if _manifest_record(connection, name) is None:
             _create_collections(connection, name, manifest.dimension)
@@ -391,12 +237,12 @@ class QdrantStore(Store):
             _ensure_indexes(connection, name, tokenisations)
             companion = name + COMPANION_SUFFIX
             # Insert-only, so that of two creators the first one's settings win.
-            _call(connection, "upsert", companion, points=[
-                _record(point_id("generation"), {"kind": "generation", "value": 0,
+            call(connection, "upsert", companion, points=[
+                record_point(point_id("generation"), {"kind": "generation", "value": 0,
                                                  "token": ""}),
             ], update_mode=models.UpdateMode.INSERT_ONLY)
-            _call(connection, "upsert", companion, points=[
-                _record(point_id("manifest"), {
+            call(connection, "upsert", companion, points=[
+                record_point(point_id("manifest"), {
                     "kind": "manifest", "layout": _LAYOUT, "manifest": manifest.to_dict(),
                     "tokenisations": [list(t) for t in tokenisations]}),
             ], update_mode=models.UpdateMode.INSERT_ONLY)
@@ -424,7 +270,7 @@ class QdrantStore(Store):
     def update_manifest(self, manifest: Manifest) -> None:
         self.check_same_settings(manifest)
         record = _manifest_record(self._connection, self.name) or {}
-        self._upsert(self.companion, [_record(point_id("manifest"), {
+        self._upsert(self.companion, [record_point(point_id("manifest"), {
             **record, "kind": "manifest", "manifest": manifest.to_dict()})])
         self.manifest = manifest
 
@@ -446,7 +292,7 @@ class QdrantStore(Store):
 
     # -- Qdrant calls --------------------------------------------------------------------
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return _call(self._connection, method, *args, **kwargs)
+        return call(self._connection, method, *args, **kwargs)
 
     def _upsert(self, collection: str, points: Sequence[models.PointStruct], **kwargs: Any
                 ) -> None:
@@ -461,7 +307,7 @@ class QdrantStore(Store):
         while True:
             records, offset = self._call(
                 "scroll", collection, scroll_filter=scroll_filter, limit=page, offset=offset,
-                with_payload=_payload(payload), with_vectors=vectors)
+                with_payload=payload_fields(payload), with_vectors=vectors)
             yield from records
             if offset is None:
                 return
@@ -472,7 +318,7 @@ class QdrantStore(Store):
         found: list[models.Record] = []
         for i in range(0, len(ids), _RETRIEVE_BATCH):
             found.extend(self._call("retrieve", collection, ids=list(ids[i : i + _RETRIEVE_BATCH]),
-                                    with_payload=_payload(payload), with_vectors=vectors))
+                                    with_payload=payload_fields(payload), with_vectors=vectors))
         return found
 
     def _point(self, key: str) -> dict[str, Any] | None:
@@ -497,20 +343,20 @@ class QdrantStore(Store):
             record = self._point(key)
             value = int(record["value"]) if record else 0
             token = uuid.uuid4().hex
-            point = _record(key, {"kind": "generation", "value": value + 1, "token": token})
+            point = record_point(key, {"kind": "generation", "value": value + 1, "token": token})
             if record is None:
                 self._call("upsert", self.companion, points=[point], wait=True,
                            update_mode=models.UpdateMode.INSERT_ONLY)
             else:
                 self._call("upsert", self.companion, points=[point], wait=True,
-                           update_filter=models.Filter(must=[_match("value", value)]))
+                           update_filter=models.Filter(must=[match("value", value)]))
             after = self._point(key)
             if after is not None and after.get("token") == token:
                 return value + 1
 
     # -- reading consistency -----------------------------------------------------------------
-    def _pin(self) -> _Pin | None:
-        pin: _Pin | None = getattr(self._local, "pin", None)
+    def _pin(self) -> Pin | None:
+        pin: Pin | None = getattr(self._local, "pin", None)
         return pin
 
     @contextmanager
@@ -520,7 +366,7 @@ class QdrantStore(Store):
         if self._pin() is not None:
             yield
             return
-        self._local.pin = _Pin(self._read_generation())
+        self._local.pin = Pin(self._read_generation())
         try:
             yield
         finally:
@@ -623,7 +469,7 @@ class QdrantStore(Store):
         to write go into `attempted`, so that a failed step 1 can remove what it left
         (`_discard_version`)."""
         doc_id = document.doc_id
-        self._upsert(self.companion, [_record(point_id("text", doc_id, version), {
+        self._upsert(self.companion, [record_point(point_id("text", doc_id, version), {
             "kind": "text", "doc_id": doc_id, "version": version, "text": document.text,
             "title": document.title, "source": document.source,
             "metadata": json.dumps(dict(document.metadata), sort_keys=True, default=str),
@@ -668,7 +514,7 @@ class QdrantStore(Store):
                    "previous": None if record is None else record.get("version"),
                    "previous_chunks": 0 if record is None else int(record.get("chunks", 0)),
                    **fields}
-        self._upsert(self.companion, [_record(point_id("document", doc_id), payload)])
+        self._upsert(self.companion, [record_point(point_id("document", doc_id), payload)])
         with self._lock:
             self._documents.discard(doc_id)
         self._bump()
@@ -703,10 +549,10 @@ class QdrantStore(Store):
         filter scans every point in local mode: at 100k chunks it dominated writing.)"""
         if not others_possible:
             return
-        same = _match("doc_id", doc_id)
+        same = match("doc_id", doc_id)
         now = time.time()
         if previous is not None:
-            old = models.Filter(must=[same, _match("version", previous)])
+            old = models.Filter(must=[same, match("version", previous)])
             retired = {"retired": True, "retired_at": now}
             self._call("batch_update_points", self.chunks_collection, wait=True,
                        update_operations=[
@@ -717,17 +563,17 @@ class QdrantStore(Store):
                                filter=old)),
                        ])
             self._call("set_payload", self.companion, payload={"retired_at": now},
-                       points=models.Filter(must=[_match("kind", "text"), same,
-                                                  _match("version", previous)]), wait=True)
+                       points=models.Filter(must=[match("kind", "text"), same,
+                                                  match("version", previous)]), wait=True)
         keep = [v for v in (live, previous) if v is not None]
         others: list[models.Condition] = [models.FieldCondition(
             key="retired_at", range=models.Range(gt=now - RETIRED_KEEP_S))]
         if keep:
-            others.append(_any("version", keep))
+            others.append(match_any("version", keep))
         self._call("delete", self.chunks_collection, wait=True,
                    points_selector=models.Filter(must=[same], must_not=others))
         self._call("delete", self.companion, wait=True, points_selector=models.Filter(
-            must=[_match("kind", "text"), same], must_not=others))
+            must=[match("kind", "text"), same], must_not=others))
 
     @contextmanager
     def _document_lock(self, doc_id: str, version: str | None) -> Iterator[_HeldLock]:
@@ -736,7 +582,7 @@ class QdrantStore(Store):
         over, and what its writer left is finished or removed before going on."""
         key = point_id("lock", doc_id)
         owner = f"{_OWNER}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
-        lock = _record(key, {"kind": "lock", "doc_id": doc_id, "version": version,
+        lock = record_point(key, {"kind": "lock", "doc_id": doc_id, "version": version,
                              "owner": owner, "started": time.time()})
         deadline = time.monotonic() + LOCK_WAIT_S
         pause = 0.02
@@ -749,7 +595,7 @@ class QdrantStore(Store):
             if held is not None and _stale(held):
                 # take it over only from that owner (another writer may be doing the same)
                 self._call("upsert", self.companion, points=[lock], wait=True,
-                           update_filter=models.Filter(must=[_match("owner",
+                           update_filter=models.Filter(must=[match("owner",
                                                                     str(held["owner"]))]))
                 if (self._point(key) or {}).get("owner") == owner:
                     self._recover_document(doc_id)
@@ -769,7 +615,7 @@ class QdrantStore(Store):
         finally:
             if not held_lock.kept:
                 self._call("delete", self.companion, wait=True, points_selector=models.Filter(
-                    must=[models.HasIdCondition(has_id=[key]), _match("owner", owner)]))
+                    must=[models.HasIdCondition(has_id=[key]), match("owner", owner)]))
 
     def _recover_document(self, doc_id: str) -> None:
         """After a crashed write: its commit may have come without the generation step
@@ -782,7 +628,7 @@ class QdrantStore(Store):
         """On open: finish or undo the writes of crashed writers (stale locks)."""
         try:
             locks = [dict(r.payload or {}) for r in self._scroll_all(
-                self.companion, models.Filter(must=[_match("kind", "lock")]))]
+                self.companion, models.Filter(must=[match("kind", "lock")]))]
             for lock in locks:
                 if _stale(lock):
                     with self._document_lock(str(lock["doc_id"]), None):
@@ -816,7 +662,7 @@ class QdrantStore(Store):
 
     def cache_embeddings(self, embedder_key: str, vectors: Mapping[str, Any]) -> None:
         self._upsert(self.companion, [
-            _record(point_id("cache", embedder_key, text_hash), {
+            record_point(point_id("cache", embedder_key, text_hash), {
                 "kind": "cache", "embedder": embedder_key,
                 "vector": _b64(np.asarray(vector, dtype=np.float32).tobytes())})
             for text_hash, vector in vectors.items()])
@@ -825,7 +671,7 @@ class QdrantStore(Store):
     def _all_records(self) -> list[dict[str, Any]]:
         """Every live document record (the latest state), sorted by id."""
         records = [dict(r.payload or {}) for r in self._scroll_all(
-            self.companion, models.Filter(must=[_match("kind", "document")],
+            self.companion, models.Filter(must=[match("kind", "document")],
                                           must_not=[models.IsNullCondition(
                                               is_null=models.PayloadField(key="version"))]),
             _RECORD_FIELDS)]
@@ -920,7 +766,7 @@ class QdrantStore(Store):
             return (None if self._may_see_retired() else _NOT_RETIRED), False
         resolved = self.resolve(sorted(set(doc_ids)))
         clauses: list[models.Condition] = [
-            models.Filter(must=[_match("doc_id", d), _match("version", live.version)])
+            models.Filter(must=[match("doc_id", d), match("version", live.version)])
             for d, live in resolved.items() if live is not None]
         return (models.Filter(should=list(clauses)), True) if clauses else None
 
@@ -944,7 +790,7 @@ class QdrantStore(Store):
         def fetch(limit: int) -> list[models.ScoredPoint]:
             response = self._call("query_points", self.chunks_collection, query=vector,
                                   query_filter=query_filter, limit=limit,
-                                  with_payload=_payload(_CHUNK_FIELDS), search_params=params)
+                                  with_payload=payload_fields(_CHUNK_FIELDS), search_params=params)
             points: list[models.ScoredPoint] = response.points
             return points
 
@@ -965,7 +811,7 @@ class QdrantStore(Store):
     def writes_in_flight(self) -> bool:
         """Whether a document write holds its lock now (its points may be searchable)."""
         result = self._call("count", self.companion, exact=True,
-                            count_filter=models.Filter(must=[_match("kind", "lock")]))
+                            count_filter=models.Filter(must=[match("kind", "lock")]))
         return int(result.count) > 0
 
     def top_live(self, fetch: Any, k: int, exact: bool) -> list[models.ScoredPoint]:
@@ -1045,7 +891,7 @@ class QdrantStore(Store):
         for i in range(0, len(unique), _RETRIEVE_BATCH):
             for record in self._call("retrieve", self.chunks_collection,
                                      ids=unique[i : i + _RETRIEVE_BATCH],
-                                     with_payload=_payload(_CHUNK_FIELDS),
+                                     with_payload=payload_fields(_CHUNK_FIELDS),
                                      with_vectors=vectors):
                 found[str(record.id)] = record
         result = []
@@ -1061,8 +907,8 @@ class QdrantStore(Store):
         for i in range(0, len(records), 64):
             group = records[i : i + 64]
             clauses: list[models.Condition] = [models.Filter(must=[
-                _match("doc_id", str(r["doc_id"])),
-                                           _match("version", str(r["version"]))])
+                match("doc_id", str(r["doc_id"])),
+                                           match("version", str(r["version"]))])
                        for r in group]
             found = [_chunk(p) for p in self._scroll_all(
                 self.chunks_collection, models.Filter(should=clauses), _CHUNK_FIELDS)]
@@ -1147,31 +993,31 @@ class QdrantData(DerivedData):
         pieces = [data[i : i + _PART_BYTES] for i in range(0, len(data), _PART_BYTES)] or [b""]
         now = time.time()
         self.store._upsert(self.store.companion, [
-            _record(point_id("part", key, blob, i), {"kind": "part", "key": key, "blob": blob,
+            record_point(point_id("part", key, blob, i), {"kind": "part", "key": key, "blob": blob,
                                                      "data": _b64(piece), "written": now})
             for i, piece in enumerate(pieces)])
-        self.store._upsert(self.store.companion, [_record(point_id("head", key), {
+        self.store._upsert(self.store.companion, [record_point(point_id("head", key), {
             "kind": "head", "key": key, "prefixes": _prefixes(key), "blob": blob,
             "parts": len(pieces), "size": len(data)})])
         # Drop the replaced blob, and parts left by crashed or racing writers long ago.
         stale: list[models.Condition] = (
-            [models.Filter(must=[_match("blob", str(head["blob"]))])] if head else [])
+            [models.Filter(must=[match("blob", str(head["blob"]))])] if head else [])
         stale.append(models.Filter(must=[models.FieldCondition(
             key="written", range=models.Range(lt=now - STALE_LOCK_S))]))
         self.store._call("delete", self.store.companion, wait=True, points_selector=models.Filter(
-            must=[_match("kind", "part"), _match("key", key), models.Filter(should=stale)],
-            must_not=[_match("blob", blob)]))
+            must=[match("kind", "part"), match("key", key), models.Filter(should=stale)],
+            must_not=[match("blob", blob)]))
 
     def delete(self, key: str) -> None:
         self.store._call("delete", self.store.companion, wait=True, points_selector=models.Filter(
-            must=[_any("kind", ["head", "part"]), _match("key", key)]))
+            must=[match_any("kind", ["head", "part"]), match("key", key)]))
 
     def _heads(self, prefix: str) -> list[tuple[str, str]]:
         """(key, blob id) of every blob whose key starts with `prefix`, sorted."""
-        must: list[models.Condition] = [_match("kind", "head")]
+        must: list[models.Condition] = [match("kind", "head")]
         folder = prefix.rpartition("/")[0]
         if folder:  # heads list their folders, so the scan stays inside this one
-            must.append(_match("prefixes", folder + "/"))
+            must.append(match("prefixes", folder + "/"))
         heads = [(str(r.payload["key"]), str(r.payload["blob"])) for r in
                  self.store._scroll_all(self.store.companion, models.Filter(must=must),
                                         ["key", "blob"]) if r.payload]
@@ -1185,19 +1031,6 @@ class QdrantData(DerivedData):
 
 
 # -- helpers -----------------------------------------------------------------------------
-def _call(connection: _Connection, method: str, *args: Any, **kwargs: Any) -> Any:
-    if connection.local:
-        with connection.lock:
-            return getattr(connection.client, method)(*args, **kwargs)
-    return getattr(connection.client, method)(*args, **kwargs)
-
-
-def _payload(fields: list[str] | bool) -> Any:
-    return models.PayloadSelectorInclude(include=fields) if isinstance(fields, list) else fields
-
-
-def _record(key: str, payload: dict[str, Any]) -> models.PointStruct:
-    return models.PointStruct(id=key, vector={}, payload=payload)
 
 
 def _b64(data: bytes) -> str:
@@ -1220,12 +1053,12 @@ def _check_name(index: str) -> str:
     return name
 
 
-def _manifest_record(connection: _Connection, name: str) -> dict[str, Any] | None:
+def _manifest_record(connection: Connection, name: str) -> dict[str, Any] | None:
     companion = name + COMPANION_SUFFIX
     try:
-        if not _call(connection, "collection_exists", companion):
+        if not call(connection, "collection_exists", companion):
             return None
-        found = _call(connection, "retrieve", companion, ids=[point_id("manifest")],
+        found = call(connection, "retrieve", companion, ids=[point_id("manifest")],
                       with_payload=True, with_vectors=False)
     except IndexError_:
         raise
@@ -1237,11 +1070,11 @@ def _manifest_record(connection: _Connection, name: str) -> dict[str, Any] | Non
     return dict(found[0].payload or {}) if found else None
 
 
-def _create_collections(connection: _Connection, name: str, dimension: int) -> None:
+def _create_collections(connection: Connection, name: str, dimension: int) -> None:
     """The two collections of an index (a collection that already exists is kept)."""
     companion = name + COMPANION_SUFFIX
-    if (_call(connection, "collection_exists", name)
-            and not _call(connection, "collection_exists", companion)):
+    if (call(connection, "collection_exists", name)
+            and not call(connection, "collection_exists", companion)):
         raise IndexError_(
             f"a collection {name!r} already exists at {connection.where} but suture did not "
             "create it; choose another --index name"
@@ -1250,16 +1083,16 @@ def _create_collections(connection: _Connection, name: str, dimension: int) -> N
     wanted: tuple[tuple[str, Any], ...] = ((companion, {}),
               (name, models.VectorParams(size=dimension, distance=models.Distance.COSINE)))
     for collection, vectors in wanted:
-        if _call(connection, "collection_exists", collection):
+        if call(connection, "collection_exists", collection):
             continue
         try:
-            _call(connection, "create_collection", collection, vectors_config=vectors)
+            call(connection, "create_collection", collection, vectors_config=vectors)
         except Exception:
-            if not _call(connection, "collection_exists", collection):  # not a lost race
+            if not call(connection, "collection_exists", collection):  # not a lost race
                 raise
 
 
-def _ensure_indexes(connection: _Connection, name: str,
+def _ensure_indexes(connection: Connection, name: str,
                     tokenisations: Sequence[tuple[str, str | None]]) -> None:
     """BM25 text indexes on the term fields; on a server also keyword indexes for filters
     (local mode has no payload indexes besides scored text ones)."""
@@ -1282,7 +1115,7 @@ def _ensure_indexes(connection: _Connection, name: str,
                    (companion, "owner", keyword), (companion, "value", integer),
                    (companion, "written", models.PayloadSchemaType.FLOAT)]
     for collection, field_name, schema in wanted:
-        _call(connection, "create_payload_index", collection, field_name, field_schema=schema,
+        call(connection, "create_payload_index", collection, field_name, field_schema=schema,
               wait=True)
 
 

@@ -28,9 +28,10 @@ import sqlite3
 import threading
 import zipfile
 from collections.abc import Collection, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -39,18 +40,33 @@ from suture.embedders.base import Vectors
 from suture.exceptions import IndexError_
 from suture.stores.ann import ANN_MIN_CHUNKS, KeyRows, VectorGraph, ann_available, candidate_count
 from suture.stores.base import DocumentSummary
+from suture.stores.derived import FolderData
 from suture.stores.packed import pack_strings, unpack_strings
 from suture.stores.sentences import (
     DocumentSentences,
     SentenceHit,
+    SentenceHost,
     SentenceTable,
     drop_legacy,
     import_legacy,
     joined,
 )
 
-if TYPE_CHECKING:
-    from suture.stores.sqlite.store import SQLiteStore
+
+class SQLiteIndex(SentenceHost, Protocol):
+    """What the sentence rows use of a `SQLiteStore`: its folder, connections and
+    write transactions."""
+
+    path: Path
+    read_only: bool
+    search_mode: str
+    _derived: FolderData
+
+    def _connection(self) -> sqlite3.Connection: ...
+
+    def _writing(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def _pinned_generation(self) -> int | None: ...
 
 SENTENCE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS sentences (
@@ -160,7 +176,7 @@ class _State:
 class SQLiteSentences:
     """The SQLite store's side of the sentence contract (`Store.search_sentences` ...)."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteIndex) -> None:
         self.store = store
         self._lock = threading.RLock()
         self._state: _State | None = None
