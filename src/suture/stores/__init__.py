@@ -14,7 +14,8 @@ collection or table LangChain or LlamaIndex wrote in its default layout (attach 
 `stores/attach.py`); so does ``chroma:PATH?attach=langchain&embedder=NAME`` for a Chroma
 persistent folder (attach mode only, extra ``suture[chroma]``).
 
-Adding a backend is one module and one line in `_REGISTRY`.
+Adding a backend is one folder (`stores/<name>/`, its store a `Store` subclass) and one
+line in `_REGISTRY` (docs/architecture.md, "Adding a backend").
 """
 
 from __future__ import annotations

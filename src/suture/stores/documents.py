@@ -52,6 +52,9 @@ class DocumentsAndSearch(ABC):
 
     #: registry name of the backend ("sqlite", "postgresql", "qdrant")
     backend: str = ""
+    #: whether writes must come from one process (SQLite: its file lock queues writers):
+    #: a distributed load then writes from its driver alone, else each worker writes
+    single_writer: bool = False
     manifest: Manifest
     #: who writes the data when suture does not ("LangChain" for an attached collection):
     #: such a store is read-only to suture (`stores/readonly.py`); "" for suture's own

@@ -130,6 +130,7 @@ class SQLiteStore(Store):
     """Chunks, vectors and documents in SQLite; exact cosine search in numpy."""
 
     backend = "sqlite"
+    single_writer = True
 
     def __init__(self, path: Path, manifest: Manifest, *, read_only: bool = False,
                  search: str = "auto") -> None:
