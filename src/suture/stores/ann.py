@@ -14,6 +14,7 @@ removing and adding only the chunks that changed since.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +27,7 @@ import numpy.typing as npt
 
 from suture.embedders.base import Vectors
 from suture.exceptions import missing_dependency
-from suture.stores.base import DerivedData
+from suture.stores.blobs import DerivedData
 
 #: below this many chunks exact search is fast enough (about 8 ms at 100k) and used
 ANN_MIN_CHUNKS = 200_000
@@ -247,3 +248,22 @@ class KeyRows:
 __all__: Sequence[str] = [
     "ANN_MIN_CHUNKS", "KeyRows", "VectorGraph", "ann_available", "candidate_count",
 ]
+
+
+def current_graph(held: VectorGraph | None, derived: DerivedData, prefix: str,
+                  keys: npt.NDArray[np.int64], matrix: Vectors, generation: int,
+                  rows: KeyRows, *, save: bool, show_progress: bool = False) -> VectorGraph:
+    """The graph of `generation` over `keys` (row i of `matrix` is key i): `held`, or the
+    one saved under `prefix`, brought up to date by adding and removing keys, or one built
+    anew; saved again when `save` (a folder that refuses it keeps it in memory)."""
+    graph = held if held is not None else VectorGraph.load(derived, prefix)
+    if graph is None:
+        graph = VectorGraph.build(matrix.shape[1], keys.astype(np.uint64), matrix, generation,
+                                  show_progress=show_progress)
+    elif graph.generation != generation:
+        graph.updated(np.sort(keys.astype(np.uint64)), lambda fresh: matrix[rows.rows(fresh)],
+                      generation, show_progress=show_progress)
+    if save:
+        with contextlib.suppress(OSError):
+            graph.save(derived, prefix)
+    return graph

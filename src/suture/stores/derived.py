@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 from suture.files import write_atomic, write_bytes_atomic
-from suture.stores.base import DerivedData
+from suture.stores.blobs import DerivedData
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ import logging
 import threading
 import zipfile
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -161,6 +161,45 @@ def _joined(arrays: Sequence[Ints]) -> Ints:
     return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
 
 
+def wanted_positions(chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
+                     ) -> dict[str, set[int] | None]:
+    """What `Store.sentences_of` asks for, per document: the chunk positions, or None for
+    the whole document."""
+    wanted: dict[str, set[int] | None] = {d: None for d in doc_ids or ()}
+    for chunk_id in chunk_ids or ():
+        doc_id, _, position = chunk_id.rpartition("#")
+        positions = wanted.setdefault(doc_id, set())
+        if positions is not None:
+            positions.add(int(position))
+    return wanted
+
+
+def rows_within(document_rows: Mapping[str, range], matrix: Vectors,
+                vector: npt.NDArray[np.float32], doc_ids: Collection[str]
+                ) -> tuple[Ints, npt.NDArray[np.float32]]:
+    """The rows of the sentences of `doc_ids` (each document's rows consecutive, in
+    `document_rows`) and their scores against `vector`."""
+    spans = [document_rows[d] for d in sorted(set(doc_ids)) if d in document_rows]
+    if not spans:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    return (np.concatenate([np.arange(r.start, r.stop) for r in spans]),
+            np.concatenate([matrix[r.start:r.stop] @ vector for r in spans]))
+
+
+def best_hits(rows: Ints, scores: npt.NDArray[np.float32], k: int,
+              hit: Callable[[int, float], SentenceHit]) -> list[SentenceHit]:
+    """The best k of `rows` by `scores` as hits (`hit(row, score)`), exact: every row tied
+    with the k-th is kept for the tie-break of every backend (document id, position,
+    offset)."""
+    if k < len(rows):
+        kth = np.partition(-scores, k - 1)[k - 1]
+        chosen = np.flatnonzero(-scores <= kth)
+        rows, scores = rows[chosen], scores[chosen]
+    hits = [hit(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
+    hits.sort(key=lambda h: (-h.score, h.doc_id, h.position, h.start))
+    return hits[:k]
+
+
 @dataclass(frozen=True, slots=True)
 class SentenceTable:
     """The sentences of some documents as one matrix, grouped by chunk.
@@ -251,25 +290,11 @@ class SentenceTable:
         id, position, then offset, as on every backend."""
         vector = np.asarray(query, dtype=np.float32).reshape(-1)
         if doc_ids is None:
-            rows = np.arange(len(self.matrix))
-            scores = self.matrix @ vector
+            rows, scores = np.arange(len(self.matrix)), self.matrix @ vector
         else:
-            spans = [self.document_rows[d] for d in sorted(set(doc_ids))
-                     if d in self.document_rows]
-            rows = (np.concatenate([np.arange(r.start, r.stop) for r in spans])
-                    if spans else np.zeros(0, np.int64))
-            scores = (np.concatenate([self.matrix[r.start:r.stop] @ vector for r in spans])
-                      if spans else np.zeros(0, np.float32))
-        if k < len(rows):
-            # keep every row tied with the k-th so the tie-break below is exact
-            kth = np.partition(-scores, k - 1)[k - 1]
-            chosen = np.flatnonzero(-scores <= kth)
-            rows, scores = rows[chosen], scores[chosen]
-        hits = [SentenceHit(self.document_of(int(r)), self.position_of(int(r)),
-                            int(self.starts[r]), int(self.ends[r]), float(s))
-                for r, s in zip(rows, scores, strict=True)]
-        hits.sort(key=lambda h: (-h.score, h.doc_id, h.position, h.start))
-        return hits[:k]
+            rows, scores = rows_within(self.document_rows, self.matrix, vector, doc_ids)
+        return best_hits(rows, scores, k, lambda r, s: SentenceHit(
+            self.document_of(r), self.position_of(r), int(self.starts[r]), int(self.ends[r]), s))
 
 
 class BlobSentences:
@@ -342,14 +367,8 @@ class BlobSentences:
     def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
            ) -> dict[str, DocumentSentences]:
         table = self.table()
-        wanted: dict[str, set[int] | None] = {d: None for d in doc_ids or ()}
-        for chunk_id in chunk_ids or ():
-            doc_id, _, position = chunk_id.rpartition("#")
-            positions = wanted.setdefault(doc_id, set())
-            if positions is not None:
-                positions.add(int(position))
         found: dict[str, DocumentSentences] = {}
-        for doc_id, positions in wanted.items():
+        for doc_id, positions in wanted_positions(chunk_ids, doc_ids).items():
             sentences = table.document(doc_id)
             if sentences is None:
                 continue

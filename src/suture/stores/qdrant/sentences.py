@@ -25,7 +25,13 @@ import numpy as np
 from suture.embedders.base import Vectors
 from suture.stores.base import DocumentSummary
 from suture.stores.qdrant.client import FETCH_MARGIN, QdrantIndex, match, point_id, record_point
-from suture.stores.sentences import DocumentSentences, SentenceHit, drop_legacy, import_legacy
+from suture.stores.sentences import (
+    DocumentSentences,
+    SentenceHit,
+    drop_legacy,
+    import_legacy,
+    wanted_positions,
+)
 
 if TYPE_CHECKING:
     from qdrant_client import models
@@ -193,12 +199,7 @@ class QdrantSentences:
 
         if not self.exists():
             return {}
-        wanted: dict[str, set[int] | None] = {d: None for d in doc_ids or ()}
-        for chunk_id in chunk_ids or ():
-            doc_id, _, position = chunk_id.rpartition("#")
-            positions = wanted.setdefault(doc_id, set())
-            if positions is not None:
-                positions.add(int(position))
+        wanted = wanted_positions(chunk_ids, doc_ids)
         readable = self._readable(wanted)
         found: dict[str, DocumentSentences] = {}
         for doc_id, version in readable.items():

@@ -38,7 +38,14 @@ import numpy.typing as npt
 
 from suture.embedders.base import Vectors
 from suture.exceptions import IndexError_
-from suture.stores.ann import ANN_MIN_CHUNKS, KeyRows, VectorGraph, ann_available, candidate_count
+from suture.stores.ann import (
+    ANN_MIN_CHUNKS,
+    KeyRows,
+    VectorGraph,
+    ann_available,
+    candidate_count,
+    current_graph,
+)
 from suture.stores.base import DocumentSummary
 from suture.stores.derived import FolderData
 from suture.stores.packed import pack_strings, unpack_strings
@@ -47,9 +54,12 @@ from suture.stores.sentences import (
     SentenceHit,
     SentenceHost,
     SentenceTable,
+    best_hits,
     drop_legacy,
     import_legacy,
     joined,
+    rows_within,
+    wanted_positions,
 )
 
 
@@ -162,15 +172,9 @@ class _State:
     def hits(self, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], k: int
              ) -> list[SentenceHit]:
         """The best k of `rows` by `scores`, ties as on every backend."""
-        if k < len(rows):
-            kth = np.partition(-scores, k - 1)[k - 1]
-            keep = np.flatnonzero(-scores <= kth)
-            rows, scores = rows[keep], scores[keep]
-        found = [SentenceHit(self.doc_names[int(self.doc_numbers[r])], int(self.positions[r]),
-                             int(self.starts[r]), int(self.ends[r]), float(s))
-                 for r, s in zip(rows, scores, strict=True)]
-        found.sort(key=lambda h: (-h.score, h.doc_id, h.position, h.start))
-        return found[:k]
+        return best_hits(rows, scores, k, lambda r, s: SentenceHit(
+            self.doc_names[int(self.doc_numbers[r])], int(self.positions[r]),
+            int(self.starts[r]), int(self.ends[r]), s))
 
 
 class SQLiteSentences:
@@ -254,12 +258,7 @@ class SQLiteSentences:
     # -- reading -----------------------------------------------------------------------
     def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
            ) -> dict[str, DocumentSentences]:
-        wanted: dict[str, set[int] | None] = {d: None for d in doc_ids or ()}
-        for chunk_id in chunk_ids or ():
-            doc_id, _, position = chunk_id.rpartition("#")
-            positions = wanted.setdefault(doc_id, set())
-            if positions is not None:
-                positions.add(int(position))
+        wanted = wanted_positions(chunk_ids, doc_ids)
         # from the search state (a document's rows are consecutive in the mapped matrix):
         # no SQL, and what a search of this generation found
         state = self._search_state()
@@ -293,12 +292,7 @@ class SQLiteSentences:
         state = self._search_state()
         vector = np.asarray(query, dtype=np.float32).reshape(-1)
         if doc_ids is not None:
-            spans = [state.doc_rows[d] for d in sorted(set(doc_ids)) if d in state.doc_rows]
-            rows = (np.concatenate([np.arange(r.start, r.stop) for r in spans])
-                    if spans else np.zeros(0, np.int64))
-            scores = (np.concatenate([state.matrix[r.start:r.stop] @ vector for r in spans])
-                      if spans else np.zeros(0, np.float32))
-            hits = state.hits(rows, scores, k)
+            hits = state.hits(*rows_within(state.doc_rows, state.matrix, vector, doc_ids), k)
         elif (graph := self._active_graph(state)) is not None:
             keys = graph.search(vector, candidate_count(k, len(state.keys)))
             rows = np.asarray(self._key_rows(state).rows(keys), dtype=np.int64)
@@ -452,21 +446,9 @@ class SQLiteSentences:
             graph = self._graph
             if graph is not None and graph.generation == state.generation:
                 return graph
-            derived = self.store._derived
-            keys = np.sort(state.keys.astype(np.uint64))
-            rows = self._key_rows(state)
-            if graph is None:
-                graph = VectorGraph.load(derived, _GRAPH_PREFIX)
-            if graph is None:
-                graph = VectorGraph.build(state.matrix.shape[1], state.keys.astype(np.uint64),
-                                          state.matrix, state.generation,
-                                          show_progress=show_progress)
-            elif graph.generation != state.generation:
-                graph.updated(keys, lambda fresh: state.matrix[rows.rows(fresh)],
-                              state.generation, show_progress=show_progress)
-            if not self.store.read_only:
-                with contextlib.suppress(OSError):
-                    graph.save(derived, _GRAPH_PREFIX)
+            graph = current_graph(graph, self.store._derived, _GRAPH_PREFIX, state.keys,
+                                  state.matrix, state.generation, self._key_rows(state),
+                                  save=not self.store.read_only, show_progress=show_progress)
             self._graph = graph
             return graph
 

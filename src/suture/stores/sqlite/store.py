@@ -49,10 +49,12 @@ from suture.files import write_json_atomic
 from suture.filters import Condition, Filter, prefix_end, value_kind
 from suture.stores.ann import (
     ANN_MIN_CHUNKS,
+    GRAPH_PREFIX,
     KeyRows,
     VectorGraph,
     ann_available,
     candidate_count,
+    current_graph,
 )
 from suture.stores.base import (
     ChunkPart,
@@ -677,20 +679,9 @@ class SQLiteStore(Store):
             if graph is not None and graph.generation == state.generation:
                 return graph
             assert state.keys is not None
-            keys = np.sort(state.keys.astype(np.uint64))
-            rows = self._key_rows(state)
-            if graph is None:
-                graph = VectorGraph.load(self._derived)
-            if graph is None:
-                graph = VectorGraph.build(state.matrix.shape[1], state.keys.astype(np.uint64),
-                                          state.matrix, state.generation,
-                                          show_progress=show_progress)
-            elif graph.generation != state.generation:
-                graph.updated(keys, lambda fresh: state.matrix[rows.rows(fresh)],
-                              state.generation, show_progress=show_progress)
-            if not self.read_only:
-                with contextlib.suppress(OSError):
-                    graph.save(self._derived)
+            graph = current_graph(graph, self._derived, GRAPH_PREFIX, state.keys, state.matrix,
+                                  state.generation, self._key_rows(state),
+                                  save=not self.read_only, show_progress=show_progress)
             self._graph = graph
             return graph
 
