@@ -30,6 +30,8 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
     raise missing_dependency("qdrant-client", "qdrant") from exc
 
+#: a lock older than this is taken to belong to a crashed writer (seconds)
+STALE_LOCK_S = 600.0
 #: extra points asked for beyond k, so that ties at the cut and dropped points rarely
 #: need a second request
 FETCH_MARGIN = 16
@@ -261,6 +263,8 @@ class QdrantIndex(SentenceHost, Protocol):
                   vectors: bool = False) -> list[models.Record]: ...
 
     def _records(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]: ...
+
+    def _point(self, key: str) -> dict[str, Any] | None: ...
 
     def _pin(self) -> Pin | None: ...
 

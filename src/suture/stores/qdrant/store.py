@@ -64,12 +64,11 @@ import base64
 import json
 import logging
 import os
-import re
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +79,6 @@ import numpy as np
 from suture.chunking.contextual import embedding_text
 from suture.embedders.base import Vectors
 from suture.exceptions import (
-    ConfigurationError,
     IndexError_,
     IndexNotFoundError,
     missing_dependency,
@@ -88,7 +86,6 @@ from suture.exceptions import (
 from suture.filters import Filter
 from suture.stores.base import (
     ChunkPart,
-    DerivedData,
     DocumentSummary,
     Manifest,
     PositionRange,
@@ -102,6 +99,7 @@ from suture.stores.codecs import section_from_json, section_to_json, stored_toke
 from suture.stores.lexical import LexicalSettings, Tokenizer
 from suture.stores.qdrant.client import (
     FETCH_MARGIN,
+    STALE_LOCK_S,
     Connection,
     Live,
     Options,
@@ -118,6 +116,14 @@ from suture.stores.qdrant.client import (
     release,
     terms_field,
 )
+from suture.stores.qdrant.collections import (
+    COMPANION_SUFFIX,
+    check_index_name,
+    create_collections,
+    ensure_indexes,
+    manifest_record,
+)
+from suture.stores.qdrant.data import QdrantData, b64
 from suture.stores.qdrant.sentences import QdrantSentences
 from suture.stores.sentences import DocumentSentences
 from suture.textfile import loaded
@@ -135,10 +141,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("suture.stores.qdrant")
 
-#: suffix of the companion collection that holds everything but the chunks
-COMPANION_SUFFIX = "__suture"
-#: a lock older than this is taken to belong to a crashed writer (seconds)
-STALE_LOCK_S = 600.0
 #: a retired version is deleted by a later write of its document only once it has been
 #: retired this long (seconds): a query that resolved it keeps reading it, however many
 #: times the document is rewritten meanwhile
@@ -151,9 +153,7 @@ DEFAULT_TOKENISATIONS: tuple[tuple[str, str | None], ...] = (("en", None), ("en"
 #: points per upsert request, point ids per retrieve request, bytes per derived-data part
 _BATCH = 256
 _RETRIEVE_BATCH = 1024
-_PART_BYTES = 1 << 20
 _LAYOUT = 1
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,190}")
 #: chunk payload read back for hits (not the BM25 terms)
 _CHUNK_FIELDS = ["doc_id", "position", "start", "end", "section_path", "text", "version"]
 _RECORD_FIELDS = ["doc_id", "version", "previous", "chunks", "previous_chunks", "gen",
@@ -209,8 +209,8 @@ class QdrantStore(Store):
     @classmethod
     def open_index(cls, index: str, url: str | None) -> QdrantStore:
         connection, options = connect(url)
-        name = _check_name(index)
-        record = _manifest_record(connection, name)
+        name = check_index_name(index)
+        record = manifest_record(connection, name)
         if record is None:
             raise IndexNotFoundError(
                 f"no index {name!r} at {connection.where}; build one with "
@@ -226,15 +226,15 @@ class QdrantStore(Store):
     @classmethod
     def create_index(cls, index: str, url: str | None, manifest: Manifest) -> QdrantStore:
         connection, _ = connect(url)
-        name = _check_name(index)
-        if _manifest_record(connection, name) is None:
-            _create_collections(connection, name, manifest.dimension)
+        name = check_index_name(index)
+        if manifest_record(connection, name) is None:
+            create_collections(connection, name, manifest.dimension)
             tokenisations = list(DEFAULT_TOKENISATIONS)
             chosen = (str(manifest.retriever_options.get("stopwords", "en")),
                       manifest.retriever_options.get("stemmer"))
             if manifest.retriever in ("lexical", "hybrid") and chosen not in tokenisations:
                 tokenisations.append(chosen)
-            _ensure_indexes(connection, name, tokenisations)
+            ensure_indexes(connection, name, tokenisations)
             companion = name + COMPANION_SUFFIX
             # Insert-only, so that of two creators the first one's settings win.
             call(connection, "upsert", companion, points=[
@@ -269,7 +269,7 @@ class QdrantStore(Store):
 
     def update_manifest(self, manifest: Manifest) -> None:
         self.check_same_settings(manifest)
-        record = _manifest_record(self._connection, self.name) or {}
+        record = manifest_record(self._connection, self.name) or {}
         self._upsert(self.companion, [record_point(point_id("manifest"), {
             **record, "kind": "manifest", "manifest": manifest.to_dict()})])
         self.manifest = manifest
@@ -474,7 +474,7 @@ class QdrantStore(Store):
             "title": document.title, "source": document.source,
             "metadata": json.dumps(dict(document.metadata), sort_keys=True, default=str),
             "sections": json.dumps([section_to_json(s) for s in document.sections]),
-            "token_map": _b64(token_map.to_bytes()) if token_map is not None else None,
+            "token_map": b64(token_map.to_bytes()) if token_map is not None else None,
         })])
         count = 0
         for chunks, vectors in parts:
@@ -641,7 +641,7 @@ class QdrantStore(Store):
         if live is None:
             return
         self._call("set_payload", self.companion, wait=True,
-                   payload={"token_map": _b64(token_map.to_bytes())},
+                   payload={"token_map": b64(token_map.to_bytes())},
                    points=[point_id("text", doc_id, live.version)])
         self._call("set_payload", self.companion, wait=True, payload={"token_map": True},
                    points=[point_id("document", doc_id)])
@@ -664,7 +664,7 @@ class QdrantStore(Store):
         self._upsert(self.companion, [
             record_point(point_id("cache", embedder_key, text_hash), {
                 "kind": "cache", "embedder": embedder_key,
-                "vector": _b64(np.asarray(vector, dtype=np.float32).tobytes())})
+                "vector": b64(np.asarray(vector, dtype=np.float32).tobytes())})
             for text_hash, vector in vectors.items()])
 
     # -- documents -------------------------------------------------------------------------
@@ -960,163 +960,7 @@ class QdrantStore(Store):
             )
 
 
-class QdrantData(DerivedData):
-    """Derived-data blobs as points of the companion collection.
-
-    A blob is written as parts (1 MiB each) under a fresh blob id, then its head record
-    is upserted to name that id (the commit), then the previous blob's parts are
-    deleted; a reader follows the head and retries when the parts it names were
-    replaced meanwhile.
-    """
-
-    def __init__(self, store: QdrantStore) -> None:
-        self.store = store
-
-    def read(self, key: str) -> bytes | None:
-        for _ in range(5):
-            head = self.store._point(point_id("head", key))
-            if head is None:
-                return None
-            blob, parts = str(head["blob"]), int(head["parts"])
-            ids = [point_id("part", key, blob, i) for i in range(parts)]
-            found = {str(r.id): (r.payload or {}).get("data")
-                     for r in self.store._retrieve(self.store.companion, ids, ["data"])}
-            if all(found.get(i) is not None for i in ids):
-                return b"".join(base64.b64decode(str(found[i])) for i in ids)
-        return None
-
-    def write(self, key: str, data: bytes) -> None:
-        if not key:
-            raise ValueError("derived-data keys must not be empty")
-        head = self.store._point(point_id("head", key))
-        blob = uuid.uuid4().hex
-        pieces = [data[i : i + _PART_BYTES] for i in range(0, len(data), _PART_BYTES)] or [b""]
-        now = time.time()
-        self.store._upsert(self.store.companion, [
-            record_point(point_id("part", key, blob, i), {"kind": "part", "key": key, "blob": blob,
-                                                     "data": _b64(piece), "written": now})
-            for i, piece in enumerate(pieces)])
-        self.store._upsert(self.store.companion, [record_point(point_id("head", key), {
-            "kind": "head", "key": key, "prefixes": _prefixes(key), "blob": blob,
-            "parts": len(pieces), "size": len(data)})])
-        # Drop the replaced blob, and parts left by crashed or racing writers long ago.
-        stale: list[models.Condition] = (
-            [models.Filter(must=[match("blob", str(head["blob"]))])] if head else [])
-        stale.append(models.Filter(must=[models.FieldCondition(
-            key="written", range=models.Range(lt=now - STALE_LOCK_S))]))
-        self.store._call("delete", self.store.companion, wait=True, points_selector=models.Filter(
-            must=[match("kind", "part"), match("key", key), models.Filter(should=stale)],
-            must_not=[match("blob", blob)]))
-
-    def delete(self, key: str) -> None:
-        self.store._call("delete", self.store.companion, wait=True, points_selector=models.Filter(
-            must=[match_any("kind", ["head", "part"]), match("key", key)]))
-
-    def _heads(self, prefix: str) -> list[tuple[str, str]]:
-        """(key, blob id) of every blob whose key starts with `prefix`, sorted."""
-        must: list[models.Condition] = [match("kind", "head")]
-        folder = prefix.rpartition("/")[0]
-        if folder:  # heads list their folders, so the scan stays inside this one
-            must.append(match("prefixes", folder + "/"))
-        heads = [(str(r.payload["key"]), str(r.payload["blob"])) for r in
-                 self.store._scroll_all(self.store.companion, models.Filter(must=must),
-                                        ["key", "blob"]) if r.payload]
-        return sorted(h for h in heads if h[0].startswith(prefix))
-
-    def keys(self, prefix: str = "") -> list[str]:
-        return [key for key, _ in self._heads(prefix)]
-
-    def stamp(self, prefix: str = "") -> Hashable:
-        return tuple(self._heads(prefix))
-
-
 # -- helpers -----------------------------------------------------------------------------
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _prefixes(key: str) -> list[str]:
-    """Every folder-like prefix of `key` ("a/", "a/b/") and the key itself."""
-    parts = key.split("/")
-    return ["/".join(parts[:i]) + "/" for i in range(1, len(parts))] + [key]
-
-
-def _check_name(index: str) -> str:
-    name = str(index)
-    if not _NAME.fullmatch(name) or name.endswith(COMPANION_SUFFIX):
-        raise ConfigurationError(
-            f"--index {name!r} cannot name a Qdrant index: use letters, digits, '_', '.' or "
-            f"'-' (it names the collections {name!r} and {name + COMPANION_SUFFIX!r})"
-        )
-    return name
-
-
-def _manifest_record(connection: Connection, name: str) -> dict[str, Any] | None:
-    companion = name + COMPANION_SUFFIX
-    try:
-        if not call(connection, "collection_exists", companion):
-            return None
-        found = call(connection, "retrieve", companion, ids=[point_id("manifest")],
-                      with_payload=True, with_vectors=False)
-    except IndexError_:
-        raise
-    except Exception as exc:
-        raise IndexError_(
-            f"cannot reach Qdrant at {connection.where}: {exc}; start the server, or check "
-            "--store and $QDRANT_API_KEY"
-        ) from None
-    return dict(found[0].payload or {}) if found else None
-
-
-def _create_collections(connection: Connection, name: str, dimension: int) -> None:
-    """The two collections of an index (a collection that already exists is kept)."""
-    companion = name + COMPANION_SUFFIX
-    if (call(connection, "collection_exists", name)
-            and not call(connection, "collection_exists", companion)):
-        raise IndexError_(
-            f"a collection {name!r} already exists at {connection.where} but suture did not "
-            "create it; choose another --index name"
-        )
-    # the companion first: a chunk collection without one was not made by suture
-    wanted: tuple[tuple[str, Any], ...] = ((companion, {}),
-              (name, models.VectorParams(size=dimension, distance=models.Distance.COSINE)))
-    for collection, vectors in wanted:
-        if call(connection, "collection_exists", collection):
-            continue
-        try:
-            call(connection, "create_collection", collection, vectors_config=vectors)
-        except Exception:
-            if not call(connection, "collection_exists", collection):  # not a lost race
-                raise
-
-
-def _ensure_indexes(connection: Connection, name: str,
-                    tokenisations: Sequence[tuple[str, str | None]]) -> None:
-    """BM25 text indexes on the term fields; on a server also keyword indexes for filters
-    (local mode has no payload indexes besides scored text ones)."""
-    text = models.TextIndexParams(type=models.TextIndexType.TEXT,
-                                  tokenizer=models.TokenizerType.WORD, lowercase=True,
-                                  scoring=models.TextScoringParams(
-                                      type=models.TextScoringType.BM25))
-    companion = name + COMPANION_SUFFIX
-    wanted: list[tuple[str, str, Any]] = []
-    for tokenisation in tokenisations:
-        wanted.append((name, terms_field(*tokenisation), text))
-        wanted.append((companion, "doc_" + terms_field(*tokenisation), text))
-    if not connection.local:
-        keyword, integer = models.PayloadSchemaType.KEYWORD, models.PayloadSchemaType.INTEGER
-        wanted += [(name, "doc_id", keyword), (name, "version", keyword),
-                   (name, "position", integer), (name, "retired", models.PayloadSchemaType.BOOL),
-                   (companion, "kind", keyword), (companion, "doc_id", keyword),
-                   (companion, "version", keyword), (companion, "key", keyword),
-                   (companion, "prefixes", keyword), (companion, "blob", keyword),
-                   (companion, "owner", keyword), (companion, "value", integer),
-                   (companion, "written", models.PayloadSchemaType.FLOAT)]
-    for collection, field_name, schema in wanted:
-        call(connection, "create_payload_index", collection, field_name, field_schema=schema,
-              wait=True)
 
 
 def _live(record: Mapping[str, Any] | None, pinned: int | None) -> Live | None:
