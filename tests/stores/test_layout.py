@@ -160,3 +160,22 @@ def test_no_import_circle_in_stores() -> None:
             edges.setdefault(i.source, set()).add(i.target)
     circles = _circles(edges)
     assert not circles, "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_a_new_backend_implements_the_core_and_its_blobs_only() -> None:
+    """What a new backend must write (docs/architecture.md, "Adding a backend"): the
+    abstract members of `DocumentsAndSearch`, `derived` and how to open and create an
+    index; sentence vectors, the embedding cache and BM25 inside the backend have
+    defaults."""
+    from suture.stores.base import Store
+    from suture.stores.blobs import BlobsAndCaches
+    from suture.stores.documents import DocumentsAndSearch
+    from suture.stores.lexical import LexicalPostings
+    from suture.stores.sentences import SentenceVectors
+
+    assert issubclass(Store, (DocumentsAndSearch, BlobsAndCaches, SentenceVectors,
+                              LexicalPostings))
+    assert Store.__abstractmethods__ == (
+        DocumentsAndSearch.__abstractmethods__ | {"derived", "open_index", "create_index"})
+    assert not LexicalPostings.__abstractmethods__
+    assert SentenceVectors.__abstractmethods__ == {"_sentences"}
