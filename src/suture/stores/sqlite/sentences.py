@@ -26,7 +26,6 @@ import contextlib
 import itertools
 import sqlite3
 import threading
-import zipfile
 from collections.abc import Collection, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from suture.stores.ann import (
     current_graph,
 )
 from suture.stores.base import DocumentSummary
-from suture.stores.derived import FolderData
+from suture.stores.derived import DAMAGED, FolderData, load_arrays, save_arrays
 from suture.stores.packed import pack_strings, unpack_strings
 from suture.stores.sentences import (
     DocumentSentences,
@@ -342,21 +341,13 @@ class SQLiteSentences:
 
     def _load(self, generation: int) -> _State | None:
         derived = self.store._derived
-
-        def columns(path: Path) -> dict[str, Any] | None:
-            with np.load(path, allow_pickle=False) as arrays:
-                if (int(arrays["generation"]) != generation
-                        or int(arrays["layout"]) != _LAYOUT):
-                    return None
-                return {key: arrays[key] for key in arrays.files}
-
+        arrays = load_arrays(derived, _COLUMNS_KEY, generation, _LAYOUT)
+        if arrays is None:
+            return None
         try:
-            arrays = derived.read_file(_COLUMNS_KEY, columns)
-            if arrays is None:
-                return None
             matrix = derived.read_file(f"{_MATRIX_FOLDER}{generation}.npy",
                                        lambda path: np.load(path, mmap_mode="r"))
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        except DAMAGED:
             return None  # a damaged derived file: rebuilt from the table
         if matrix is None or matrix.shape != (len(arrays["keys"]),
                                               self.store.manifest.dimension):
@@ -415,14 +406,9 @@ class SQLiteSentences:
             "keys": keys, "positions": positions, "starts": starts, "ends": ends,
             "doc_numbers": docs, **pack_strings("doc_names", list(doc_number)),
         }
-        if not self.store.read_only:
-            def save(path: Path) -> None:
-                with open(path, "wb") as handle:
-                    np.savez(handle, generation=np.int64(generation), layout=np.int64(_LAYOUT),
-                             **arrays)
-
+        if not self.store.read_only and save_arrays(derived, _COLUMNS_KEY, generation, _LAYOUT,
+                                                    arrays):
             with contextlib.suppress(OSError):
-                derived.write_file(_COLUMNS_KEY, save)
                 for old in derived.keys(_MATRIX_FOLDER):
                     if old.endswith(".npy") and old != key:
                         derived.delete(old)  # (a reader's mapping of it stays valid)

@@ -24,7 +24,6 @@ documents are checked against that snapshot before use.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
@@ -32,7 +31,6 @@ import os
 import sqlite3
 import threading
 import time
-import zipfile
 from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -67,7 +65,7 @@ from suture.stores.base import (
 )
 from suture.stores.cache import DocumentCache
 from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
-from suture.stores.derived import FolderData
+from suture.stores.derived import FolderData, load_arrays, save_arrays
 from suture.stores.packed import pack_strings, packed_keys, unpack_strings
 from suture.stores.sentences import DocumentSentences, SentenceBackend
 from suture.stores.sqlite.sentences import (
@@ -736,18 +734,8 @@ class SQLiteStore(Store):
     def _load_arrays(self, generation: int) -> dict[str, npt.NDArray[Any]] | None:
         """The columns saved in matrix.npz for `generation`, or None (absent, damaged, of
         another generation or layout)."""
-        def arrays_of(path: Path) -> dict[str, npt.NDArray[Any]] | None:
-            # Read from the file an array at a time, never the whole file as one bytes.
-            with np.load(path, allow_pickle=False) as arrays:
-                if (int(arrays["generation"]) != generation
-                        or int(arrays.get("layout", 1)) != _MATRIX_LAYOUT):
-                    return None
-                return {key: arrays[key] for key in _STATE_ARRAYS}
-
-        try:
-            return self._derived.read_file(MATRIX_FILE, arrays_of)
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-            return None  # a damaged or older cache is derived data: rebuilt from SQLite
+        return load_arrays(self._derived, MATRIX_FILE, generation, _MATRIX_LAYOUT,
+                           _STATE_ARRAYS, unmarked_layout=1)
 
     def _build_arrays(self) -> tuple[int, dict[str, npt.NDArray[Any]]]:
         """The current generation and its columns read from SQLite in one snapshot, saved
@@ -805,15 +793,7 @@ class SQLiteStore(Store):
         }
         del chunk_ids, doc_number, path_number
         if not self.read_only:
-
-            def save(path: Path) -> None:  # straight to the file: no copy in memory
-                with open(path, "wb") as handle:
-                    np.savez(handle, generation=np.int64(generation),
-                             layout=np.int64(_MATRIX_LAYOUT), **arrays)
-
-            # the cache is an optimisation; the index still works without it
-            with contextlib.suppress(OSError):
-                self._derived.write_file(MATRIX_FILE, save)
+            save_arrays(self._derived, MATRIX_FILE, generation, _MATRIX_LAYOUT, arrays)
         return generation, arrays
 
 
