@@ -38,12 +38,11 @@ import numpy.typing as npt
 from suture.embedders.base import Vectors
 from suture.exceptions import IndexError_
 from suture.stores.ann import (
-    ANN_MIN_CHUNKS,
+    GraphKeeper,
     KeyRows,
     VectorGraph,
-    ann_available,
     candidate_count,
-    current_graph,
+    uses_graph,
 )
 from suture.stores.base import DocumentSummary
 from suture.stores.derived import DAMAGED, FolderData, load_arrays, save_arrays
@@ -183,8 +182,7 @@ class SQLiteSentences:
         self.store = store
         self._lock = threading.RLock()
         self._state: _State | None = None
-        self._graph: VectorGraph | None = None
-        self._graph_rows: tuple[int, KeyRows] | None = None
+        self._graphs = GraphKeeper(store._derived, _GRAPH_PREFIX, self._lock)
         #: sentences kept in memory where the index is read-only: content hash -> them
         self._overlay: dict[str, DocumentSentences] = {}
         self._local = threading.local()  # per thread: the last query's scores
@@ -414,37 +412,14 @@ class SQLiteSentences:
                         derived.delete(old)  # (a reader's mapping of it stays valid)
         return _state(generation, matrix, arrays)
 
-    def _uses_graph(self, state: _State) -> bool:
-        mode = self.store.search_mode
-        if mode == "exact":
-            return False
-        if mode == "ann":
-            return True
-        return len(state.keys) >= ANN_MIN_CHUNKS and ann_available()
-
     def _active_graph(self, state: _State, show_progress: bool = False) -> VectorGraph | None:
-        if not self._uses_graph(state):
+        if not uses_graph(self.store.search_mode, len(state.keys)):
             return None
-        graph = self._graph
-        if graph is not None and graph.generation == state.generation:
-            return graph
-        with self._lock:
-            graph = self._graph
-            if graph is not None and graph.generation == state.generation:
-                return graph
-            graph = current_graph(graph, self.store._derived, _GRAPH_PREFIX, state.keys,
-                                  state.matrix, state.generation, self._key_rows(state),
-                                  save=not self.store.read_only, show_progress=show_progress)
-            self._graph = graph
-            return graph
+        return self._graphs.current(state.generation, state.keys, state.matrix,
+                                    save=not self.store.read_only, show_progress=show_progress)
 
     def _key_rows(self, state: _State) -> KeyRows:
-        cached = self._graph_rows
-        if cached is not None and cached[0] == state.generation:
-            return cached[1]
-        rows = KeyRows(state.keys)
-        self._graph_rows = (state.generation, rows)
-        return rows
+        return self._graphs.key_rows(state.generation, state.keys)
 
 
 def _state(generation: int, matrix: npt.NDArray[np.float32], arrays: dict[str, Any]) -> _State:

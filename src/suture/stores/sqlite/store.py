@@ -46,13 +46,12 @@ from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundErro
 from suture.files import write_json_atomic
 from suture.filters import Condition, Filter, prefix_end, value_kind
 from suture.stores.ann import (
-    ANN_MIN_CHUNKS,
     GRAPH_PREFIX,
+    GraphKeeper,
     KeyRows,
     VectorGraph,
-    ann_available,
     candidate_count,
-    current_graph,
+    uses_graph,
 )
 from suture.stores.base import (
     ChunkPart,
@@ -145,13 +144,12 @@ class SQLiteStore(Store):
         #: "exact" (float32 scan), "ann" (HNSW + exact re-scoring) or "auto" (ann from
         #: `ANN_MIN_CHUNKS` chunks on)
         self.search_mode = search
-        self._graph: VectorGraph | None = None
-        self._graph_rows: tuple[int, KeyRows] | None = None
         self._lock = threading.RLock()  # guards the shared table and the document cache
         self._local = threading.local()  # per thread: connection, pinned read, last scores
         self._state: ChunkTable | None = None
         self._documents = DocumentCache()
         self._derived = FolderData(path)
+        self._graphs = GraphKeeper(self._derived, GRAPH_PREFIX, self._lock)
         self._sentence_rows = SQLiteSentences(self)
 
     # -- lifecycle -----------------------------------------------------------------
@@ -657,40 +655,17 @@ class SQLiteStore(Store):
         self._active_graph(_GraphInput(generation, arrays["matrix"], arrays["keys"]),
                            show_progress)
 
-    def _uses_graph(self, state: ChunkTable | _GraphInput) -> bool:
-        if self.search_mode == "exact" or state.keys is None:
-            return False
-        if self.search_mode == "ann":
-            return True  # a missing usearch is then an error naming the extra
-        return len(state) >= ANN_MIN_CHUNKS and ann_available()
-
     def _active_graph(self, state: ChunkTable | _GraphInput,
                       show_progress: bool = False) -> VectorGraph | None:
         """The HNSW graph matching `state`, brought up to date first; None for exact search."""
-        if not self._uses_graph(state):
+        if state.keys is None or not uses_graph(self.search_mode, len(state)):
             return None
-        graph = self._graph
-        if graph is not None and graph.generation == state.generation:
-            return graph
-        with self._lock:
-            graph = self._graph
-            if graph is not None and graph.generation == state.generation:
-                return graph
-            assert state.keys is not None
-            graph = current_graph(graph, self._derived, GRAPH_PREFIX, state.keys, state.matrix,
-                                  state.generation, self._key_rows(state),
-                                  save=not self.read_only, show_progress=show_progress)
-            self._graph = graph
-            return graph
+        return self._graphs.current(state.generation, state.keys, state.matrix,
+                                    save=not self.read_only, show_progress=show_progress)
 
     def _key_rows(self, state: ChunkTable | _GraphInput) -> KeyRows:
-        cached = self._graph_rows
-        if cached is not None and cached[0] == state.generation:
-            return cached[1]
         assert state.keys is not None
-        rows = KeyRows(state.keys)
-        self._graph_rows = (state.generation, rows)
-        return rows
+        return self._graphs.key_rows(state.generation, state.keys)
 
     # -- internals ---------------------------------------------------------------------
     def _chunks_at(self, rows: Sequence[int], state: ChunkTable) -> list[Chunk]:
