@@ -549,9 +549,7 @@ class Index:
         sentences = self.sentences() if chosen.needs_sentences else None
         if sentences is None and first_stage.reads_sentences:
             self.sentences()  # a store write (embedding a document's sentences) cannot wait
-        bm25 = first_stage.bm25()
-        if bm25 is not None:  # postings of what other writers stored meanwhile, filled in
-            bm25.prepare()    # where the snapshot will see them (PostgreSQL: a side write)
+        first_stage.before_reading()  # what the snapshot below could not write
         with self.store.reading():  # one state of the store for search, policy and assembly
             allowed = None if wanted is None else frozenset(self.store.filter_documents(wanted))
             if allowed is not None and not allowed:

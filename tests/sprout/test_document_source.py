@@ -20,7 +20,7 @@ from suture.sprout.search import beam_search
 from suture.sprout.storage import TreeStore
 from suture.sprout.tree import SproutTree
 from suture.stores.base import Manifest
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Chunk, Document, Hit
 from tests.sprout.test_search import CHILDREN, SPANS, TEXT
 

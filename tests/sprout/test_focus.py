@@ -18,7 +18,7 @@ from suture.focus import focused_vector
 from suture.policies import get_policy
 from suture.policies.base import PolicyRequest
 from suture.sprout.search import beam_search
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Focus, Hit
 from tests.sprout import test_document_source
 from tests.sprout.test_document_source import QUERY, _chunk

@@ -63,6 +63,15 @@ class Retriever(ABC):
         """The BM25 retriever this one ranks with, if any."""
         return None
 
+    def before_reading(self) -> None:
+        """Bring what this first stage reads up to date before a query's read snapshot
+        (`Store.reading`), which refuses writes: its BM25 engine's share of documents
+        other writers stored meanwhile (`LexicalEngine.prepare`; PostgreSQL writes their
+        postings)."""
+        own = self.bm25()
+        if own is not None:
+            own.prepare()
+
     def share_from(self, held: Retriever) -> None:
         """Read through what `held`, another first stage of the same index, already holds
         instead of building it again (a BM25 engine of the same settings, sentence
