@@ -170,6 +170,8 @@ class Index:
         kind = None if sentence_embedding is None else _sentence_kind(sentence_embedding)
         options = dict(embedder_options or {})
         model = embedder_from_spec(embedder, **options)
+        if kind is SentenceEmbedding.POOLED and not model.pools_spans:
+            model.embed_spans([], [])  # raises, naming the fix, before any work
         report = report if report is not None else IndexReport()
         documents: Iterable[SourceDocument | Skipped] = iter_documents(
             paths, newlines=newlines, max_file_size=max_file_size)
