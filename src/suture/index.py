@@ -33,7 +33,8 @@ from suture.exceptions import (
 from suture.filters import Filter
 from suture.focus import QueryFocus, focused_vector
 from suture.identical import IdenticalDocuments, distinct_hits
-from suture.indexing import IndexReport, ingest
+from suture.indexing import DEFAULT_SENTENCE_EMBEDDING, IndexReport, SentenceEmbedding, ingest
+from suture.indexing import sentence_embedding as _sentence_kind
 from suture.policies import (
     COMPARED_POLICIES,
     DEFAULT_POLICY,
@@ -128,6 +129,7 @@ class Index:
         newlines: Newlines | str = Newlines.UNIVERSAL,
         max_file_size: int | str | None = "auto",
         sentence_vectors: bool | None = None,
+        sentence_embedding: str | None = None,
     ) -> Index:
         """Create the index `index` (or add to it) from files and folders in `paths`.
 
@@ -143,6 +145,9 @@ class Index:
         `sentence_vectors` (kept in the manifest; None: as the index has it, on for a new
         one) says whether documents' sentences are embedded as they are added: the
         default pipeline reads them, and without them its first query builds them.
+        `sentence_embedding` ("separate" or "pooled", `SentenceEmbedding`; None: as the
+        index has it, separate for a new one) is how they are made, kept in the manifest:
+        an existing index refuses another.
         `newlines` is how text files are read (Python's text mode by default; see
         `Newlines`): the convention of every offset the index returns. A file larger
         than `max_file_size` (bytes, "500MB"; "auto", the default: larger than the memory
@@ -162,8 +167,11 @@ class Index:
             require_ray()
         _validate_chunking(chunk_size, chunk_overlap)
         max_file_size = file_size_limit(max_file_size)  # fail before any work
+        kind = None if sentence_embedding is None else _sentence_kind(sentence_embedding)
         options = dict(embedder_options or {})
         model = embedder_from_spec(embedder, **options)
+        if kind is SentenceEmbedding.POOLED and not model.pools_spans:
+            model.embed_spans([], [])  # raises, naming the fix, before any work
         report = report if report is not None else IndexReport()
         documents: Iterable[SourceDocument | Skipped] = iter_documents(
             paths, newlines=newlines, max_file_size=max_file_size)
@@ -178,6 +186,8 @@ class Index:
             built._check_embedder(model)
             built._embedder = model
             built._check_settings(chunk_size, chunk_overlap, contextual)
+            if kind is not None:
+                built._check_sentence_embedding(kind)
         except IndexError_ as exc:
             if not _is_missing(exc):
                 raise
@@ -203,6 +213,7 @@ class Index:
                 retriever=retriever or RetrieverName.DENSE.value,
                 retriever_options=dict(retriever_options or {}),
                 sentence_vectors=True if sentence_vectors is None else sentence_vectors,
+                sentence_embedding=(DEFAULT_SENTENCE_EMBEDDING if kind is None else kind).value,
             )
             built = cls(create_store(str(index), manifest, store), model,
                         embedder_options=options)
@@ -312,6 +323,16 @@ class Index:
                 "embedder, or build a new index"
             )
 
+    def _check_sentence_embedding(self, kind: SentenceEmbedding) -> None:
+        """Refuse to make sentence vectors another way than the index's own."""
+        held = self.manifest.sentence_embedding
+        if kind.value != held:
+            raise ConfigurationError(
+                f"the index at {self.store.location} holds {held} sentence vectors; this call "
+                f"asked for {kind.value} ones, and one index holds one kind. Leave out "
+                f"--sentence-embedding (Python: sentence_embedding=None) to keep {held}, or "
+                f"build a new index with --sentence-embedding {kind.value}")
+
     def _check_settings(self, chunk_size: int, chunk_overlap: int, contextual: bool) -> None:
         m = self.manifest
         if (chunk_size, chunk_overlap, contextual) != (m.chunk_size, m.chunk_overlap, m.contextual):
@@ -380,6 +401,8 @@ class Index:
         stored = set(self.store.document_hashes()) if prune else set()
         # the default pipeline reads sentence vectors: embedded and written with the chunks
         sentences = self.manifest.sentence_vectors and policy_needs_sentences(DEFAULT_POLICY)
+        if sentences:
+            self._check_can_make_sentences(ray is not None)
         if ray is None:
             ingest(self.store, self.embedder, noted(documents), report,
                    show_progress=show_progress, before_write=before_write, sentences=sentences)
@@ -407,6 +430,22 @@ class Index:
         if self.has_sprout_trees():
             self.build_sprout_trees(show_progress=show_progress is True)
         return report
+
+    def _check_can_make_sentences(self, with_ray: bool) -> None:
+        """Refuse a write that cannot make sentence vectors the index's way, before any."""
+        kind = _sentence_kind(self.manifest.sentence_embedding)
+        if kind is not SentenceEmbedding.POOLED:
+            return
+        if with_ray:
+            raise ConfigurationError(
+                f"the index at {self.store.location} pools its sentence vectors from its "
+                "chunks' model passes, which --ray does not do yet; index without --ray, "
+                "or into an index built with --sentence-embedding separate")
+        if not self.embedder.pools_spans:
+            raise ConfigurationError(
+                f"the index at {self.store.location} pools its sentence vectors from its "
+                f"chunks' model passes, which the {self.embedder.name} embedder cannot; "
+                "use the minilm embedder, or --sentence-embedding separate")
 
     def has_sprout_trees(self) -> bool:
         """Whether SproutRAG trees were ever built for this index."""

@@ -610,3 +610,49 @@ def test_query_has_the_default_budget_and_no_budget_turns_it_off(docs: Path,
     assert chars.returncode == 2 and "--budget N" in chars.stderr
     info = suture("info", "--index", index, "--json")
     assert json.loads(info.stdout)["default_budget"].startswith(f"{DEFAULT_BUDGET} tokens")
+
+
+@pytest.mark.slow
+def test_pooled_sentence_vectors_are_kept_by_the_index_and_pooled_from_token_states(
+    tmp_path: Path
+) -> None:
+    """`--sentence-embedding pooled` is recorded in the manifest; a stored sentence's
+    vector is the mean of its tokens' states in its chunk's pass (transformers'
+    BertModel as the reference); a later write asking for the other kind is refused."""
+    import numpy as np
+    import torch
+
+    from suture.embedders.minilm import load_minilm
+    from tests.stored_sentences import stored_sentences
+
+    doc = tmp_path / "tcp.txt"
+    doc.write_text("TCP opens a connection with a three-way handshake. Each side then "
+                   "acknowledges the other's initial sequence number. Data may follow.")
+    idx = tmp_path / "idx"
+    built = suture("index", doc, "--index", idx, "--sentence-embedding", "pooled", "--quiet")
+    assert built.returncode == 0, built.stderr
+    assert json.loads((idx / "manifest.json").read_text())["sentence_embedding"] == "pooled"
+
+    index = Index.open(idx)
+    (chunk,) = index.store.iter_chunks()
+    found = stored_sentences(index)["tcp.txt"]
+    assert len(found) == 3
+    embedded = f"tcp\n\n{chunk.text}"  # the title in front, as the chunk is embedded
+    tokenizer, model = load_minilm()
+    encoded = tokenizer(embedded, return_offsets_mapping=True, return_tensors="pt")
+    offsets = encoded.pop("offset_mapping")[0].tolist()
+    with torch.no_grad():
+        states = model(**encoded).last_hidden_state[0].numpy()
+    head = len(embedded) - len(chunk.text)
+    for row in range(3):
+        start, end = head + int(found.starts[row]), head + int(found.ends[row])
+        tokens = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+        expected = states[tokens].mean(axis=0)
+        np.testing.assert_allclose(found.vectors[row], expected / np.linalg.norm(expected),
+                                   atol=1e-5)
+
+    again = suture("index", doc, "--index", idx, "--sentence-embedding", "separate", "--quiet")
+    assert again.returncode == 2  # a configuration error
+    message = " ".join(again.stderr.split())
+    assert "holds pooled sentence vectors; this call asked for separate" in message
+    assert "Leave out --sentence-embedding" in message

@@ -102,6 +102,12 @@ def index_command(
              "about half the indexing time). Kept by the index; default: on for a new index, "
              "as it was for an existing one. Without them the first query that needs them "
              "builds them.")] = None,
+    sentence_embedding: Annotated[str | None, typer.Option(
+        help="How sentence vectors are made: 'separate' (each sentence its own model pass, "
+             "title and section path in front) or 'pooled' (the mean of the sentence's "
+             "token states in its chunk's pass: one pass for both; minilm only). Kept by "
+             "the index; default: separate for a new index, as it was for an existing "
+             "one (which refuses the other).")] = None,
     sprout: Annotated[bool, typer.Option(help="Also build SproutRAG sentence trees.")] = False,
     sprout_weights: Annotated[
         Path | None,
@@ -154,6 +160,7 @@ def index_command(
             newlines=newlines,
             max_file_size=max_file_size,
             sentence_vectors=sentence_vectors,
+            sentence_embedding=sentence_embedding,
         )
     except NothingToIndexError as exc:
         if exc.report is not None:

@@ -52,6 +52,10 @@ class Manifest:
     #: reads (`suture index --no-sentence-vectors` turns it off: about half the indexing
     #: time; the first query that needs them then builds them)
     sentence_vectors: bool = True
+    #: how sentence vectors are made (`suture.indexing.SentenceEmbedding`): "separate"
+    #: (each sentence its own model pass) or "pooled" (from its chunk's pass); every
+    #: write of the index makes them the same way
+    sentence_embedding: str = "separate"
 
     def policy_settings(self, policy: str) -> tuple[dict[str, Any], str | None]:
         """This index's own parameters for `policy` and the first stage stored with them
@@ -81,13 +85,18 @@ class Manifest:
             "chunk_size": self.chunk_size,
             "chunk_overlap": self.chunk_overlap,
             "contextual": self.contextual,
+            # named only when not the default, so the settings (and the keys of sentence
+            # blobs made from them) of every index made before the choice stay as they were
+            **({"sentence_embedding": self.sentence_embedding}
+               if self.sentence_embedding != "separate" else {}),
         }
 
     def describe_settings(self) -> str:
         """`settings()` in words, for messages."""
         return (
             f"embedder {self.embedder} ({self.dimension}-d), chunks of "
-            f"{self.chunk_size}/{self.chunk_overlap}, contextual={self.contextual}"
+            f"{self.chunk_size}/{self.chunk_overlap}, contextual={self.contextual}, "
+            f"{self.sentence_embedding} sentence vectors"
         )
 
 
