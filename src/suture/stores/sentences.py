@@ -1,10 +1,12 @@
 """Sentence vectors as store data: the values of the `Store` sentence contract and its
 default implementation over derived-data blobs.
 
-`dense-sentences` and `scar-sentences` reach sentence vectors only through four `Store`
-methods (`search_sentences`, `sentences_of`, `sentences_missing`, `write_sentences`):
-the best sentences for a query, and the sentences of given chunks or documents, never
-the whole matrix. This module's `BlobSentences` is what a backend gets when it does not
+`dense-sentences` and `scar-sentences` reach sentence vectors only through the `Store`
+sentence members (`SentenceVectors`: `search_sentences`, `sentences_of`,
+`sentences_around`, `sentence_statistics`, `sentences_missing`, `write_sentences`): the
+best sentences for a query, the sentences of given chunks or windows around them, and
+per-document sums of cos(q, s), never the whole matrix. This module's `BlobSentences` is
+what a backend gets when it does not
 answer them itself: one blob per document content hash under
 `sentences/<settings key>/` in the store's derived data, and one in-memory matrix per
 store generation that a query is scanned against. A blob that cannot be written (a
