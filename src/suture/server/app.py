@@ -48,6 +48,7 @@ from suture.exceptions import ConfigurationError, DocumentError, SutureError
 from suture.explain import HEADERS, QUIET_DECISIONS
 from suture.filters import Filter
 from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY, PolicyName, policy_names
+from suture.policies.budget import DEFAULT_BUDGET
 from suture.retrievers import RetrieverName
 from suture.server import reports
 from suture.server.auth import Scope
@@ -146,6 +147,7 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             "request_retriever_options": {
                 name.value: list(options) for name, options in REQUEST_RETRIEVER_OPTIONS.items()},
             "default_policy": DEFAULT_POLICY.value,
+            "default_budget": DEFAULT_BUDGET,
             "compared_policies": list(COMPARED_POLICIES),
             "policy_status": await service.read(lambda: _policy_status(service)),
             "trace_headers": HEADERS,
