@@ -33,10 +33,11 @@ def _grid_text(values: list[Any]) -> str:
 
 def _grid_help(name: str) -> str:
     """The defaults of one grid parameter for each calibrated policy, for --help."""
-    from suture.policies.grids import DEFAULT_GRIDS
+    from suture.policies import calibrated_policies, policy_grid
 
+    grids = {policy: policy_grid(policy) for policy in calibrated_policies()}
     return "; ".join(f"{policy}: {_grid_text(grid[name])}"
-                     for policy, grid in DEFAULT_GRIDS.items() if name in grid)
+                     for policy, grid in grids.items() if name in grid)
 
 
 @app.command("calibrate", help=(

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from suture.embedders.base import Vectors
+from suture.exceptions import ConfigurationError
+from suture.settings import Settings
 from suture.stores.base import Store
 from suture.types import Focus, Hit, Selection
 
@@ -60,6 +62,19 @@ class Policy(ABC):
     #: whether it adds pieces beyond the hits that stop at other hits (window, scar): under
     #: a budget such a policy runs at k = 5, 10, 20, 50 in turn (`suture.policies.budget`)
     expands: ClassVar[bool] = False
+    #: its settings (`suture.settings`): what the registry, `suture policies`, `--param`,
+    #: the service and calibrate read; none by default
+    settings_type: ClassVar[type[Settings]] = Settings
+
+    def __init__(self, settings: Settings | None = None, /, **params: Any) -> None:
+        """Settings given whole, or built from keyword parameters (flat or dotted names),
+        each checked by its field."""
+        if settings is None:
+            settings = self.settings_type.build(self.name, params)
+        elif params:
+            raise ConfigurationError(
+                f"policy {self.name!r} takes its settings whole or as parameters, not both")
+        self.settings = settings
 
     def first_stage(self, index_retriever: str) -> str:
         """The first stage this policy runs on when neither the call nor the index's own
@@ -76,7 +91,7 @@ class Policy(ABC):
 
     def params(self) -> dict[str, Any]:
         """The policy's settings, for reports and run files."""
-        return {}
+        return self.settings.flat()
 
     def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
                     ) -> list[tuple[Policy, int]]:

@@ -47,7 +47,13 @@ from suture.documents import SUPPORTED_SUFFIXES, doc_id_problem, document_from_r
 from suture.exceptions import ConfigurationError, DocumentError, SutureError
 from suture.explain import HEADERS, QUIET_DECISIONS
 from suture.filters import Filter
-from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY, PolicyName, policy_names
+from suture.policies import (
+    COMPARED_POLICIES,
+    DEFAULT_POLICY,
+    PolicyName,
+    policy_names,
+    policy_settings,
+)
 from suture.retrievers import RetrieverName
 from suture.server import reports
 from suture.server.auth import Scope
@@ -145,6 +151,9 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             "retrievers": [r.value for r in RetrieverName],
             "request_retriever_options": {
                 name.value: list(options) for name, options in REQUEST_RETRIEVER_OPTIONS.items()},
+            "request_policy_parameters": {
+                name: [item.name for item in policy_settings(name).fields() if item.spec.request]
+                for name in policy_names()},
             "default_policy": DEFAULT_POLICY.value,
             "compared_policies": list(COMPARED_POLICIES),
             "policy_status": await service.read(lambda: _policy_status(service)),
@@ -424,14 +433,16 @@ def _retriever_options(retriever: str | None, options: dict[str, Any]
 
 def _policy_params(policy: str, params: dict[str, Any], settings: ServerSettings
                    ) -> dict[str, Any]:
-    """The request's policy parameters; a path (rerank's model) is the server's to choose."""
-    if policy != "rerank":
-        return params
-    if "model" in params:
-        raise ApiError(400, "invalid_request",
-                       "a request cannot name the rerank model folder; the server sets it "
-                       "(suture serve --rerank-model DIR)")
-    if settings.rerank_model is not None:
+    """The request's policy parameters, less those its settings keep from requests (a path,
+    such as rerank's model, is the server's to choose: `suture serve --rerank-model`)."""
+    kept = policy_settings(policy)
+    for name in params:
+        item = kept.resolve(name)
+        if item is not None and not item.spec.request:
+            raise ApiError(400, "invalid_request",
+                           f"a request cannot set {policy}'s {item.name}; "
+                           f"{item.spec.request_note}")
+    if policy == PolicyName.RERANK and settings.rerank_model is not None:
         return {**params, "model": str(settings.rerank_model)}
     return params
 
