@@ -6,6 +6,7 @@ Adding a policy touches one new module and one line in `_REGISTRY`.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,18 @@ def policy_parameters(name: str) -> dict[str, Any]:
             for key, default in policy_settings(name).defaults().items()}
 
 
+def flat_parameters(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """`params` with each dotted name (`focused.tau`) under its flat one (`focused_tau`):
+    what reports and stored manifests hold. A name the policy lacks is kept as given (for
+    `get_policy` to refuse with the list)."""
+    settings = policy_settings(name)
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        item = settings.resolve(key)
+        out[key if item is None else item.name] = value
+    return out
+
+
 def policy_grid(name: str) -> dict[str, list[Any]]:
     """The values `suture calibrate` searches for a policy unless told ({} when none of its
     settings has a grid)."""
@@ -145,6 +158,7 @@ __all__ = [
     "PolicyResult",
     "calibrated_policies",
     "describe_parameters",
+    "flat_parameters",
     "get_policy",
     "policy_grid",
     "policy_missing",
