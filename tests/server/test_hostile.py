@@ -243,3 +243,16 @@ def test_a_setting_kept_from_requests_is_refused_with_what_sets_it(client: TestC
     listed = client.get("/v1/info").json()["request_policy_parameters"][policy]
     assert listed == [item.name for item in policy_settings(policy).fields()
                       if item.spec.request]
+
+
+@pytest.mark.parametrize("retriever", [r.value for r in RetrieverName])
+def test_request_retriever_options_are_what_each_retriever_declares(
+        client: TestClient, retriever: str) -> None:
+    """Each option a request may set is one the retriever takes; /v1/info lists them."""
+    from suture.retrievers import check_retriever_options, retriever_request_options
+
+    declared = retriever_request_options(retriever)
+    words = {"fusion": "rrf" if "alpha" in declared else "max", "scoped_fusion": "max"}
+    check_retriever_options(retriever, {name: words.get(name, 0.5) for name in declared})
+    listed = client.get("/v1/info").json()["request_retriever_options"]
+    assert listed.get(retriever, []) == list(declared)

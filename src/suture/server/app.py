@@ -54,7 +54,7 @@ from suture.policies import (
     policy_names,
     policy_settings,
 )
-from suture.retrievers import RetrieverName
+from suture.retrievers import RetrieverName, retriever_request_options
 from suture.server import reports
 from suture.server.auth import Scope
 from suture.server.limits import MAX_JSON_DEPTH, BodyLimit, JsonDepthLimit, JsonRefused, read_json
@@ -76,12 +76,11 @@ from suture.server.settings import ServerSettings
 
 log = logging.getLogger("suture.server")
 STATIC = Path(__file__).parent / "static"
-#: the retriever options a request may set (`retriever_options`): those that change how
-#: hits are scored and build nothing new (BM25 is the index's one engine per setting)
+#: the retriever options a request may set (`retriever_options`), as each retriever
+#: declares them (`Retriever.request_options`)
 REQUEST_RETRIEVER_OPTIONS: dict[RetrieverName, tuple[str, ...]] = {
-    RetrieverName.DENSE_SENTENCES: ("fusion", "scoped_fusion", "lexical_weight"),
-    RetrieverName.HYBRID: ("fusion", "alpha", "rrf_k"),
-    RetrieverName.DOCUMENT_HYBRID: ("fusion", "alpha", "rrf_k"),
+    name: options for name in RetrieverName
+    if (options := retriever_request_options(name.value))
 }
 
 
