@@ -108,3 +108,12 @@ def test_settings_build_check_and_flatten_nested_fields() -> None:
                        match=r"policy 'probe' has no parameter 'depth'; its parameters "
                              r"\(with defaults\) are: share=None, inner_depth=2"):
         _Outer.build("probe", {"depth": 1})
+
+
+def test_calibrate_reads_a_dotted_pin_as_its_flat_name() -> None:
+    """`--param focused.units=auto` pins what the grid calls `focused_units`."""
+    pinned = calibration_grid("scar-sentences", {}, {"focused.units": "auto"})
+    assert "focused_units" not in pinned
+    with pytest.raises(ConfigurationError, match="focused_units is given as values to try"):
+        calibration_grid("scar-sentences", {"focused_units": "auto,chunks"},
+                         {"focused.units": "auto"})

@@ -63,7 +63,12 @@ from suture.evaluation.sweep import (
     select_setting,
 )
 from suture.exceptions import ConfigurationError
-from suture.policies import calibrated_policies, policy_grid, policy_settings
+from suture.policies import (
+    calibrated_policies,
+    flat_parameters,
+    policy_grid,
+    policy_settings,
+)
 from suture.policies.scar import DEFAULT_SETTING, MAIN_SETTING, TRANSFER_SETTING
 
 if TYPE_CHECKING:
@@ -444,9 +449,10 @@ def calibrate(
     """
     from suture.policies import get_policy
 
+    fixed = flat_parameters(policy, fixed or {})  # focused.tau pins focused_tau
     if grid is None:
         grid = calibration_grid(policy, {}, fixed, focus=evaluator.focus)
-    grid = {name: list(values) for name, values in grid.items()}
+    grid = flat_parameters(policy, {name: list(values) for name, values in grid.items()})
     both = sorted(set(grid) & set(fixed or {}))
     if both:
         raise ConfigurationError(
@@ -556,7 +562,7 @@ def calibration_grid(policy: str, given: Mapping[str, str | Sequence[Any] | None
     is focused, so `focused_units` (which only focused queries read) is searched only when
     given."""
     defaults = default_grid(policy)
-    fixed = fixed or {}
+    fixed = flat_parameters(policy, fixed or {})
     unknown = sorted(name for name, values in given.items()
                      if values is not None and name not in defaults)
     if unknown:
