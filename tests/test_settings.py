@@ -65,12 +65,27 @@ def _outcome(params: dict[str, Any]) -> Any:
         return str(exc)
 
 
-@given(name=st.sampled_from(FOCUSED),
+WALK = ("lam", "tau", "radius", "extra_hits", "rule")
+
+
+@given(names=st.one_of(st.sampled_from([(f"focused.{n}", f"focused_{n}") for n in FOCUSED]),
+                       st.sampled_from([(f"walk.{n}", n) for n in WALK])),
        value=st.one_of(st.floats(allow_nan=True), st.integers(), st.text(max_size=5),
                        st.booleans(), st.none()))
-def test_a_dotted_name_does_what_its_flat_name_does(name: str, value: Any) -> None:
+def test_a_dotted_name_does_what_its_flat_name_does(names: tuple[str, str], value: Any
+                                                    ) -> None:
     """Same settings or the same message, naming the flat name (what reports show)."""
-    assert _outcome({f"focused.{name}": value}) == _outcome({f"focused_{name}": value})
+    dotted, flat = names
+    assert _outcome({dotted: value}) == _outcome({flat: value})
+
+
+@pytest.mark.parametrize("units", ["auto", "chunks", "sentences"])
+def test_a_report_leaves_out_what_the_focused_units_do_not_read(units: str) -> None:
+    """`focused_units="sentences"` reads no chunk rule, and only "auto" its flatness."""
+    shown = get_policy("scar-sentences", focused_units=units).params()
+    assert ("focused_tau" in shown) == (units != "sentences")
+    assert ("focused_flatness" in shown) == (units == "auto")
+    assert policy_settings("scar-sentences")().flat().keys() >= shown.keys()
 
 
 def test_a_bad_value_names_the_owner_the_field_and_what_to_use() -> None:

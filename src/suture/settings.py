@@ -52,6 +52,9 @@ class Spec:
     #: only queries that name their document read it (calibrate searches it only when
     #: some are focused)
     focused_only: bool = False
+    #: (a sibling field's name, the values of it under which this one is read): a setting
+    #: nothing reads is left out of `Settings.read` (reports, run files); None: always read
+    read_when: tuple[str, tuple[Any, ...]] | None = None
 
     def check(self, owner: str, name: str, value: Any) -> Any:
         """`value` as this field holds it, or `ConfigurationError` naming owner, field,
@@ -77,11 +80,13 @@ def setting(default: Any, kind: Kind, *, low: float | None = None, high: float |
             high_included: bool = False, choices: Sequence[str] = (), example: Any = None,
             optional: bool = False, request: bool = True, request_note: str = "",
             grid: Sequence[Any] | None = None, explain: str = "",
-            focused_only: bool = False) -> Any:
+            focused_only: bool = False,
+            read_when: tuple[str, Sequence[Any]] | None = None) -> Any:
     """A settings field: its default and what it accepts (see `Spec`)."""
     spec = Spec(kind, low, high, high_included, tuple(choices),
                 default if example is None else example, optional, request, request_note,
-                None if grid is None else tuple(grid), explain, focused_only)
+                None if grid is None else tuple(grid), explain, focused_only,
+                None if read_when is None else (read_when[0], tuple(read_when[1])))
     return dataclasses.field(default=default, metadata={_SPEC: spec})
 
 
@@ -159,7 +164,7 @@ class Settings:
         return _assemble(cls, (), values)
 
     def flat(self) -> dict[str, Any]:
-        """{flat name: value} of every setting (what run files and manifests hold)."""
+        """{flat name: value} of every setting (what manifests hold)."""
         out: dict[str, Any] = {}
         for item in self.fields():
             value: Any = self
@@ -167,6 +172,14 @@ class Settings:
                 value = getattr(value, part)
             out[item.name] = value
         return out
+
+    def read(self) -> dict[str, Any]:
+        """`flat` less the settings nothing reads as set (`Spec.read_when`): what decides
+        the output, for reports and run files."""
+        values = self.flat()
+        unread = {item.name for item in self.fields() if item.spec.read_when is not None
+                  and values[item.spec.read_when[0]] not in item.spec.read_when[1]}
+        return {name: value for name, value in values.items() if name not in unread}
 
 
 def describe(defaults: Mapping[str, Any]) -> str:
@@ -181,8 +194,11 @@ def _flatten(cls: type[Settings], path: tuple[str, ...], prefix: str) -> list[Fi
             inner_prefix, inner = item.metadata[_NESTED]
             out += _flatten(inner, (*path, item.name), prefix + inner_prefix)
         elif _SPEC in item.metadata:
-            out.append(Field(prefix + item.name, (*path, item.name), item.default,
-                             item.metadata[_SPEC]))
+            spec: Spec = item.metadata[_SPEC]
+            if spec.read_when is not None:  # the sibling by its flat name
+                spec = dataclasses.replace(
+                    spec, read_when=(prefix + spec.read_when[0], spec.read_when[1]))
+            out.append(Field(prefix + item.name, (*path, item.name), item.default, spec))
     return out
 
 

@@ -90,8 +90,8 @@ class Policy(ABC):
         """Choose the pieces of context for one query."""
 
     def params(self) -> dict[str, Any]:
-        """The policy's settings, for reports and run files."""
-        return self.settings.flat()
+        """The policy's settings that decide its output, for reports and run files."""
+        return self.settings.read()
 
     def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
                     ) -> list[tuple[Policy, int]]:

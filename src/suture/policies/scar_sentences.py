@@ -114,27 +114,14 @@ class _Seed:
     document: str
 
 
-@dataclass(frozen=True, slots=True)
-class FocusedRule(Settings):
-    """How a query searched within the document it names is assembled (`focused_units`),
-    and SCAR's rule over chunks where it is (named `focused_lam`, ... or `focused.lam`)."""
-
-    units: str = setting("auto", "choice", choices=FOCUSED_UNITS,
-                         grid=["auto", "sentences", "chunks"], focused_only=True,
-                         explain="'chunks' assembles a query searched within the document it "
-                                 "names by SCAR over chunks, 'sentences' walks it like the rest")
-    lam: float = setting(0.25, **LAM)
-    tau: float = setting(0.3, **TAU)
-    radius: int = setting(1, **RADIUS)
-    flatness: float = setting(2.2, "real", low=0.0)
+#: the `focused_units` under which the chunk rule is read ("sentences" never reads it)
+OVER_CHUNKS_UNITS = ("units", ["auto", "chunks"])
 
 
 @dataclass(frozen=True, slots=True)
-class SentenceScarSettings(Settings):
-    """The walk's rule, the focused-query rule and the passage option (see
-    `SentenceScarPolicy.__init__`). The grid spans clauses (τ 0.9) to passages (0.5), walks
-    of 3 to 12 sentences, and fewer or more seeds than k, the knob that sets its context
-    size most (docs/lab/2026-12-03-calibrated-scar-over-sentences.md#calibrated-sentences)."""
+class WalkRule(Settings):
+    """The walk: its seeds (`extra_hits`) and SCAR's rule over sentences (named `lam`, ...
+    or `walk.lam`)."""
 
     lam: float = setting(0.0, **LAM, grid=[0.0, 0.25])
     tau: float = setting(0.9, **TAU, grid=[0.5, 0.6, 0.7, 0.8, 0.9])
@@ -144,6 +131,31 @@ class SentenceScarSettings(Settings):
                         explain="'ratio' keeps a neighbour while S > τ·cos(q, seed) (SCAR's "
                                 "rule), 'spread' while S > cos(q, seed) − τ·σ of the "
                                 "document's sentence scores")
+
+
+@dataclass(frozen=True, slots=True)
+class FocusedRule(Settings):
+    """How a query searched within the document it names is assembled (`focused_units`),
+    and SCAR's rule over chunks where it is (named `focused_lam`, ... or `focused.lam`)."""
+
+    units: str = setting("auto", "choice", choices=FOCUSED_UNITS,
+                         grid=["auto", "sentences", "chunks"], focused_only=True,
+                         explain="'chunks' assembles a query searched within the document it "
+                                 "names by SCAR over chunks, 'sentences' walks it like the rest")
+    lam: float = setting(0.25, **LAM, read_when=OVER_CHUNKS_UNITS)
+    tau: float = setting(0.3, **TAU, read_when=OVER_CHUNKS_UNITS)
+    radius: int = setting(1, **RADIUS, read_when=OVER_CHUNKS_UNITS)
+    flatness: float = setting(2.2, "real", low=0.0, read_when=("units", ["auto"]))
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceScarSettings(Settings):
+    """The walk's rule, the focused-query rule and the passage option (see
+    `SentenceScarPolicy.__init__`). The grid spans clauses (τ 0.9) to passages (0.5), walks
+    of 3 to 12 sentences, and fewer or more seeds than k, the knob that sets its context
+    size most (docs/lab/2026-12-03-calibrated-scar-over-sentences.md#calibrated-sentences)."""
+
+    walk: WalkRule = nested(WalkRule, "")  # noqa: RUF009 (a field factory)
     focused: FocusedRule = nested(FocusedRule, "focused_")  # noqa: RUF009 (a field factory)
     passage_share: float | None = setting(None, "real", low=0.0, high=1.0,
                                           high_included=True, optional=True, example=0.5)
@@ -191,7 +203,7 @@ class SentenceScarPolicy(Policy):
         (docs/results.md#budgets).
         """
         super().__init__(settings, **params)
-        walk, focused = self.settings, self.settings.focused
+        walk, focused = self.settings.walk, self.settings.focused
         self.lam, self.tau, self.radius = walk.lam, walk.tau, walk.radius
         self.extra_hits, self.rule = walk.extra_hits, walk.rule
         self.focused_units, self.focused_flatness = focused.units, focused.flatness
@@ -199,10 +211,10 @@ class SentenceScarPolicy(Policy):
         self.focused_radius = focused.radius
         self._focused_chunks = ScarPolicy(ScarSettings(
             lam=focused.lam, tau=focused.tau, radius=focused.radius, extra_hits=self.extra_hits))
-        self.passage_share = walk.passage_share
+        self.passage_share = self.settings.passage_share
         self._window = WindowPolicy(width=1)
         self._walker = self if self.passage_share is None else SentenceScarPolicy(
-            replace(walk, passage_share=None))
+            replace(self.settings, passage_share=None))
 
     def first_stage(self, index_retriever: str) -> str:
         """On an index searched by chunk vectors alone (`dense`), also search the sentence
@@ -219,21 +231,6 @@ class SentenceScarPolicy(Policy):
         decision looks at that many whatever k is)."""
         seeds = seed_count(k, self.extra_hits)
         return seeds if self.passage_share is None else max(seeds, PASSAGE_HITS)
-
-    def params(self) -> dict[str, Any]:
-        """The settings that decide what it returns: the chunk rule's (`focused_lam`, ...)
-        only when `focused_units` is "chunks" or "auto", and `focused_flatness` only with
-        "auto", since otherwise nothing reads them."""
-        settings: dict[str, Any] = {"lam": self.lam, "tau": self.tau, "radius": self.radius,
-                                    "extra_hits": self.extra_hits, "rule": self.rule,
-                                    "focused_units": self.focused_units}
-        if self.focused_units != "sentences":
-            settings.update(focused_lam=self.focused_lam, focused_tau=self.focused_tau,
-                            focused_radius=self.focused_radius)
-        if self.focused_units == "auto":
-            settings["focused_flatness"] = self.focused_flatness
-        settings["passage_share"] = self.passage_share
-        return settings
 
     def passage(self, request: PolicyRequest) -> float | None:
         """The share of the first `PASSAGE_HITS` hits in their most common document when it
