@@ -112,7 +112,8 @@ class Field:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Base of every plug-in's settings (a frozen dataclass of `setting` fields)."""
+    """Base of every plug-in's settings (a frozen dataclass of `setting` fields; a field
+    may not take the name of a method here: `fields`, `build`, `flat`, `read`, ...)."""
 
     _fields_cache: ClassVar[dict[type, tuple[Field, ...]]] = {}
 
