@@ -39,6 +39,7 @@ from suture.policies import (
     COMPARED_POLICIES,
     DEFAULT_POLICY,
     Policy,
+    flat_parameters,
     get_policy,
     policy_needs_sentences,
 )
@@ -761,7 +762,7 @@ class Index:
         if retriever is None and POLICY_RETRIEVER in params:  # `--param retriever=...`
             retriever = str(params.pop(POLICY_RETRIEVER))
         stored = {} if replace_stored else dict(self.manifest.policy_defaults.get(policy, {}))
-        stored.update(params)
+        stored.update(flat_parameters(policy, params))  # focused.tau stored as focused_tau
         if retriever is not None:
             stored[POLICY_RETRIEVER] = retriever
         check_policy_settings(policy, stored)

@@ -117,7 +117,7 @@ def test_hits_source_with_no_usable_hit_searches_nothing(
 
 
 def test_unknown_document_source_names_the_choices() -> None:
-    message = "document_source must be one of ('leaves', 'hits'), got 'chunks'"
+    message = "sprout document_source must be one of leaves, hits, got 'chunks'"
     with pytest.raises(ConfigurationError, match=re.escape(message)):
         get_policy("sprout", document_source="chunks")
     assert get_policy("sprout", document_source="hits").params()["document_source"] == "hits"

@@ -88,7 +88,7 @@ def test_anchored_search_keeps_to_the_named_document(
 
 def test_unknown_focus_query_names_the_choices() -> None:
     with pytest.raises(ConfigurationError,
-                       match=re.escape("focus_query must be one of ('question', 'focused')")):
+                       match=re.escape("sprout focus_query must be one of question, focused")):
         get_policy("sprout", focus_query="naming")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from pathlib import Path
@@ -526,7 +525,7 @@ def policies_command(
     if as_json:
         data = {
             name: {"summary": policy_summary(name),
-                   "parameters": {k: _json_default(v) for k, v in policy_parameters(name).items()}}
+                   "parameters": policy_parameters(name)}
             for name in names
         }
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
@@ -540,6 +539,3 @@ def policies_command(
     console.print(table)
 
 
-def _json_default(value: Any) -> Any:
-    """A default as JSON: the value itself, or null for a parameter that has none."""
-    return None if value is inspect.Parameter.empty else value

@@ -24,6 +24,10 @@ class Retriever(ABC):
     #: whether it searches sentence vectors (`Index.retrieve` makes sure every document
     #: has them before a query's read snapshot, which refuses the writes)
     reads_sentences: bool = False
+    #: the options a request to the service may set (`retriever_options`): those that
+    #: change how hits are scored and build nothing new (BM25's k1, b, ... would make and
+    #: save another index of the corpus per request; they are the index's to set)
+    request_options: tuple[str, ...] = ()
 
     def __init__(self, store: Store) -> None:
         self.store = store

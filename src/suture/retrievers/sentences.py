@@ -142,6 +142,7 @@ class SentenceRetriever(Retriever):
     name = "dense-sentences"
     needs_embedder = True
     reads_sentences = True
+    request_options = ("fusion", "scoped_fusion", "lexical_weight")
 
     def __init__(self, store: Store, *, embedder: Callable[[], Embedder] | None = None,
                  persist: bool = True, fusion: str = Fusion.MAX.value,
