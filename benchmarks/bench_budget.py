@@ -23,8 +23,8 @@ import statistics
 import time
 from pathlib import Path
 
-from suture.evaluation.benchmarks import load_benchmark
 from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.loading import load_benchmark
 from suture.evaluation.policy_specs import PolicySpec
 from suture.evaluation.runner import open_or_build_index
 from suture.policies import DEFAULT_POLICY

@@ -23,9 +23,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from suture.evaluation.benchmarks import Benchmark, load_benchmark
+from suture.evaluation.benchmarks import Benchmark
 from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.hotpotqa import is_hotpotqa_file, load_hotpotqa_paragraphs
+from suture.evaluation.loading import load_benchmark
 from suture.evaluation.policy_specs import PolicySpec
 from suture.index import Index
 from suture.policies import policy_parameters

@@ -38,8 +38,8 @@ def is_navigation(text: str) -> bool:
 
 def main() -> None:
     from suture import Index
-    from suture.evaluation.benchmarks import load_benchmark
     from suture.evaluation.evaluator import Evaluator
+    from suture.evaluation.loading import load_benchmark
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", type=Path, required=True)

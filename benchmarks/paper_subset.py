@@ -27,8 +27,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from suture.evaluation.benchmarks import load_benchmark
 from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.loading import load_benchmark
 from suture.evaluation.policy_specs import PolicySpec
 from suture.evaluation.records import clean_json
 from suture.evaluation.stats import paired_bootstrap

@@ -37,9 +37,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from suture.evaluation.benchmarks import load_benchmark
 from suture.evaluation.calibrate import DEFAULT_GRIDS
 from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.loading import load_benchmark
 from suture.evaluation.policy_specs import PolicySpec
 from suture.evaluation.runner import open_or_build_index
 from suture.evaluation.sweep import pareto_front

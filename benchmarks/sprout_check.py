@@ -116,8 +116,8 @@ def prepare_index(family: str, config: str, bench: Any, args: argparse.Namespace
 
 
 def run_family(args: argparse.Namespace) -> dict[str, Any]:
-    from suture.evaluation.benchmarks import load_benchmark
     from suture.evaluation.evaluator import Evaluator
+    from suture.evaluation.loading import load_benchmark
     from suture.evaluation.policy_specs import PolicySpec
     from suture.evaluation.stats import paired_bootstrap
 

@@ -199,8 +199,8 @@ def main() -> None:
     parser.add_argument("--out-root", type=Path, default=Path("out"))
     args = parser.parse_args()
 
-    from suture.evaluation.benchmarks import load_benchmark
     from suture.evaluation.evaluator import Evaluator
+    from suture.evaluation.loading import load_benchmark
     from suture.evaluation.runner import evaluate, open_or_build_index
     from suture.sprout.attention import uniform_alpha
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from suture import Index
-from suture.evaluation.benchmarks import load_benchmark
+from suture.evaluation.loading import load_benchmark
 from suture.evaluation.runner import evaluate
 from suture.exceptions import ConfigurationError
 from suture.focus import QueryFocus, focused_vector, split_leading_clause

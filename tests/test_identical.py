@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from suture import Index
-from suture.evaluation.benchmarks import load_benchmark
 from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.loading import load_benchmark
 from suture.types import Context
 
 ORIGINAL, COPY, SHARES_OPENING = "terms.txt", "terms (1).txt", "other.txt"

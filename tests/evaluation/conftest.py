@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from suture.evaluation.benchmarks import Benchmark, load_benchmark
+from suture.evaluation.benchmarks import Benchmark
+from suture.evaluation.loading import load_benchmark
 
 
 @pytest.fixture(scope="session")

@@ -10,11 +10,11 @@ import pytest
 from suture.evaluation.benchmarks import (
     beir_doc_file,
     load_beir,
-    load_benchmark,
     load_legalbench,
     resolve_file_path,
     write_beir_corpus,
 )
+from suture.evaluation.loading import load_benchmark
 from suture.exceptions import ConfigurationError
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from suture.evaluation.benchmarks import Benchmark, BenchmarkQuery, GoldSpan, load_benchmark
+from suture.evaluation.benchmarks import Benchmark, BenchmarkQuery, GoldSpan
 from suture.evaluation.calibrate import (
     calibrate,
     calibration_grid,
@@ -18,6 +18,7 @@ from suture.evaluation.calibrate import (
     write_choice,
 )
 from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.loading import load_benchmark
 from suture.evaluation.policy_specs import PolicySpec
 from suture.evaluation.sweep import select_setting
 from suture.exceptions import ConfigurationError

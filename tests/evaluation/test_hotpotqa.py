@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from suture.evaluation.benchmarks import load_benchmark
 from suture.evaluation.hotpotqa import (
     TEST_QUESTIONS,
     is_hotpotqa_file,
@@ -16,6 +15,7 @@ from suture.evaluation.hotpotqa import (
     question_document,
     write_hotpotqa_corpus,
 )
+from suture.evaluation.loading import load_benchmark
 from suture.exceptions import ConfigurationError
 
 FILE = "hotpotqa/ircot_hotpotqa_dev_subsampled_500.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from suture.evaluation.benchmarks import load_benchmark
+from suture.evaluation.loading import load_benchmark
 
 
 def _abstracts(folder: Path) -> dict[str, dict[str, object]]:

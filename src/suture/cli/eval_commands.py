@@ -53,12 +53,12 @@ def load_for_command(
 ) -> Benchmark:
     """The benchmark named by --benchmark/--corpus/--split (BEIR, SciFact and HotpotQA
     documents are written under OUT when no corpus is given), cut to --limit queries."""
-    from suture.evaluation.benchmarks import load_benchmark
     from suture.evaluation.hotpotqa import (
         PARAGRAPHS,
         is_hotpotqa_file,
         load_hotpotqa_paragraphs,
     )
+    from suture.evaluation.loading import load_benchmark
 
     if is_hotpotqa_file(benchmark) and split == PARAGRAPHS:
         # only the paragraphs of the questions asked are written (and indexed)

@@ -17,11 +17,11 @@ from suture.evaluation.benchmarks import (  # noqa: E402
     BenchmarkQuery,
     GoldSpan,
     load_beir,
-    load_benchmark,
     load_legalbench,
     write_beir_corpus,
 )
 from suture.evaluation.evaluator import Evaluator  # noqa: E402
+from suture.evaluation.loading import load_benchmark  # noqa: E402
 from suture.evaluation.metrics import (  # noqa: E402
     ChunkLayout,
     aggregate,

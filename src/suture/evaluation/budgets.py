@@ -1,14 +1,15 @@
 """Every policy and every peer at exact context budgets (`suture eval --budgets`).
 
 No curve and no interpolation. A policy runs once per budget, `Index.retrieve(budget=N)`.
-A peer runs at k = 1, 2, 4, ... (`PEER_KS`) until its pieces, taken in its own rank
-order, fill the budget, and that list is cut at the budget the way suture's own stream
-is (`suture.policies.budget.fill_budget`: whole pieces while they fit, the next one cut
-at its last sentence end inside the budget), so peer and policy differ in what they
-rank, not in how the last piece is cut. A peer family also runs at the chunk sizes a
-user would tune it to (`TUNED_SIZES`: LlamaIndex's splitter at 128, 256, 512 and 1024
-tokens, LangChain's parent splitter at 500 to 4000 characters); at each budget the
-best of each family (by mean recall) is the one compared with suture's default.
+A peer runs at k = 1, 2, 4, ... (`suture.evaluation.evaluator.PEER_KS`) until its
+pieces, taken in its own rank order, fill the budget, and that list is cut at the budget
+the way suture's own stream is (`suture.policies.budget.fill_budget`: whole pieces while
+they fit, the next one cut at its last sentence end inside the budget), so peer and
+policy differ in what they rank, not in how the last piece is cut. A peer family also
+runs at the chunk sizes a user would tune it to (`TUNED_SIZES`: LlamaIndex's splitter at
+128, 256, 512 and 1024 tokens, LangChain's parent splitter at 500 to 4000 characters); at
+each budget the best of each family (by mean recall) is the one compared with suture's
+default.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ from suture.policies.budget import Budget, check_budget
 if TYPE_CHECKING:
     from suture.evaluation.evaluator import Evaluator
 
-#: the ks a peer is run at, in turn, until its pieces fill a budget
-PEER_KS = (1, 2, 4, 8, 16, 32, 64)
 #: per peer family, the settings a user would tune it to (beside its defaults): the
 #: splitter's chunk size, with an overlap the splitter accepts at that size
 TUNED_SIZES: dict[str, tuple[dict[str, Any], ...]] = {
@@ -233,5 +232,5 @@ def _sortable(value: float) -> float:
     return -math.inf if math.isnan(value) else value
 
 
-__all__ = ["PEER_KS", "TUNED_SIZES", "BudgetEvaluation", "evaluate_budgets", "parse_budgets",
+__all__ = ["TUNED_SIZES", "BudgetEvaluation", "evaluate_budgets", "parse_budgets",
            "tuned_peer_specs"]

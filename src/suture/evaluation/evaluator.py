@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from suture.policies.budget import Budget
     from suture.types import Document
 
+#: the ks a peer is run at, in turn, until its pieces fill a budget (`run_at_budget`)
+PEER_KS = (1, 2, 4, 8, 16, 32, 64)
+
 
 class Evaluator:
     """One benchmark against one index: gold chunks and query vectors computed once.
@@ -232,7 +235,6 @@ class Evaluator:
         """Every query's context within `budget` (`suture.evaluation.budgets`): a policy
         through `Index.retrieve(budget=...)`, a peer at growing k until its pieces fill
         the budget, cut like a policy's stream. The run's `k` is the budget."""
-        from suture.evaluation.budgets import PEER_KS
         from suture.policies.assembly import assemble_context
 
         records: list[QueryRecord] = []
@@ -454,7 +456,7 @@ class Evaluator:
         }
 
 
-__all__ = ["Evaluator"]
+__all__ = ["PEER_KS", "Evaluator"]
 
 
 def _index_arguments(index: Index) -> str:

@@ -157,7 +157,7 @@ def build_examples(
 
     `tokenizer` is a `tokenizers.Tokenizer` without special tokens or truncation.
     """
-    from suture.evaluation.benchmarks import load_benchmark
+    from suture.evaluation.loading import load_benchmark
     from suture.sprout.leaves import build_leaves
     from suture.sprout.settings import SproutSettings
 

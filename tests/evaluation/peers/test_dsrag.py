@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from suture.evaluation.benchmarks import Benchmark, load_benchmark
+from suture.evaluation.benchmarks import Benchmark
 from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.loading import load_benchmark
 from suture.evaluation.peers import get_peer
 from suture.evaluation.peers.dsrag import DsragRSE
 from suture.evaluation.peers.dsrag_rse import RSE_PARAMS_PRESETS
