@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             order = MODES if (number + repeat) % 2 == 0 else MODES[::-1]
             for mode in order:
                 if mode == "on, fresh question":
-                    index._question_vectors.clear()
+                    index.engine._question_vectors.clear()
                 elif mode == "on, question cached":
                     index.retrieve(query, k=args.k)  # fills the cache
                 started = time.perf_counter()

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,8 +29,7 @@ from suture.exceptions import (
     NothingToIndexError,
 )
 from suture.filters import Filter
-from suture.focus import QueryFocus, focused_vector
-from suture.identical import IdenticalDocuments, distinct_hits
+from suture.identical import IdenticalDocuments
 from suture.indexing import IndexReport, ingest
 from suture.policies import (
     COMPARED_POLICIES,
@@ -41,39 +38,25 @@ from suture.policies import (
     get_policy,
     policy_needs_sentences,
 )
-from suture.policies.assembly import assemble_context
-from suture.policies.base import PolicyRequest
-from suture.policies.budget import (
-    DEFAULT_BUDGET,
-    check_budget,
-    first_stage_hits,
-    refuse_max_tokens,
-    select_in_tiers,
-)
+from suture.policies.budget import DEFAULT_BUDGET
 from suture.progress import ProgressFactory
+from suture.querying import QueryEngine
 from suture.retrievers import (
     Retriever,
     RetrieverName,
     check_retriever_options,
-    get_retriever,
 )
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import POLICY_RETRIEVER, DocumentSummary, Manifest
 from suture.textfile import is_blank
-from suture.types import Context, Document, Hit, SourceDocument
+from suture.types import Context, Document, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
-    from suture.retrievers.sentences import SentenceRetriever
     from suture.stores.sentences import SentenceSource
 
 #: embedder options never written to the manifest (secrets and live objects)
 _UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
-#: embedded question parts kept by an `Index` (`Index._question_vector`)
-QUESTION_VECTORS_KEPT = 1024
-#: first stages made with options of a call's own (not the index's) kept at once; the one
-#: used least recently goes first (a server's requests may each ask for other options)
-RETRIEVER_VARIANTS_KEPT = 16
 
 __all__ = ["Index", "IndexReport"]
 
@@ -92,16 +75,8 @@ class Index:
         self._embedder = embedder
         #: options the user gave on this call; the only source of model paths and URLs
         self._embedder_options = dict(embedder_options or {})
-        #: first stages by (name, options): without options or with the index's own ...
-        self._retrievers: dict[tuple[str, str], Retriever] = {}
-        #: ... and with a call's own options, least recently used first
-        self._variants: OrderedDict[tuple[str, str], Retriever] = OrderedDict()
-        self._retrievers_lock = threading.Lock()  # `suture serve` reads in several threads
-        self._identical: IdenticalDocuments | None = None
-        self._focus: QueryFocus | None = None
-        #: the question parts of recent focused queries, embedded (`suture.focus`)
-        self._question_vectors: dict[str, Vectors] = {}
-        self._question_lock = threading.Lock()  # `suture serve` reads in several threads
+        #: the read side: first stages, copies, query focus and the steps of a query
+        self.engine = QueryEngine(store, lambda: self.embedder)
         self.last_report: IndexReport | None = None
 
     # -- construction ---------------------------------------------------------------------
@@ -436,32 +411,12 @@ class Index:
     ) -> Retriever:
         """The first-stage retriever by name and options (default: the index's own; the
         index's own retriever named without options keeps the index's options)."""
-        if name is None:
-            name = self.manifest.retriever
-        if options is None and name == self.manifest.retriever:
-            options = self.manifest.retriever_options
-        chosen = dict(options or {})
-        key = (name, repr(sorted(chosen.items())))
-        own = not chosen or (name == self.manifest.retriever
-                             and chosen == dict(self.manifest.retriever_options))
-        kept = self._retrievers if own else self._variants
-        with self._retrievers_lock:
-            made = kept.get(key)
-            if made is None:
-                made = get_retriever(name, self.store, embedder=lambda: self.embedder, **chosen)
-                for held in [*self._retrievers.values(), *self._variants.values()]:
-                    made.share_from(held)  # one copy of sentence vectors, of each BM25 index
-                kept[key] = made
-            if not own:
-                self._variants.move_to_end(key)
-                while len(self._variants) > RETRIEVER_VARIANTS_KEPT:
-                    self._variants.popitem(last=False)
-        return made
+        return self.engine.retriever(name, options)
 
     def _embed_sentences(self, report: IndexReport, *,
                          show_progress: bool | ProgressFactory) -> None:
         """Build the sentence vectors of documents that have none yet, into `report`."""
-        retriever = self._sentence_retriever()
+        retriever = self.engine.sentence_retriever()
         before, started = retriever.built_documents, time.perf_counter()
         retriever.ensure_sentences(show_progress)
         report.sentence_documents += retriever.built_documents - before
@@ -470,25 +425,12 @@ class Index:
     def sentences(self, show_progress: bool | ProgressFactory = False) -> SentenceSource:
         """Where policies that walk sentences read the index's sentence vectors, once
         every stored document has them (those missing are embedded now)."""
-        self._sentence_retriever().ensure_sentences(show_progress)
-        return self.store
+        return self.engine.sentences(show_progress)
 
     def identical_documents(self) -> IdenticalDocuments:
         """The documents whose texts are equal (copies under other names) in the store's
         current generation; `retrieve` reads copies as one (`suture.identical`)."""
-        generation = self.store.generation
-        found = self._identical
-        if found is None or found.generation != generation:
-            found = self._identical = IdenticalDocuments(
-                self.store, generation, found.digests if found is not None else None)
-        return found
-
-    def _sentence_retriever(self) -> SentenceRetriever:
-        from suture.retrievers.sentences import SentenceRetriever
-
-        retriever = self.retriever(RetrieverName.DENSE_SENTENCES)
-        assert isinstance(retriever, SentenceRetriever)
-        return retriever
+        return self.engine.identical_documents()
 
     def retrieve(
         self,
@@ -532,118 +474,10 @@ class Index:
         why assembly stopped. `k` is the number of first-stage hits: 5 without a budget;
         with one, a cap on the hits (default `BUDGET_HITS`).
         """
-        if not isinstance(query, str) or not query.strip():
-            raise ConfigurationError(
-                "the query is empty; ask a question (every chunk would score alike, so "
-                "suture does not answer an empty query)"
-            )
-        refuse_max_tokens(params)
-        limit = check_budget(budget, budget_unit)
-        k = first_stage_hits(k, limit)
-        wanted = Filter.parse(filter)  # a bad filter fails before any work
-        chosen, retriever = self._pipeline(policy, params, retriever, retriever_options)
-        first_stage = self.retriever(retriever, retriever_options)
-        if query_vector is None:
-            query_vector = self.embedder.embed_query(query)
-        # built (and stored) before the read snapshot, which refuses writes
-        sentences = self.sentences() if chosen.needs_sentences else None
-        if sentences is None and first_stage.reads_sentences:
-            self.sentences()  # a store write (embedding a document's sentences) cannot wait
-        bm25 = first_stage.bm25()
-        if bm25 is not None:  # postings of what other writers stored meanwhile, filled in
-            bm25.prepare()    # where the snapshot will see them (PostgreSQL: a side write)
-        with self.store.reading():  # one state of the store for search, policy and assembly
-            allowed = None if wanted is None else frozenset(self.store.filter_documents(wanted))
-            if allowed is not None and not allowed:
-                return _filtered_out(query, policy if isinstance(policy, str) else chosen.name,
-                                     wanted, explain)
-            identical = self.identical_documents().within(allowed)
-
-            def search(vector: Vectors, doc_ids: Collection[str] | None = None) -> list[Hit]:
-                return distinct_hits(lambda n: first_stage.retrieve(query, vector, n, doc_ids,
-                                                                    within=allowed),
-                                     chosen.candidate_count(k), identical)
-
-            hits = search(query_vector)
-            found = self._query_focus().find(query, hits[0].chunk.doc_id) if (
-                focus and hits) else None
-            question_vector = None
-            if found is not None:  # searched again by its question, within the named document
-                question_vector = self._question_vector(found.question)
-                query_vector = focused_vector(query_vector, question_vector)
-                hits = search(query_vector, identical.group_of(found.doc_id) or (found.doc_id,))
-            if not hits and self.store.chunk_count() == 0:
-                raise IndexError_(
-                    f"the index at {self.store.location} holds no documents; add some with "
-                    f"`suture index PATH... --index {self.store.index_argument}`"
-                )
-            request = PolicyRequest(
-                query=query,
-                query_vector=query_vector,
-                hits=hits,
-                k=k,
-                store=self.store,
-                explain=explain,
-                sentences=sentences,
-                focused=found is not None,
-                allowed=allowed,
-                focus=found,
-                question_vector=question_vector,
-            )
-            if limit is None:
-                result = chosen.select(request)
-                selections, trace = result.selections, result.trace
-            else:  # the policy at k = 5, 10, ... up to k, as one ranked stream
-                result, selections, trace = select_in_tiers(chosen, request)
-            return assemble_context(
-                query=query,
-                policy=policy if isinstance(policy, str) else chosen.name,
-                selections=selections,
-                ranked=limit is not None,
-                hits=list(result.hits) if result.hits is not None else hits[:k],
-                store=self.store,
-                budget=limit,
-                candidates=k,
-                trace=[dict(row) for row in trace] if explain else None,
-                identical=identical,
-                focus=found,
-            )
-
-    def _query_focus(self) -> QueryFocus:
-        with self._question_lock:
-            if self._focus is None:
-                self._focus = QueryFocus(self.store)
-            return self._focus
-
-    def _question_vector(self, question: str) -> Vectors:
-        """The embedded question part of a focused query; the last
-        `QUESTION_VECTORS_KEPT` are kept (an evaluation asks each query many times)."""
-        with self._question_lock:
-            found = self._question_vectors.get(question)
-        if found is None:
-            found = self.embedder.embed_query(question)
-            with self._question_lock:
-                if len(self._question_vectors) >= QUESTION_VECTORS_KEPT:  # the oldest goes
-                    del self._question_vectors[next(iter(self._question_vectors))]
-                self._question_vectors[question] = found
-        return found
-
-    def _pipeline(self, policy: str | Policy, params: Mapping[str, Any], retriever: str | None,
-                  retriever_options: Mapping[str, Any] | None) -> tuple[Policy, str | None]:
-        """The policy with its settings and the first stage a query runs (None: the
-        index's own): the call's, else the index's stored defaults for that policy
-        (`suture calibrate`), else the policy's own choice (`Policy.first_stage`)."""
-        if isinstance(policy, str):  # the index's own defaults (suture calibrate), then ours
-            stored, stored_retriever = self.manifest.policy_settings(policy)
-            params = {**stored, **params}
-            if retriever is None and retriever_options is None:
-                retriever = stored_retriever
-        chosen = get_policy(policy, **params)
-        if retriever is None and retriever_options is None:
-            preferred = chosen.first_stage(self.manifest.retriever)
-            if preferred != self.manifest.retriever:  # else the index's own, with its options
-                retriever = preferred
-        return chosen, retriever
+        return self.engine.retrieve(
+            query, policy, k, query_vector=query_vector, retriever=retriever,
+            retriever_options=retriever_options, budget=budget, budget_unit=budget_unit,
+            explain=explain, focus=focus, filter=filter, params=params)
 
     def compare(
         self,
@@ -663,16 +497,10 @@ class Index:
         """The contexts of several policies for one query, embedding the query once (each
         in the same `budget`, as `retrieve`; `filter` as in `retrieve`); `policies` defaults
         to `COMPARED_POLICIES` (as `/v1/compare` and `suture compare`)."""
-        check_budget(budget, budget_unit)  # a bad budget fails before the query is embedded
-        wanted = Filter.parse(filter)
-        if query_vector is None:
-            query_vector = self.embed_queries([query])[0]
-        return [
-            self.retrieve(query, policy, k, query_vector=query_vector, retriever=retriever,
-                          retriever_options=retriever_options, budget=budget,
-                          budget_unit=budget_unit, explain=explain, focus=focus, filter=wanted)
-            for policy in policies
-        ]
+        return self.engine.compare(
+            query, policies, k, query_vector=query_vector, retriever=retriever,
+            retriever_options=retriever_options, budget=budget, budget_unit=budget_unit,
+            explain=explain, focus=focus, filter=filter)
 
     def document(self, doc_id: str) -> Document:
         """A stored document with its extracted text (span offsets index into it);
@@ -707,7 +535,7 @@ class Index:
         """What a query that names no policy runs, as the index resolves it now: "scar-sentences
         (lam=0.0, tau=0.9, radius=12, extra_hits=0, rule=ratio, focused_units=auto, ...) on
         dense-sentences"."""
-        chosen, retriever = self._pipeline(DEFAULT_POLICY, {}, None, None)
+        chosen, retriever = self.engine.pipeline(DEFAULT_POLICY, {}, None, None)
         settings = ", ".join(f"{name}={value}" for name, value in chosen.params().items())
         return f"{chosen.name} ({settings}) on {retriever or self.manifest.retriever}"
 
@@ -754,17 +582,7 @@ class Index:
                                     changes.get("retriever_options",
                                                 self.manifest.retriever_options))
         self.store.update_manifest(replace(self.manifest, **changes))
-        with self._retrievers_lock:
-            self._retrievers.clear()
-            self._variants.clear()
-
-
-def _filtered_out(query: str, policy: str, wanted: Filter | None, explain: bool) -> Context:
-    """The empty context of a query whose filter allows no stored document."""
-    described = wanted.describe() if wanted is not None else ""
-    trace = ({"decision": "filter matched no document", "filter": described},)
-    return Context(query=query, policy=policy, spans=(), chunks=0, characters=0, tokens=0,
-                   hits=(), trace=trace if explain else ())
+        self.engine.forget_retrievers()
 
 
 def check_policy_settings(policy: str, settings: Mapping[str, Any]) -> None:
