@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import itertools
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from suture._registry import lookup
-from suture._version import __version__
-from suture.documents import Newlines, Skipped, check_doc_id, iter_documents
-from suture.documents.limits import file_size_limit
+from suture.building import (
+    UNRECORDED_OPTIONS,
+    BuildOptions,
+    build_options,
+    check_build,
+    ingest_documents,
+    new_manifest,
+    refuse_attached,
+    update_settings,
+)
+from suture.documents import Newlines, Skipped, iter_documents
 from suture.embedders import (
     DEFAULT_EMBEDDER,
     Embedder,
@@ -26,17 +32,16 @@ from suture.exceptions import (
     ConfigurationError,
     EmbedderMismatchError,
     IndexError_,
-    NothingToIndexError,
+    IndexNotFoundError,
 )
 from suture.filters import Filter
 from suture.identical import IdenticalDocuments
-from suture.indexing import IndexReport, ingest
+from suture.indexing import IndexReport
 from suture.policies import (
     COMPARED_POLICIES,
     DEFAULT_POLICY,
     Policy,
     get_policy,
-    policy_needs_sentences,
 )
 from suture.policies.budget import DEFAULT_BUDGET
 from suture.progress import ProgressFactory
@@ -48,17 +53,14 @@ from suture.retrievers import (
 )
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import POLICY_RETRIEVER, DocumentSummary, Manifest
-from suture.textfile import is_blank
 from suture.types import Context, Document, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
     from suture.stores.sentences import SentenceSource
 
-#: embedder options never written to the manifest (secrets and live objects)
-_UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
 
-__all__ = ["Index", "IndexReport"]
+__all__ = ["BuildOptions", "Index", "IndexReport"]
 
 
 class Index:
@@ -86,6 +88,7 @@ class Index:
         paths: Sequence[str | Path],
         index: str | Path,
         *,
+        options: BuildOptions | None = None,
         store: str | None = None,
         embedder: str | Embedder = DEFAULT_EMBEDDER.value,
         embedder_options: dict[str, Any] | None = None,
@@ -122,78 +125,39 @@ class Index:
         `Newlines`): the convention of every offset the index returns. A file larger
         than `max_file_size` (bytes, "500MB"; "auto", the default: larger than the memory
         available can index; None: no limit) is skipped with a reason before it is read.
+        `options` (`BuildOptions`) holds these settings as one value; a keyword given
+        apart from its default takes the place of its field.
         """
-        if retriever is None and retriever_options:  # fail before any work
-            raise ConfigurationError(
-                f"retriever options {', '.join(map(repr, sorted(retriever_options)))} were "
-                "given without the retriever they are for; name it too (retriever=..., "
-                "CLI --retriever, e.g. dense-sentences)"
-            )
-        if retriever is not None:
-            check_retriever_options(retriever, retriever_options or {})
-        if ray is not None:
-            from suture.distributed import require_ray
-
-            require_ray()
-        _validate_chunking(chunk_size, chunk_overlap)
-        max_file_size = file_size_limit(max_file_size)  # fail before any work
-        options = dict(embedder_options or {})
-        model = embedder_from_spec(embedder, **options)
+        settings = build_options(options, {
+            "store": store, "embedder": embedder, "embedder_options": embedder_options,
+            "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "contextual": contextual,
+            "show_progress": show_progress, "prune": prune, "retriever": retriever,
+            "retriever_options": retriever_options, "sprout": sprout,
+            "sprout_weights": sprout_weights, "ray": ray, "newlines": newlines,
+            "max_file_size": max_file_size, "sentence_vectors": sentence_vectors})
+        model, limit = check_build(settings)  # fail before any work
+        embedder_options = dict(settings.embedder_options or {})
         report = report if report is not None else IndexReport()
         documents: Iterable[SourceDocument | Skipped] = iter_documents(
-            paths, newlines=newlines, max_file_size=max_file_size)
+            paths, newlines=settings.newlines, max_file_size=limit)
         try:
-            built = cls.open(index, store=store, embedder_options=options)
-            if built.store.owner:  # attached: its settings are the framework's, not ours
-                raise ConfigurationError(
-                    f"{built.store.location} is read-only for suture: its chunks are "
-                    f"written by {built.store.owner}. Add documents with "
-                    f"{built.store.owner} itself, or index them into a suture store "
-                    "(a --store without attach=)")
+            built = cls.open(index, store=settings.store, embedder_options=embedder_options)
+            refuse_attached(built.store)
             built._check_embedder(model)
             built._embedder = model
-            built._check_settings(chunk_size, chunk_overlap, contextual)
-        except IndexError_ as exc:
-            if not _is_missing(exc):
-                raise
-            first, documents = _first_document(documents, report)
-            if first is None:
-                raise NothingToIndexError(
-                    f"nothing could be indexed from {', '.join(map(str, paths))}: "
-                    f"{_skip_summary(report)}; no index was created",
-                    report,
-                ) from None
-            manifest = Manifest(
-                suture_version=__version__,
-                embedder=model.name,
-                dimension=model.dimension,
-                chunk_size=chunk_size,
-                chunk_overlap=chunk_overlap,
-                contextual=contextual,
-                embedder_options={
-                    **{k: v for k, v in options.items() if k not in _UNRECORDED_OPTIONS},
-                    **model.identity(),
-                },
-                embedder_key=model.key,
-                retriever=retriever or RetrieverName.DENSE.value,
-                retriever_options=dict(retriever_options or {}),
-                sentence_vectors=True if sentence_vectors is None else sentence_vectors,
-            )
-            built = cls(create_store(str(index), manifest, store), model,
-                        embedder_options=options)
+            built._check_settings(settings.chunk_size, settings.chunk_overlap,
+                                  settings.contextual)
+        except IndexNotFoundError:
+            manifest, documents = new_manifest(model, settings, paths, documents, report)
+            built = cls(create_store(str(index), manifest, settings.store), model,
+                        embedder_options=embedder_options)
             built._check_embedder(model)
-        if retriever is not None and (
-            retriever != built.manifest.retriever
-            or dict(retriever_options or {}) != dict(built.manifest.retriever_options)
-        ):
-            built.with_manifest(retriever=retriever,
-                                retriever_options=dict(retriever_options or {}))
-        if sentence_vectors is not None and sentence_vectors != built.manifest.sentence_vectors:
-            built.with_manifest(sentence_vectors=sentence_vectors)
-        built.last_report = built.ingest(documents, show_progress=show_progress, prune=prune,
-                                         report=report, ray=ray)
-        if sprout or sprout_weights is not None:
-            built.build_sprout_trees(weights=sprout_weights, show_progress=show_progress)
+        update_settings(built, settings)
+        built.last_report = built.ingest(documents, show_progress=settings.show_progress,
+                                         prune=settings.prune, report=report, ray=settings.ray)
+        if settings.sprout or settings.sprout_weights is not None:
+            built.build_sprout_trees(weights=settings.sprout_weights,
+                                     show_progress=settings.show_progress)
         return built
 
     @classmethod
@@ -245,7 +209,7 @@ class Index:
         m = self.manifest
         cls = embedder_class(m.embedder)
         recorded = {k: v for k, v in m.embedder_options.items()
-                    if k not in cls.location_options and k not in _UNRECORDED_OPTIONS}
+                    if k not in cls.location_options and k not in UNRECORDED_OPTIONS}
         takes = embedder_parameters(cls)
         unknown = sorted(set(recorded) - takes) if takes is not None else []
         if unknown:
@@ -335,53 +299,8 @@ class Index:
         (`suture.documents.ids`) raises `DocumentIdError`: for a list, before anything is
         written; for a stream, when that document is reached.
         """
-        if ray is not None and before_write is not None:
-            raise ConfigurationError("before_write is not available with ray: its writes "
-                                     "run on the Ray workers")
-        if isinstance(documents, Sequence):
-            for item in documents:
-                if not isinstance(item, Skipped):
-                    check_doc_id(item.doc_id)
-        report = report if report is not None else IndexReport()
-        seen: set[str] = set()
-
-        def noted(items: Iterable[SourceDocument | Skipped]
-                  ) -> Iterator[SourceDocument | Skipped]:
-            for item in items:
-                if not isinstance(item, Skipped):
-                    seen.add(item.doc_id)
-                yield item
-
-        stored = set(self.store.document_hashes()) if prune else set()
-        # the default pipeline reads sentence vectors: embedded and written with the chunks
-        sentences = self.manifest.sentence_vectors and policy_needs_sentences(DEFAULT_POLICY)
-        if ray is None:
-            ingest(self.store, self.embedder, noted(documents), report,
-                   show_progress=show_progress, before_write=before_write, sentences=sentences)
-        else:
-            from suture.distributed import ingest_with_ray
-
-            name, options = self.embedder_spec()
-            ingest_with_ray(self.store, noted(documents), report,
-                            replace(ray, embedder=name, embedder_options=options),
-                            self.embedder.key, show_progress=show_progress is True,
-                            sentences=sentences)
-        if prune:  # a file reached under another id keeps its stored copy
-            kept = seen | set(report.already_indexed.values())
-            report.deleted = self.delete(sorted(stored - kept))
-        # Pay for derived structures (search structures, lexical index, SproutRAG trees)
-        # now rather than at the first query; trees are rebuilt only for documents that
-        # changed.
-        if ray is None and sentences:
-            # documents stored without them (by an older suture, or with sentence vectors
-            # off); with Ray they are left to the first query that needs them (or `suture
-            # serve`'s warm-up) rather than embedded here by one process
-            self._embed_sentences(report, show_progress=show_progress)
-        self.store.prepare(show_progress=show_progress is True)
-        self.retriever().prepare(show_progress=show_progress is True)
-        if self.has_sprout_trees():
-            self.build_sprout_trees(show_progress=show_progress is True)
-        return report
+        return ingest_documents(self, documents, show_progress=show_progress, prune=prune,
+                                report=report, ray=ray, before_write=before_write)
 
     def has_sprout_trees(self) -> bool:
         """Whether SproutRAG trees were ever built for this index."""
@@ -412,15 +331,6 @@ class Index:
         """The first-stage retriever by name and options (default: the index's own; the
         index's own retriever named without options keeps the index's options)."""
         return self.engine.retriever(name, options)
-
-    def _embed_sentences(self, report: IndexReport, *,
-                         show_progress: bool | ProgressFactory) -> None:
-        """Build the sentence vectors of documents that have none yet, into `report`."""
-        retriever = self.engine.sentence_retriever()
-        before, started = retriever.built_documents, time.perf_counter()
-        retriever.ensure_sentences(show_progress)
-        report.sentence_documents += retriever.built_documents - before
-        report.sentence_seconds += time.perf_counter() - started
 
     def sentences(self, show_progress: bool | ProgressFactory = False) -> SentenceSource:
         """Where policies that walk sentences read the index's sentence vectors, once
@@ -591,43 +501,3 @@ def check_policy_settings(policy: str, settings: Mapping[str, Any]) -> None:
     get_policy(policy, **{k: v for k, v in settings.items() if k != POLICY_RETRIEVER})
     if POLICY_RETRIEVER in settings:
         lookup("retriever", RetrieverName, str(settings[POLICY_RETRIEVER]))
-
-
-def _is_missing(exc: IndexError_) -> bool:
-    from suture.exceptions import IndexNotFoundError
-
-    return isinstance(exc, IndexNotFoundError)
-
-
-def _first_document(
-    documents: Iterable[SourceDocument | Skipped], report: IndexReport
-) -> tuple[SourceDocument | None, Iterable[SourceDocument | Skipped]]:
-    """The first readable document with text, and the stream with it put back; the
-    skips before it go into `report`."""
-    iterator = iter(documents)
-    for item in iterator:
-        if isinstance(item, Skipped):
-            report.skipped.append(item)
-        elif not is_blank(item.text):
-            return item, itertools.chain([item], iterator)
-        else:
-            report.skipped.append(Skipped(item.source or item.doc_id, "no text to index"))
-    return None, iter(())
-
-
-def _skip_summary(report: IndexReport) -> str:
-    if not report.skipped:
-        return "no supported files were found"
-    shown = "; ".join(s.reason for s in report.skipped[:3])
-    more = f" (and {len(report.skipped) - 3} more)" if len(report.skipped) > 3 else ""
-    return f"{shown}{more}"
-
-
-def _validate_chunking(chunk_size: int, chunk_overlap: int) -> None:
-    if chunk_size < 1 or chunk_overlap < 0 or chunk_overlap >= chunk_size:
-        raise ConfigurationError(
-            f"chunk size {chunk_size} with overlap {chunk_overlap} is invalid: need "
-            "chunk_size >= 1 and 0 <= chunk_overlap < chunk_size"
-        )
-
-
