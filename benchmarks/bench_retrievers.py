@@ -48,7 +48,7 @@ def sentences(limit_files: int = 200) -> tuple[list[str], list[str]]:
 
 def build_store(folder: Path, n_chunks: int, seed: int = 0) -> object:
     from suture.stores.base import Manifest
-    from suture.stores.sqlite import SQLiteStore
+    from suture.stores.sqlite.store import SQLiteStore
     from suture.types import Chunk, Document
 
     rng = random.Random(seed)
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from suture.retrievers import get_retriever
     from suture.retrievers.lexical import LexicalIndex, LexicalRetriever, LexicalSettings
-    from suture.stores.sqlite import SQLiteStore
+    from suture.stores.sqlite.store import SQLiteStore
 
     folder = args.work / f"chunks-{args.chunks}"
     if not (folder / "manifest.json").exists():

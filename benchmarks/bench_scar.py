@@ -44,7 +44,7 @@ from suture.index import Index
 from suture.policies import get_policy
 from suture.policies.base import PolicyRequest
 from suture.stores.base import Manifest
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document
 

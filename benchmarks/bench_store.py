@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from suture.stores import Manifest
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Chunk, Document
 
 DIM = 384

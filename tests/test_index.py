@@ -16,7 +16,7 @@ from suture.exceptions import (
     EmbedderMismatchError,
     IndexError_,
 )
-from suture.stores.sqlite import DATABASE_FILE
+from suture.stores.sqlite.store import DATABASE_FILE
 from suture.tokens import count_tokens
 from suture.types import Context, Document
 from tests.legacy_ids import write_unchecked

@@ -20,7 +20,13 @@ from suture.documents import Newlines, Skipped, check_doc_id
 from suture.documents.limits import FileSizeLimit, file_size_limit
 from suture.embedders import DEFAULT_EMBEDDER, Embedder, embedder_from_spec
 from suture.exceptions import ConfigurationError, NothingToIndexError
-from suture.indexing import IndexReport, ingest
+from suture.indexing import (
+    DEFAULT_SENTENCE_EMBEDDING,
+    IndexReport,
+    SentenceEmbedding,
+    ingest,
+    sentence_embedding,
+)
 from suture.policies import DEFAULT_POLICY, policy_needs_sentences
 from suture.progress import ProgressFactory
 from suture.retrievers import RetrieverName, check_retriever_options
@@ -40,6 +46,8 @@ __all__ = [
     "BuildOptions",
     "build_options",
     "check_build",
+    "check_can_make_sentences",
+    "check_sentence_embedding",
     "ingest_documents",
     "new_manifest",
     "refuse_attached",
@@ -67,6 +75,7 @@ class BuildOptions:
     newlines: Newlines | str = Newlines.UNIVERSAL
     max_file_size: int | str | None = "auto"
     sentence_vectors: bool | None = None
+    sentence_embedding: str | None = None
 
 
 def build_options(options: BuildOptions | None, keywords: Mapping[str, Any]) -> BuildOptions:
@@ -96,8 +105,29 @@ def check_build(options: BuildOptions) -> tuple[Embedder, FileSizeLimit]:
         require_ray()
     validate_chunking(options.chunk_size, options.chunk_overlap)
     max_file_size = file_size_limit(options.max_file_size)
+    kind = _sentence_kind(options)
     model = embedder_from_spec(options.embedder, **dict(options.embedder_options or {}))
+    if kind is SentenceEmbedding.POOLED and not model.pools_spans:
+        model.embed_spans([], [])  # raises, naming the fix, before any work
     return model, max_file_size
+
+
+def _sentence_kind(options: BuildOptions) -> SentenceEmbedding | None:
+    """The build's `sentence_embedding` as a `SentenceEmbedding` (None: the index's)."""
+    named = options.sentence_embedding
+    return None if named is None else sentence_embedding(named)
+
+
+def check_sentence_embedding(store: Store, options: BuildOptions) -> None:
+    """Refuse to make sentence vectors another way than the index's own."""
+    kind = _sentence_kind(options)
+    held = store.manifest.sentence_embedding
+    if kind is not None and kind.value != held:
+        raise ConfigurationError(
+            f"the index at {store.location} holds {held} sentence vectors; this call "
+            f"asked for {kind.value} ones, and one index holds one kind. Leave out "
+            f"--sentence-embedding (Python: sentence_embedding=None) to keep {held}, or "
+            f"build a new index with --sentence-embedding {kind.value}")
 
 
 def refuse_attached(store: Store) -> None:
@@ -138,6 +168,7 @@ def new_manifest(
         retriever=options.retriever or RetrieverName.DENSE.value,
         retriever_options=dict(options.retriever_options or {}),
         sentence_vectors=True if options.sentence_vectors is None else options.sentence_vectors,
+        sentence_embedding=(_sentence_kind(options) or DEFAULT_SENTENCE_EMBEDDING).value,
     )
     return manifest, documents
 
@@ -188,6 +219,8 @@ def ingest_documents(
     stored = set(store.document_hashes()) if prune else set()
     # the default pipeline reads sentence vectors: embedded and written with the chunks
     sentences = index.manifest.sentence_vectors and policy_needs_sentences(DEFAULT_POLICY)
+    if sentences:
+        check_can_make_sentences(index, with_ray=ray is not None)
     if ray is None:
         ingest(store, index.embedder, noted(documents), report,
                show_progress=show_progress, before_write=before_write, sentences=sentences)
@@ -215,6 +248,23 @@ def ingest_documents(
     if index.has_sprout_trees():
         index.build_sprout_trees(show_progress=show_progress is True)
     return report
+
+
+def check_can_make_sentences(index: WritableIndex, *, with_ray: bool) -> None:
+    """Refuse a write that cannot make sentence vectors the index's way, before any."""
+    if sentence_embedding(index.manifest.sentence_embedding) is not SentenceEmbedding.POOLED:
+        return
+    location = index.store.location
+    if with_ray:
+        raise ConfigurationError(
+            f"the index at {location} pools its sentence vectors from its "
+            "chunks' model passes, which --ray does not do yet; index without --ray, "
+            "or into an index built with --sentence-embedding separate")
+    if not index.embedder.pools_spans:
+        raise ConfigurationError(
+            f"the index at {location} pools its sentence vectors from its "
+            f"chunks' model passes, which the {index.embedder.name} embedder cannot; "
+            "use the minilm embedder, or --sentence-embedding separate")
 
 
 def embed_missing_sentences(index: WritableIndex, report: IndexReport, *,

@@ -157,7 +157,7 @@ def ingest_with_ray(
         with store.bulk_writes(show_progress=show_progress) as bulk:
             planned = announced(plan_documents(store, documents, report, sentences), bulk,
                                 bar)
-            if store.backend == "sqlite":
+            if store.single_writer:
                 _one_writer(ray, store, embedder_key, planned, report, actors, bar)
             else:
                 _many_writers(ray, store, planned, report, actors, bar)

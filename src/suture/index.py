@@ -13,6 +13,7 @@ from suture.building import (
     BuildOptions,
     build_options,
     check_build,
+    check_sentence_embedding,
     ingest_documents,
     new_manifest,
     refuse_attached,
@@ -41,6 +42,7 @@ from suture.policies import (
     COMPARED_POLICIES,
     DEFAULT_POLICY,
     Policy,
+    flat_parameters,
     get_policy,
 )
 from suture.policies.budget import DEFAULT_BUDGET
@@ -106,6 +108,7 @@ class Index:
         newlines: Newlines | str = Newlines.UNIVERSAL,
         max_file_size: int | str | None = "auto",
         sentence_vectors: bool | None = None,
+        sentence_embedding: str | None = None,
     ) -> Index:
         """Create the index `index` (or add to it) from files and folders in `paths`.
 
@@ -121,6 +124,9 @@ class Index:
         `sentence_vectors` (kept in the manifest; None: as the index has it, on for a new
         one) says whether documents' sentences are embedded as they are added: the
         default pipeline reads them, and without them its first query builds them.
+        `sentence_embedding` ("separate" or "pooled", `SentenceEmbedding`; None: as the
+        index has it, separate for a new one) is how they are made, kept in the manifest:
+        an existing index refuses another.
         `newlines` is how text files are read (Python's text mode by default; see
         `Newlines`): the convention of every offset the index returns. A file larger
         than `max_file_size` (bytes, "500MB"; "auto", the default: larger than the memory
@@ -134,7 +140,8 @@ class Index:
             "show_progress": show_progress, "prune": prune, "retriever": retriever,
             "retriever_options": retriever_options, "sprout": sprout,
             "sprout_weights": sprout_weights, "ray": ray, "newlines": newlines,
-            "max_file_size": max_file_size, "sentence_vectors": sentence_vectors})
+            "max_file_size": max_file_size, "sentence_vectors": sentence_vectors,
+            "sentence_embedding": sentence_embedding})
         model, limit = check_build(settings)  # fail before any work
         embedder_options = dict(settings.embedder_options or {})
         report = report if report is not None else IndexReport()
@@ -147,6 +154,7 @@ class Index:
             built._embedder = model
             built._check_settings(settings.chunk_size, settings.chunk_overlap,
                                   settings.contextual)
+            check_sentence_embedding(built.store, settings)
         except IndexNotFoundError:
             manifest, documents = new_manifest(model, settings, paths, documents, report)
             built = cls(create_store(str(index), manifest, settings.store), model,
@@ -462,7 +470,7 @@ class Index:
         if retriever is None and POLICY_RETRIEVER in params:  # `--param retriever=...`
             retriever = str(params.pop(POLICY_RETRIEVER))
         stored = {} if replace_stored else dict(self.manifest.policy_defaults.get(policy, {}))
-        stored.update(params)
+        stored.update(flat_parameters(policy, params))  # focused.tau stored as focused_tau
         if retriever is not None:
             stored[POLICY_RETRIEVER] = retriever
         check_policy_settings(policy, stored)

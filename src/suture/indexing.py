@@ -10,6 +10,16 @@ each document the batch finishes is written in one atomic store write, a piece a
 time. Memory is bounded by one batch plus the largest document's text and token map,
 not by the corpus and not by a multiple of the document.
 
+Sentence vectors (the default pipeline reads them) are made in one of two ways
+(`SentenceEmbedding`, kept in the manifest): `separate`, each sentence embedded on its
+own with the title and section path in front; or `pooled` ("late chunking"), each chunk
+encoded once and each of its sentences' vectors the mean of the last hidden states of
+the sentence's tokens in that pass (`Embedder.embed_spans`). A sentence belongs to the
+chunk that holds its middle character (`suture.chunking.sentence_layout`), which holds
+at least as much of it as any other chunk; a sentence that runs past that chunk's end
+(or starts before it) is pooled from the part inside it, and one whose tokens the model
+never read (the chunk cut at its length limit before it) is embedded on its own.
+
 The whole load runs inside the store's `Store.bulk_writes` block, and each planned
 document's chunk count is announced to it (`announced`) before its writes, so a store
 can tell a bulk load from a small update (PostgreSQL then builds its HNSW index once at
@@ -26,6 +36,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 from suture.allocator import release_free_memory
@@ -33,19 +44,103 @@ from suture.chunking import ChunkLayout, chunk_layout, embedding_text
 from suture.chunking.sentence_layout import SentenceLayout, sentence_layout
 from suture.documents import Skipped, check_doc_id, content_hash, same_file_key
 from suture.embedders import Embedder, Vectors
-from suture.exceptions import IndexError_
+from suture.exceptions import ConfigurationError, IndexError_
 from suture.progress import ProgressFactory, progress_bar
 from suture.stores.base import BulkWrites, ChunkPart, Manifest, Store
 from suture.stores.sentences import DocumentSentences
 from suture.textfile import is_blank
 from suture.tokens import TokenMap
-from suture.types import Chunk, SourceDocument
+from suture.types import Chunk, SourceDocument, Text
 
 #: how many texts are embedded (and cached) per step; bounds work lost to a crash
 EMBED_STEP = 256
 #: a document with more chunks than this is embedded, and written, in pieces of this many
 #: (≈ 2.5 MB of text): what one batch holds of a large document
 PIECE_CHUNKS = 16 * EMBED_STEP
+
+
+class SentenceEmbedding(StrEnum):
+    """How an index's sentence vectors are made (`Manifest.sentence_embedding`)."""
+
+    #: each sentence in its own model pass, with the title and section path in front
+    SEPARATE = "separate"
+    #: the mean of the sentence's token states in its chunk's model pass (late chunking)
+    POOLED = "pooled"
+
+
+#: how a new index makes its sentence vectors
+DEFAULT_SENTENCE_EMBEDDING = SentenceEmbedding.SEPARATE
+
+
+def sentence_embedding(value: str) -> SentenceEmbedding:
+    """`value` as a `SentenceEmbedding`; anything else is a `ConfigurationError`."""
+    try:
+        return SentenceEmbedding(value)
+    except ValueError:
+        raise ConfigurationError(
+            f"sentence embedding {value!r} is not one suture makes; choose "
+            f"{' or '.join(repr(k.value) for k in SentenceEmbedding)} "
+            "(--sentence-embedding)") from None
+
+
+@dataclass(frozen=True, slots=True)
+class PooledSentence:
+    """One sentence of a pooled chunk: its cache key, its range in the chunk's embedding
+    text, and its own embedding text (embedded alone when the chunk's pass missed it)."""
+
+    key: str
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PooledChunk:
+    """A chunk's cache key and embedding text, and the sentences pooled from its pass."""
+
+    key: str
+    text: str
+    sentences: tuple[PooledSentence, ...]
+
+
+def pooled_chunks(chunks: Sequence[Chunk], layout: SentenceLayout, rows: range,
+                  text: Text, title: str, contextual: bool) -> list[PooledChunk]:
+    """The chunks of `chunks` with their sentences among `rows` of `layout`, as
+    `SentenceEmbedding.POOLED` embeds them: each sentence is the part of it inside its
+    chunk, placed in the chunk's embedding text (after the title and section path)."""
+    separate = iter(layout.texts(rows, text, chunks, title, contextual))
+    by_position: dict[int, list[tuple[int, int, str]]] = {}
+    for row in rows:
+        by_position.setdefault(int(layout.positions[row]), []).append(
+            (int(layout.starts[row]), int(layout.ends[row]), next(separate)))
+    units = []
+    for chunk in chunks:
+        embedded = embedding_text(chunk, title, contextual)
+        head = len(embedded) - len(chunk.text)  # the chunk text ends its embedding text
+        digest = hashlib.sha256(embedded.encode()).hexdigest()
+        sentences = []
+        for start, end, alone in by_position.get(chunk.position, ()):
+            low = head + max(start, chunk.start) - chunk.start
+            high = head + min(end, chunk.end) - chunk.start
+            key = hashlib.sha256(f"pooled {low} {high} {digest}".encode()).hexdigest()
+            sentences.append(PooledSentence(key, low, high, alone))
+        units.append(PooledChunk(digest, embedded, tuple(sentences)))
+    return units
+
+
+def embed_pooled(embedder: Embedder, units: Sequence[PooledChunk]) -> dict[str, Vectors]:
+    """The vectors of `units`' chunks and sentences by cache key, in one pass per chunk
+    (`Embedder.embed_spans`); a sentence the pass missed is embedded alone."""
+    made = embedder.embed_spans([u.text for u in units],
+                                [[(s.start, s.end) for s in u.sentences] for u in units])
+    vectors = dict(zip((u.key for u in units), made.texts, strict=True))
+    sentences = [s for u in units for s in u.sentences]
+    missed = [i for i, pooled in enumerate(made.pooled) if not pooled]
+    alone = dict(zip(missed, embedder.embed_documents([sentences[i].text for i in missed]),
+                     strict=True)) if missed else {}
+    for i, sentence in enumerate(sentences):
+        vectors[sentence.key] = alone[i] if i in alone else made.spans[i]
+    return vectors
 
 
 @dataclass
@@ -147,6 +242,8 @@ class PendingDocument:
     replaces: bool
     #: where its sentences lie, when they are embedded and written with the chunks
     sentences: SentenceLayout | None = None
+    #: its sentence vectors are pooled from its chunks' passes (`SentenceEmbedding`)
+    pooled: bool = False
 
     @property
     def chunk_count(self) -> int:
@@ -201,10 +298,22 @@ class Piece:
         layout = self.item.sentences
         if layout is None:
             return []
+        if self.item.pooled:
+            return [(s.key, s.text) for unit in self.pooled_inputs(chunks)
+                    for s in unit.sentences]
         document = self.item.document
         texts = layout.texts(self.sentence_rows(), document.text, chunks, document.title,
                              self.item.contextual)
         return [(hashlib.sha256(t.encode()).hexdigest(), t) for t in texts]
+
+    def pooled_inputs(self, chunks: Sequence[Chunk]) -> list[PooledChunk]:
+        """The piece's chunks (`chunks`) with their sentences, as `SentenceEmbedding.POOLED`
+        embeds them (`pooled_chunks`)."""
+        layout = self.item.sentences
+        assert layout is not None
+        document = self.item.document
+        return pooled_chunks(chunks, layout, self.sentence_rows(), document.text,
+                             document.title, self.item.contextual)
 
     def embedding_inputs(self, chunks: Sequence[Chunk]) -> list[tuple[str, str]]:
         """(sha256 of the embedding text: the cache key, embedding text) of each chunk."""
@@ -223,7 +332,9 @@ def pending_document(document: SourceDocument, digest: str, manifest: Manifest,
     if not len(layout):
         return None
     placed = sentence_layout(document.text, layout.starts, layout.ends) if sentences else None
-    return PendingDocument(document, digest, layout, manifest.contextual, replaces, placed)
+    pooled = sentences and manifest.sentence_embedding == SentenceEmbedding.POOLED
+    return PendingDocument(document, digest, layout, manifest.contextual, replaces, placed,
+                           pooled)
 
 
 def plan_documents(
@@ -340,6 +451,37 @@ def embed_batch(
     return vectors
 
 
+def embed_pooled_batch(
+    store: Store,
+    embedder: Embedder,
+    batch: Sequence[Piece],
+    report: IndexReport,
+    on_embedded: Callable[[int], Any] | None = None,
+) -> dict[str, Vectors]:
+    """`embed_batch` for documents whose sentence vectors are pooled: every chunk that
+    lacks its vector or one of its sentences' is encoded once, `EMBED_STEP` chunks a
+    step, and the step's chunk and sentence vectors are cached at once."""
+    units: dict[tuple[str, ...], PooledChunk] = {}
+    for piece in batch:
+        for unit in piece.pooled_inputs(piece.chunks()):
+            units.setdefault((unit.key, *(s.key for s in unit.sentences)), unit)
+    keys = list(dict.fromkeys(k for identity in units for k in identity))
+    vectors: dict[str, Vectors] = store.cached_embeddings(embedder.key, keys)
+    report.cached += len(vectors)
+    missing = sorted((u for identity, u in units.items()
+                      if any(k not in vectors for k in identity)), key=lambda u: -len(u.text))
+    started = time.perf_counter()
+    for first in range(0, len(missing), EMBED_STEP):
+        fresh = embed_pooled(embedder, missing[first:first + EMBED_STEP])
+        store.cache_embeddings(embedder.key, fresh)
+        vectors.update(fresh)
+        report.embedded += len(fresh)
+        if on_embedded is not None:
+            on_embedded(len(fresh))
+    report.embed_seconds += time.perf_counter() - started
+    return vectors
+
+
 def write_batch(store: Store, embedder_key: str, batch: Sequence[Piece],
                 vectors: Mapping[str, Vectors], report: IndexReport,
                 piece_size: int = PIECE_CHUNKS,
@@ -433,7 +575,8 @@ def ingest(
 
     `show_progress` may be a `ProgressFactory` instead of True for a tqdm bar;
     `before_write(doc_id)` is called before each document's write (see `write_batch`);
-    `sentences`: each document's sentence vectors are embedded and written with it.
+    `sentences`: each document's sentence vectors are embedded and written with it, as
+    the manifest's `sentence_embedding` says.
     """
     started = time.perf_counter()
     bar = progress_bar(show_progress)
@@ -441,10 +584,14 @@ def ingest(
     load = store.bulk_writes(show_progress=show_progress is True)
     try:
         with load as bulk:
+            pooled = sentences and store.manifest.sentence_embedding == SentenceEmbedding.POOLED
             for batch in batches(announced(planned, bulk, bar)):
                 embedded_before = report.embedded
-                vectors = embed_batch(store, embedder.key, embedder.embed_documents, batch,
-                                      report, bar.update if bar is not None else None)
+                progress = bar.update if bar is not None else None
+                vectors = (embed_pooled_batch(store, embedder, batch, report, progress)
+                           if pooled else
+                           embed_batch(store, embedder.key, embedder.embed_documents, batch,
+                                       report, progress))
                 if bar is not None:  # texts served from the cache (or repeated) count as done
                     texts = sum(piece.text_count for piece in batch)
                     bar.update(max(0, texts - (report.embedded - embedded_before)))

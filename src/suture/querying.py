@@ -219,14 +219,12 @@ class QueryEngine:
 
     def before_reading(self, chosen: Policy, first_stage: Retriever) -> SentenceSource | None:
         """What must be written before the read snapshot (which refuses writes): the
-        sentence vectors the policy or first stage reads, and the first stage's postings
-        of what other writers stored meanwhile. The sentences, when the policy reads them."""
+        sentence vectors the policy or first stage reads, and what the first stage brings
+        up to date (`Retriever.before_reading`). The sentences, when the policy reads them."""
         sentences = self.sentences() if chosen.needs_sentences else None
         if sentences is None and first_stage.reads_sentences:
             self.sentences()  # a store write (embedding a document's sentences) cannot wait
-        bm25 = first_stage.bm25()
-        if bm25 is not None:  # postings of what other writers stored meanwhile, filled in
-            bm25.prepare()    # where the snapshot will see them (PostgreSQL: a side write)
+        first_stage.before_reading()  # what the snapshot could not write (PostgreSQL: postings)
         return sentences
 
     def search(self, query: str, query_vector: Vectors, first_stage: Retriever, count: int, *,

@@ -313,3 +313,22 @@ def test_focused_units_is_refused_for_the_chunk_policy(calibrated: dict[str, Pat
     done = _calibrate_again(calibrated, tmp_path, "--focused-units", "chunks")
     assert done.returncode == 2
     assert "scar is not tuned over focused_units" in " ".join(done.stderr.split())
+
+
+def test_grid_searches_any_tuned_setting_by_flat_or_dotted_name(
+        calibrated: dict[str, Path], tmp_path: Path) -> None:
+    """`--grid NAME=V1,V2` reaches the grid like the named options; one the policy is not
+    tuned over is refused by its flat name, as is a setting given twice."""
+    untuned = _calibrate_again(calibrated, tmp_path / "untuned", "--policy", "scar-sentences",
+                               "--grid", "focused.flatness=1,2")
+    assert untuned.returncode == 2
+    assert "scar-sentences is not tuned over focused_flatness" in " ".join(
+        untuned.stderr.split())
+    twice = _calibrate_again(calibrated, tmp_path / "twice", "--grid", "tau=0.5")  # and --tau
+    assert twice.returncode == 2
+    assert "tau is given twice as values to try" in " ".join(twice.stderr.split())
+    done = _calibrate_again(calibrated, tmp_path / "done", "--grid", "extra_hits=0,1",
+                            "--dry-run")
+    assert done.returncode == 0, done.stderr + done.stdout
+    points = json.loads((tmp_path / "done" / "calibration.json").read_text())["tune"]["points"]
+    assert sorted({p["params"]["extra_hits"] for p in points}) == [0, 1]

@@ -131,3 +131,15 @@ def test_a_walk_rule_is_set_by_name(index: Index) -> None:
     assert Index.open(index.store.location).manifest.policy_defaults == {
         "scar-sentences": {"rule": "spread", "tau": 3, "radius": 6}}
     assert _default_query(index) == spread
+
+
+def test_a_nested_setting_is_stored_under_its_flat_name(index: Index) -> None:
+    """`--param focused.tau=0.4` and `focused_tau=0.4` store the same: the flat name, which
+    manifests written before the settings nested hold; a query reads it either way."""
+    done = suture("defaults", "--index", index.store.location, "--param", "focused.tau=0.4",
+                  "--param", "focused_radius=2")
+    assert done.returncode == 0, done.stderr
+    stored = Index.open(index.store.location)
+    assert stored.manifest.policy_defaults == {
+        "scar-sentences": {"focused_tau": 0.4, "focused_radius": 2}}
+    assert "focused_tau=0.4" in stored.default_pipeline()

@@ -216,18 +216,15 @@ def test_ls_lists_every_document_with_its_size(docs: Path, tmp_path: Path) -> No
 
 
 def test_an_unknown_param_lists_the_policys_parameters(docs: Path, tmp_path: Path) -> None:
-    import inspect
-
-    from suture.policies.scar import ScarPolicy
+    from suture.policies.scar import ScarSettings
 
     idx = tmp_path / "idx"
     assert suture("index", docs, "--index", idx, "--embedder", "hashing", "-q").returncode == 0
     bad = suture("query", "x", "--index", idx, "--policy", "scar", "--param", "foo=1")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "policy 'scar' has no parameter 'foo'" in bad.stderr
-    signature = inspect.signature(ScarPolicy.__init__).parameters.values()
-    for parameter in list(signature)[1:]:
-        assert f"{parameter.name}={parameter.default!r}" in bad.stderr
+    for name, default in ScarSettings.defaults().items():
+        assert f"{name}={default!r}" in bad.stderr
 
 
 def test_policies_lists_each_policys_parameters_and_defaults() -> None:
@@ -610,3 +607,137 @@ def test_query_has_the_default_budget_and_no_budget_turns_it_off(docs: Path,
     assert chars.returncode == 2 and "--budget N" in chars.stderr
     info = suture("info", "--index", index, "--json")
     assert json.loads(info.stdout)["default_budget"].startswith(f"{DEFAULT_BUDGET} tokens")
+
+
+@pytest.mark.slow
+def test_pooled_sentence_vectors_are_kept_by_the_index_and_pooled_from_token_states(
+    tmp_path: Path
+) -> None:
+    """`--sentence-embedding pooled` is recorded in the manifest; a stored sentence's
+    vector is the mean of its tokens' states in its chunk's pass (transformers'
+    BertModel as the reference); a later write asking for the other kind is refused."""
+    import numpy as np
+    import torch
+
+    from suture.embedders.minilm import load_minilm
+    from tests.stored_sentences import stored_sentences
+
+    doc = tmp_path / "tcp.txt"
+    doc.write_text("TCP opens a connection with a three-way handshake. Each side then "
+                   "acknowledges the other's initial sequence number. Data may follow.")
+    idx = tmp_path / "idx"
+    built = suture("index", doc, "--index", idx, "--sentence-embedding", "pooled", "--quiet")
+    assert built.returncode == 0, built.stderr
+    assert json.loads((idx / "manifest.json").read_text())["sentence_embedding"] == "pooled"
+
+    index = Index.open(idx)
+    (chunk,) = index.store.iter_chunks()
+    found = stored_sentences(index)["tcp.txt"]
+    assert len(found) == 3
+    embedded = f"tcp\n\n{chunk.text}"  # the title in front, as the chunk is embedded
+    tokenizer, model = load_minilm()
+    encoded = tokenizer(embedded, return_offsets_mapping=True, return_tensors="pt")
+    offsets = encoded.pop("offset_mapping")[0].tolist()
+    with torch.no_grad():
+        states = model(**encoded).last_hidden_state[0].numpy()
+    head = len(embedded) - len(chunk.text)
+    for row in range(3):
+        start, end = head + int(found.starts[row]), head + int(found.ends[row])
+        tokens = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+        expected = states[tokens].mean(axis=0)
+        np.testing.assert_allclose(found.vectors[row], expected / np.linalg.norm(expected),
+                                   atol=1e-5)
+
+    again = suture("index", doc, "--index", idx, "--sentence-embedding", "separate", "--quiet")
+    assert again.returncode == 2  # a configuration error
+    message = " ".join(again.stderr.split())
+    assert "holds pooled sentence vectors; this call asked for separate" in message
+    assert "Leave out --sentence-embedding" in message
+
+
+def test_policies_lists_each_policys_settings_fields() -> None:
+    from suture.policies import policy_names, policy_parameters, policy_settings
+
+    listed = json.loads(suture("policies", "--json").stdout)
+    for name in policy_names():
+        assert listed[name]["parameters"] == policy_parameters(name)
+        assert list(listed[name]["parameters"]) == [
+            item.name for item in policy_settings(name).fields()]
+
+
+def test_a_bad_param_prints_the_librarys_message(docs: Path, tmp_path: Path) -> None:
+    """`--param` by flat or dotted name: the message `get_policy` raises, word for word."""
+    from suture.exceptions import ConfigurationError
+    from suture.policies import get_policy
+
+    with pytest.raises(ConfigurationError) as expected:
+        get_policy("scar-sentences", focused_tau="x")
+    idx = tmp_path / "idx"
+    assert suture("index", docs, "--index", idx, "--embedder", "hashing", "-q").returncode == 0
+    for name in ("focused_tau", "focused.tau"):
+        bad = suture("query", "x", "--index", idx, "--param", f"{name}=x")
+        assert bad.returncode == 2
+        assert " ".join(bad.stderr.split()) == f"error: {expected.value}"
+
+
+#: a policy whose settings gain one field: topk that keeps at most `keep` hits
+PROBE_POLICY = '''
+from dataclasses import dataclass, replace
+
+from suture.policies.topk import TopKPolicy
+from suture.settings import Settings, setting
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSettings(Settings):
+    keep: int = setting(3, "whole", low=1, grid=[1, 2])
+
+
+class ProbePolicy(TopKPolicy):
+    settings_type = ProbeSettings
+    settings: ProbeSettings
+
+    def select(self, request):
+        return super().select(replace(request, k=min(request.k, self.settings.keep)))
+'''
+#: `python -m suture` with the probe registered in topk's place
+PROBE_MAIN = '''
+import runpy
+
+from suture import policies
+
+policies._REGISTRY[policies.PolicyName.TOPK] = ("probe_policy", "ProbePolicy", {})
+runpy.run_module("suture", run_name="__main__")
+'''
+
+
+def test_a_field_added_to_a_policy_reaches_policies_and_param(docs: Path, tmp_path: Path
+                                                              ) -> None:
+    """One field, no other edit: `suture policies` lists it, `--param` sets and checks it."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "probe_policy.py").write_text(PROBE_POLICY)
+    (tmp_path / "probe_main.py").write_text(PROBE_MAIN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+
+    def probe(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(tmp_path / "probe_main.py"),
+                               *map(str, args)], capture_output=True, text=True, env=env,
+                              timeout=300)
+
+    listed = probe("policies", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["topk"]["parameters"] == {"keep": 3}
+    idx = tmp_path / "idx"
+    assert suture("index", docs, "--index", idx, "--embedder", "hashing", "-q").returncode == 0
+    for keep in (1, 2):
+        answer = probe("query", "handshake", "--index", idx, "--policy", "topk", "--no-budget",
+                       "--param", f"keep={keep}", "--json")
+        assert answer.returncode == 0, answer.stderr
+        assert json.loads(answer.stdout)["chunks"] == keep  # the context holds `keep` hits
+    bad = probe("query", "x", "--index", idx, "--policy", "topk", "--param", "keep=0")
+    assert bad.returncode == 2
+    assert "topk keep must be a whole number >= 1, got 0 (e.g. --param keep=3)" in bad.stderr

@@ -11,7 +11,7 @@ import pytest
 from suture.policies.assembly import TokenCounter
 from suture.stores import Manifest
 from suture.stores.base import Store
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Chunk, Document, Hit, Section
 
 StoreFactory = Callable[[dict[str, list[list[float]]]], SQLiteStore]

@@ -19,7 +19,7 @@ from suture.policies.base import PolicyRequest, PolicyResult
 from suture.policies.budget import Budget
 from suture.policies.scar import DEFAULT_SETTING, MAIN_SETTING, ScarPolicy
 from suture.stores import Manifest
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Chunk, Document, Hit
 from tests.policies.conftest import StoreFactory, hits_for, word_counter
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from suture.stores.base import Manifest
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Chunk, Document
 
 DIM = 16

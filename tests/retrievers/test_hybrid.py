@@ -12,7 +12,7 @@ from suture.retrievers.fusion import reciprocal_rank_fusion
 from suture.retrievers.hybrid import HybridRetriever
 from suture.retrievers.lexical import LexicalRetriever, MemoryLexicalEngine
 from suture.stores.lexical import LexicalSettings
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 
 from .conftest import CONTRACTS, vector_for
 

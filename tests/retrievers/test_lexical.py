@@ -22,7 +22,7 @@ from suture.retrievers.lexical import (
     MemoryLexicalEngine,
     Tokenizer,
 )
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 
 from .conftest import CONTRACTS, StoreFactory, write_doc
 

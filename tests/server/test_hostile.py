@@ -214,3 +214,45 @@ def test_every_request_retriever_option_takes_or_refuses_odd_numbers(
                 assert answer.status_code < 500, (name, answer.text)
             else:  # none is a number an option can take
                 assert name in refused(answer), (number, answer.text)
+
+
+@pytest.mark.parametrize("name", ["focused_tau", "focused.tau"])
+def test_a_bad_policy_parameter_answers_the_librarys_message(client: TestClient,
+                                                               name: str) -> None:
+    from suture.exceptions import ConfigurationError
+    from suture.policies import get_policy
+
+    with pytest.raises(ConfigurationError) as expected:
+        get_policy("scar-sentences", focused_tau="x")
+    answer = client.post("/v1/retrieve", json={
+        "query": QUESTION, "policy": "scar-sentences", "params": {name: "x"}})
+    assert refused(answer) == str(expected.value)
+
+
+@pytest.mark.parametrize("policy", policy_names())
+def test_a_setting_kept_from_requests_is_refused_with_what_sets_it(client: TestClient,
+                                                                     policy: str) -> None:
+    """Read from the settings' fields (rerank's model folder: the server's to set)."""
+    from suture.policies import policy_settings
+
+    for item in policy_settings(policy).fields():
+        if not item.spec.request:
+            answer = client.post("/v1/retrieve", json={
+                "query": QUESTION, "policy": policy, "params": {item.name: "/etc"}})
+            assert refused(answer, item.name, item.spec.request_note)
+    listed = client.get("/v1/info").json()["request_policy_parameters"][policy]
+    assert listed == [item.name for item in policy_settings(policy).fields()
+                      if item.spec.request]
+
+
+@pytest.mark.parametrize("retriever", [r.value for r in RetrieverName])
+def test_request_retriever_options_are_what_each_retriever_declares(
+        client: TestClient, retriever: str) -> None:
+    """Each option a request may set is one the retriever takes; /v1/info lists them."""
+    from suture.retrievers import check_retriever_options, retriever_request_options
+
+    declared = retriever_request_options(retriever)
+    words = {"fusion": "rrf" if "alpha" in declared else "max", "scoped_fusion": "max"}
+    check_retriever_options(retriever, {name: words.get(name, 0.5) for name in declared})
+    listed = client.get("/v1/info").json()["request_retriever_options"]
+    assert listed.get(retriever, []) == list(declared)

@@ -95,8 +95,9 @@ def test_page_marks_hits_and_expansions_as_the_api_answers(served: Server, brows
         SCREENSHOT.write_bytes(browser.get_screenshot_as_png())
 
     with served.client(READ_KEY) as http:
+        # what the page sends with its k and budget fields empty: the default budget
         answer = http.post("/v1/compare", json={"query": QUESTION, "policies": POLICIES,
-                                                "k": 5, "explain": True})
+                                                "explain": True})
     contexts = {c["policy"]: c for c in answer.json()["contexts"]}
     marks = browser.execute_script(f"return {MARKS}")
     blocks = browser.execute_script(f"return {BLOCKS}")
@@ -116,7 +117,10 @@ def test_page_marks_hits_and_expansions_as_the_api_answers(served: Server, brows
             for m in inside:
                 assert documents[span["doc_id"]][m[3]:m[4]] == m[5]
             assert [(m[3], m[4]) for m in inside if m[1] == "hit"] == hit_ranges(context, span)
-            if set(span["reasons"]) == {"hit"}:
+            # a span of whole hit chunks has no expansion (a scar-sentences hit is a
+            # sentence, which may run past the end of the chunk it is counted in: the
+            # page marks that tail as an expansion, as it marks by chunk)
+            if set(span["reasons"]) == {"hit"} and policy != "scar-sentences":
                 assert not [m for m in inside if m[1] == "expansion"]
         row = browser.find_element("css selector", f"#summary tr[data-policy='{policy}']")
         assert row.find_element("class name", "tokens").text == str(context["tokens"])

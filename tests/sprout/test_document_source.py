@@ -20,7 +20,7 @@ from suture.sprout.search import beam_search
 from suture.sprout.storage import TreeStore
 from suture.sprout.tree import SproutTree
 from suture.stores.base import Manifest
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Chunk, Document, Hit
 from tests.sprout.test_search import CHILDREN, SPANS, TEXT
 
@@ -117,7 +117,7 @@ def test_hits_source_with_no_usable_hit_searches_nothing(
 
 
 def test_unknown_document_source_names_the_choices() -> None:
-    message = "document_source must be one of ('leaves', 'hits'), got 'chunks'"
+    message = "sprout document_source must be one of leaves, hits, got 'chunks'"
     with pytest.raises(ConfigurationError, match=re.escape(message)):
         get_policy("sprout", document_source="chunks")
     assert get_policy("sprout", document_source="hits").params()["document_source"] == "hits"

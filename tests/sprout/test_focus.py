@@ -18,7 +18,7 @@ from suture.focus import focused_vector
 from suture.policies import get_policy
 from suture.policies.base import PolicyRequest
 from suture.sprout.search import beam_search
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Focus, Hit
 from tests.sprout import test_document_source
 from tests.sprout.test_document_source import QUERY, _chunk
@@ -88,7 +88,7 @@ def test_anchored_search_keeps_to_the_named_document(
 
 def test_unknown_focus_query_names_the_choices() -> None:
     with pytest.raises(ConfigurationError,
-                       match=re.escape("focus_query must be one of ('question', 'focused')")):
+                       match=re.escape("sprout focus_query must be one of question, focused")):
         get_policy("sprout", focus_query="naming")
 
 

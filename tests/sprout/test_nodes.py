@@ -19,7 +19,7 @@ from suture.sprout.nodes import Composition, compose
 from suture.sprout.storage import DocumentSignal
 from suture.sprout.tree import SproutTree
 from suture.stores.base import Manifest
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Chunk, Document
 
 TEXT = "Alpha one. Alpha two. Beta three. Gamma four."

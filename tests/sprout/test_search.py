@@ -18,7 +18,7 @@ from suture.sprout.search import anchor_node, beam_search, collapsed_search
 from suture.sprout.storage import TreeStore
 from suture.sprout.tree import SproutTree
 from suture.stores.base import Manifest
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Chunk, Document, Hit
 from tests.policies.conftest import word_counter
 

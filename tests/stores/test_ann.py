@@ -13,7 +13,7 @@ from suture.stores import open_store
 from suture.stores.ann import VectorGraph
 from suture.stores.base import DerivedData, Manifest
 from suture.stores.derived import FolderData
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.types import Chunk, Document
 
 pytest.importorskip("usearch")

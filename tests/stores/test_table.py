@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suture.stores.sqlite import SQLiteStore
+from suture.stores.sqlite.store import SQLiteStore
 from suture.stores.table import ChunkTable
-from tests.stores.test_sqlite import _doc, _manifest, _vectors
+from tests.stores.sqlite.test_store import _doc, _manifest, _vectors
 
 
 def _table(matrix: np.ndarray, doc_ids: list[str], positions: list[int]) -> ChunkTable:

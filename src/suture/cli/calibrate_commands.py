@@ -21,7 +21,7 @@ from suture.cli.eval_commands import (
     command_line,
     load_for_command,
 )
-from suture.exceptions import SutureError
+from suture.exceptions import ConfigurationError, SutureError
 
 if TYPE_CHECKING:
     from suture.evaluation.calibrate import CalibrationResult
@@ -33,10 +33,30 @@ def _grid_text(values: list[Any]) -> str:
 
 def _grid_help(name: str) -> str:
     """The defaults of one grid parameter for each calibrated policy, for --help."""
-    from suture.policies.grids import DEFAULT_GRIDS
+    from suture.policies import calibrated_policies, policy_grid
 
+    grids = {policy: policy_grid(policy) for policy in calibrated_policies()}
     return "; ".join(f"{policy}: {_grid_text(grid[name])}"
-                     for policy, grid in DEFAULT_GRIDS.items() if name in grid)
+                     for policy, grid in grids.items() if name in grid)
+
+
+def _given_grid(policy: str, items: list[str] | None, named: dict[str, str | None]
+                ) -> dict[str, str | None]:
+    """The values to try per setting: the named options', then each `--grid NAME=V1,V2`
+    (flat or dotted name); a setting given both ways is an error."""
+    from suture.policies import flat_parameters
+
+    given: dict[str, str | None] = dict(named)
+    for item in items or []:
+        name, sep, values = item.partition("=")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"{item!r} is not NAME=V1,V2 (e.g. --grid tau=0.5,0.9)")
+        [(flat, _)] = flat_parameters(policy, {name.strip(): None}).items()
+        if given.get(flat) is not None:
+            raise ConfigurationError(
+                f"{flat} is given twice as values to try; give it once (--grid {flat}=V1,V2)")
+        given[flat] = values
+    return given
 
 
 @app.command("calibrate", help=(
@@ -108,6 +128,10 @@ def calibrate_command(
         "sentences (the walk) or chunks (scar over chunks), several to choose (default: "
         f"{_grid_help('focused_units')}; not searched with --no-focus).",
         show_default=False)] = None,
+    grid_values: Annotated[list[str] | None, typer.Option(
+        "--grid", help="Values to try for any setting the policy is tuned over, "
+        "NAME=V1,V2 (e.g. focused.units=auto,chunks or tau=0.5,0.9); --lam, --tau, ... are "
+        "its short forms.", show_default=False)] = None,
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="Other policy parameters, fixed for every setting "
         "(e.g. links=section,term for logical neighbours); a grid parameter given here "
@@ -140,8 +164,9 @@ def calibrate_command(
 
     try:
         fixed = parse_params(param)
-        given = {"lam": lam, "tau": tau, "radius": radius, "extra_hits": extra_hits,
-                 "focused_units": focused_units}
+        given = _given_grid(policy, grid_values, {
+            "lam": lam, "tau": tau, "radius": radius, "extra_hits": extra_hits,
+            "focused_units": focused_units})
         grid = calibration_grid(policy, given, fixed, focus=focus)
         out.mkdir(parents=True, exist_ok=True)
         if benchmark is not None:

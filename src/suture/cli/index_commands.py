@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from pathlib import Path
@@ -102,6 +101,12 @@ def index_command(
              "about half the indexing time). Kept by the index; default: on for a new index, "
              "as it was for an existing one. Without them the first query that needs them "
              "builds them.")] = None,
+    sentence_embedding: Annotated[str | None, typer.Option(
+        help="How sentence vectors are made: 'separate' (each sentence its own model pass, "
+             "title and section path in front) or 'pooled' (the mean of the sentence's "
+             "token states in its chunk's pass: one pass for both; minilm only). Kept by "
+             "the index; default: separate for a new index, as it was for an existing "
+             "one (which refuses the other).")] = None,
     sprout: Annotated[bool, typer.Option(help="Also build SproutRAG sentence trees.")] = False,
     sprout_weights: Annotated[
         Path | None,
@@ -154,6 +159,7 @@ def index_command(
             newlines=newlines,
             max_file_size=max_file_size,
             sentence_vectors=sentence_vectors,
+            sentence_embedding=sentence_embedding,
         )
     except NothingToIndexError as exc:
         if exc.report is not None:
@@ -519,7 +525,7 @@ def policies_command(
     if as_json:
         data = {
             name: {"summary": policy_summary(name),
-                   "parameters": {k: _json_default(v) for k, v in policy_parameters(name).items()}}
+                   "parameters": policy_parameters(name)}
             for name in names
         }
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
@@ -533,6 +539,3 @@ def policies_command(
     console.print(table)
 
 
-def _json_default(value: Any) -> Any:
-    """A default as JSON: the value itself, or null for a parameter that has none."""
-    return None if value is inspect.Parameter.empty else value

@@ -31,7 +31,7 @@ DirOption = Annotated[Path, typer.Option(
 @postgres_app.command("start")
 def start_command(folder: DirOption = Path("suture-postgres")) -> None:
     """Start the server of --dir (or find it running) and print its --store URL."""
-    from suture.stores.local_postgres import start_local_postgres
+    from suture.stores.postgres.local import start_local_postgres
 
     try:
         url = start_local_postgres(folder)
@@ -45,7 +45,7 @@ def start_command(folder: DirOption = Path("suture-postgres")) -> None:
 @postgres_app.command("stop")
 def stop_command(folder: DirOption = Path("suture-postgres")) -> None:
     """Stop the server of --dir; its data stays for the next start."""
-    from suture.stores.local_postgres import stop_local_postgres
+    from suture.stores.postgres.local import stop_local_postgres
 
     try:
         stopped = stop_local_postgres(folder)

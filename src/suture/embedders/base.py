@@ -4,12 +4,29 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from suture.exceptions import ConfigurationError
+
 Vectors = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanVectors:
+    """What `Embedder.embed_spans` returns: each text's vector, as `embed_documents`
+    gives it, and a vector for each span of each text, pooled from the text's tokens."""
+
+    #: (texts, dimension), L2-normalised
+    texts: Vectors
+    #: (spans, dimension): the spans of every text in input order, L2-normalised
+    spans: Vectors
+    #: (spans,): False where a span held no token the model read (the text was cut at
+    #: the model's length limit before it); that row is zero
+    pooled: npt.NDArray[np.bool_]
 
 
 class TextEmbedder(Protocol):
@@ -36,6 +53,8 @@ class Embedder(ABC):
     #: options that point at files or servers (a model folder, an endpoint URL, a key):
     #: suture takes them only from the user, never from an index's manifest
     location_options: ClassVar[frozenset[str]] = frozenset()
+    #: whether `embed_spans` pools span vectors from one pass over each text
+    pools_spans: ClassVar[bool] = False
 
     def __init__(self, batch_size: int = 32) -> None:
         if batch_size < 1:
@@ -68,6 +87,16 @@ class Embedder(ABC):
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         """Embed passages in batches of `batch_size`; returns (len(texts), dimension)."""
         return self._embed_all(texts, is_query=False)
+
+    def embed_spans(self, texts: Sequence[str],
+                    spans: Sequence[Sequence[tuple[int, int]]]) -> SpanVectors:
+        """Embed passages once and pool a vector for each character span (`spans[i]`:
+        half-open ranges in `texts[i]`) from the tokens it covers ("late chunking"):
+        sentence vectors in the same model pass as their chunk's."""
+        raise ConfigurationError(
+            f"the {self.name} embedder cannot pool sentence vectors from a chunk's token "
+            "states; index with --sentence-embedding separate (Python: "
+            "sentence_embedding='separate'), or use the minilm embedder")
 
     def embed_query(self, text: str) -> Vectors:
         """Embed one query; returns a (dimension,) vector."""

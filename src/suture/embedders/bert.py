@@ -64,12 +64,25 @@ class BertSettings:
         )
 
 
-class BertEncoder:
-    """The last hidden states of a BERT model read from a local folder (CPU, inference)."""
+#: the linear layers of one encoder layer (what int8 dynamic quantization replaces)
+LAYER_LINEARS = ("attention.self.query", "attention.self.key", "attention.self.value",
+                 "attention.output.dense", "intermediate.dense", "output.dense")
 
-    def __init__(self, folder: Path) -> None:
+
+class BertEncoder:
+    """The last hidden states of a BERT model read from a local folder (CPU, inference).
+
+    `int8`: the encoder layers' linear layers run as int8 dynamic quantization
+    (`torch.ao.quantization.quantize_dynamic`: int8 weights per output channel,
+    activations quantized per call); embeddings, layer norms and attention stay float32.
+    """
+
+    def __init__(self, folder: Path, *, int8: bool = False) -> None:
         self.settings = BertSettings.read(folder)
         self._weights = _read_weights(folder)
+        self.int8 = int8
+        self._int8: dict[str, Any] = (
+            _int8_linears(self._weights, self.settings.layers) if int8 else {})
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """(batch, length) token ids and 0/1 mask -> (batch, length, hidden) hidden states.
@@ -80,7 +93,7 @@ class BertEncoder:
         import torch
         from torch.nn import functional
 
-        s, w = self.settings, self._weights
+        s, w, int8 = self.settings, self._weights, self._int8
         batch, length = input_ids.shape
         width = (s.hidden_size,)
         # BertEmbeddings: words + token types, then + positions, then LayerNorm.
@@ -104,6 +117,9 @@ class BertEncoder:
             p = f"encoder.layer.{i}."
 
             def linear(name: str, inputs: torch.Tensor, p: str = p) -> torch.Tensor:
+                if int8:
+                    result: torch.Tensor = int8[f"{p}{name}"](inputs)
+                    return result
                 return functional.linear(inputs, w[f"{p}{name}.weight"], w[f"{p}{name}.bias"])
 
             def norm(name: str, inputs: torch.Tensor, p: str = p) -> torch.Tensor:
@@ -124,6 +140,35 @@ class BertEncoder:
             inner = functional.gelu(linear("intermediate.dense", x))
             x = norm("output.LayerNorm", linear("output.dense", inner) + x)
         return x
+
+
+def _int8_linears(weights: dict[str, Any], layers: int) -> dict[str, Any]:
+    """The encoder layers' linear layers as int8 dynamically quantized modules, by name."""
+    import warnings
+
+    import torch
+    from torch import nn
+
+    names = [f"encoder.layer.{i}.{name}" for i in range(layers) for name in LAYER_LINEARS]
+    modules = nn.ModuleDict()
+    for name in names:
+        weight = weights[f"{name}.weight"]
+        layer = nn.Linear(weight.shape[1], weight.shape[0])
+        layer.weight = nn.Parameter(weight, requires_grad=False)
+        layer.bias = nn.Parameter(weights[f"{name}.bias"], requires_grad=False)
+        modules[name.replace(".", "_")] = layer
+    # torch 2.13 still ships eager dynamic quantization but warns that it moves to torchao
+    # (not a dependency here); the kernels it runs are the same fbgemm/onednn ones
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*torch\.ao\.quantization is deprecated",
+                                category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=r".*quantize_per_tensor", category=UserWarning)
+        quantization = torch.ao.quantization
+        # per output channel: per tensor moves all-MiniLM-L6-v2's vectors twice as far
+        # (mean cosine to float32 0.93 against 0.98 on RFC 9293 chunks), at the same speed
+        quantized = quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
+            modules, {nn.Linear: quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8)
+    return {name: quantized[name.replace(".", "_")] for name in names}
 
 
 def _read_weights(folder: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from suture.embedders.base import Vectors
 from suture.embedders.bert import WEIGHT_FILES
@@ -39,6 +40,8 @@ BUNDLED_MODEL_ID = "all-MiniLM-L6-v2"
 #: (benchmarks/embed_throughput.py); 64+ is slower (attention memory grows with b*L^2).
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_MAX_LENGTH = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
+#: what `quantize` may be (None: float32)
+QUANTIZATIONS: tuple[str | None, ...] = (None, "int8")
 
 
 def default_model_path() -> Path:
@@ -122,11 +125,11 @@ def _load(path: Path, eager_attention: bool) -> tuple[Any, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def _encoder(path: Path) -> BertEncoder:
-    """The plain-torch encoder of a model folder, read once per folder."""
+def _encoder(path: Path, int8: bool = False) -> BertEncoder:
+    """The plain-torch encoder of a model folder, read once per folder (and quantization)."""
     from suture.embedders.bert import BertEncoder
 
-    return BertEncoder(path)
+    return BertEncoder(path, int8=int8)
 
 
 def load_minilm(
@@ -170,6 +173,7 @@ class MiniLMEmbedder(TokenizedEmbedder):
 
     name = "minilm"
     location_options = frozenset({"model_path"})
+    pools_spans = True
 
     def __init__(
         self,
@@ -178,10 +182,19 @@ class MiniLMEmbedder(TokenizedEmbedder):
         num_threads: int | None = None,
         max_length: int = DEFAULT_MAX_LENGTH,
         fingerprint: str | None = None,
+        quantize: str | None = None,
     ) -> None:
         """`fingerprint`, when given, is the weights fingerprint an index recorded: a
-        model with other weights is refused (the index was built with another model)."""
+        model with other weights is refused (the index was built with another model).
+        `quantize="int8"` runs the encoder's linear layers as int8 dynamic quantization
+        (other vectors: part of `key`, so an index built with it is read with it)."""
         super().__init__(batch_size=batch_size)
+        if quantize not in QUANTIZATIONS:
+            raise ConfigurationError(
+                f"the minilm embedder's quantize={quantize!r} is not one it knows; choose "
+                f"{' or '.join(q for q in QUANTIZATIONS if q)} (--embedder-option "
+                "quantize=int8), or leave it out for float32")
+        self.quantize = quantize
         if max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {max_length}")
         if num_threads is not None and num_threads < 1:
@@ -206,7 +219,7 @@ class MiniLMEmbedder(TokenizedEmbedder):
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         self._torch = torch
-        self._encoder = _encoder(self.model_path)
+        self._encoder = _encoder(self.model_path, quantize == "int8")
         self._dimension = self._encoder.settings.hidden_size
         self._pad_id = self._encoder.settings.pad_token_id
         self._tokenizer = _own_tokenizer(self.model_path, max_length)
@@ -214,6 +227,7 @@ class MiniLMEmbedder(TokenizedEmbedder):
     @property
     def key(self) -> str:
         suffix = "" if self.max_length == DEFAULT_MAX_LENGTH else f":len{self.max_length}"
+        suffix += f":{self.quantize}" if self.quantize else ""
         model = self.model_id if self.is_bundled else f"{self.model_id}@{self.fingerprint}"
         return f"{self.name}:{model}:{self._dimension}{suffix}"
 
@@ -222,6 +236,12 @@ class MiniLMEmbedder(TokenizedEmbedder):
         return {} if self.is_bundled else {"fingerprint": self.fingerprint}
 
     def _forward(self, encodings: Sequence[Encoding]) -> Vectors:
+        return self._forward_states(encodings)[0]
+
+    def _forward_states(self, encodings: Sequence[Encoding]
+                        ) -> tuple[Vectors, npt.NDArray[np.float32]]:
+        """The batch's pooled vectors (not normalised) and its last hidden states
+        (batch, length, hidden), padding rows included."""
         torch = self._torch
         ids, mask = pad_encodings(encodings, self._pad_id)
         input_ids = torch.from_numpy(ids)
@@ -232,7 +252,7 @@ class MiniLMEmbedder(TokenizedEmbedder):
             summed = (hidden * weights).sum(dim=1)
             pooled = summed / weights.sum(dim=1).clamp(min=1e-9)
         result: Vectors = pooled.numpy().astype(np.float32, copy=False)
-        return result
+        return result, hidden.numpy()
 
 
 def _own_tokenizer(model_path: Path, max_length: int) -> Tokenizer:

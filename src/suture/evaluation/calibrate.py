@@ -63,7 +63,12 @@ from suture.evaluation.sweep import (
     select_setting,
 )
 from suture.exceptions import ConfigurationError
-from suture.policies.grids import DEFAULT_GRIDS, TEXT_PARAMETERS
+from suture.policies import (
+    calibrated_policies,
+    flat_parameters,
+    policy_grid,
+    policy_settings,
+)
 from suture.policies.scar import DEFAULT_SETTING, MAIN_SETTING, TRANSFER_SETTING
 
 if TYPE_CHECKING:
@@ -72,7 +77,7 @@ if TYPE_CHECKING:
 #: how context size can be measured (`--target`)
 TARGETS = ("tokens", "chunks", "characters")
 #: the policies `calibrate` can tune
-CALIBRATED_POLICIES = tuple(DEFAULT_GRIDS)
+CALIBRATED_POLICIES = calibrated_policies()
 #: settings judged beside the chosen one, per calibrated policy: label -> (policy, params)
 _SCAR_DEFAULT = ("scar", {**DEFAULT_SETTING, "radius": 1})
 NAMED_SETTINGS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
@@ -444,9 +449,10 @@ def calibrate(
     """
     from suture.policies import get_policy
 
+    fixed = flat_parameters(policy, fixed or {})  # focused.tau pins focused_tau
     if grid is None:
         grid = calibration_grid(policy, {}, fixed, focus=evaluator.focus)
-    grid = {name: list(values) for name, values in grid.items()}
+    grid = flat_parameters(policy, {name: list(values) for name, values in grid.items()})
     both = sorted(set(grid) & set(fixed or {}))
     if both:
         raise ConfigurationError(
@@ -539,11 +545,11 @@ def calibrate(
 
 def default_grid(policy: str) -> dict[str, list[Any]]:
     """The grid `calibrate` searches for `policy` unless told otherwise."""
-    if policy not in DEFAULT_GRIDS:
+    if policy not in CALIBRATED_POLICIES:
         raise ConfigurationError(
             f"suture calibrate tunes {' or '.join(CALIBRATED_POLICIES)}, got {policy!r} "
             "(--policy)")
-    return {name: list(values) for name, values in DEFAULT_GRIDS[policy].items()}
+    return policy_grid(policy)
 
 
 def calibration_grid(policy: str, given: Mapping[str, str | Sequence[Any] | None],
@@ -556,7 +562,7 @@ def calibration_grid(policy: str, given: Mapping[str, str | Sequence[Any] | None
     is focused, so `focused_units` (which only focused queries read) is searched only when
     given."""
     defaults = default_grid(policy)
-    fixed = fixed or {}
+    fixed = flat_parameters(policy, fixed or {})
     unknown = sorted(name for name, values in given.items()
                      if values is not None and name not in defaults)
     if unknown:
@@ -568,15 +574,17 @@ def calibration_grid(policy: str, given: Mapping[str, str | Sequence[Any] | None
         raise ConfigurationError(
             f"{', '.join(both)} is given as values to try and as --param; give it one way "
             f"(--param {both[0]}=VALUE pins it, --{both[0].replace('_', '-')} V1,V2 searches it)")
-    units_searched = focus or given.get("focused_units") is not None
-    left_out = set(fixed) | (set() if units_searched else {"focused_units"})
+    fields = {item.name: item.spec for item in policy_settings(policy).fields()}
+    # a setting only focused queries read is searched without them only when given
+    left_out = set(fixed) | {name for name in defaults if fields[name].focused_only
+                             and not focus and given.get(name) is None}
     chosen: dict[str, str | Sequence[Any]] = {}
     for name, values in defaults.items():
         if name not in left_out:
             value = given.get(name)
             chosen[name] = values if value is None else value
     numbers = parse_grid({name: values for name, values in chosen.items()
-                          if name not in TEXT_PARAMETERS})
+                          if fields[name].kind not in ("choice", "text")})
     return {name: numbers[name] if name in numbers else _words(name, chosen[name])
             for name in chosen}
 
@@ -717,12 +725,10 @@ def change_text(comparison: Mapping[str, Any]) -> str:
 
 __all__ = [
     "CALIBRATED_POLICIES",
-    "DEFAULT_GRIDS",
     "HOLDOUTS",
     "NAMED_SETTINGS",
     "RULES",
     "TARGETS",
-    "TEXT_PARAMETERS",
     "CalibrationResult",
     "DocumentSplit",
     "calibrate",

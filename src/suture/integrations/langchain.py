@@ -397,7 +397,7 @@ def attach(vectorstore: Any, *, embedder: str | TextEmbedder | None = None,
                 "pass embedder=NAME (e.g. embedder=\"minilm\" for all-MiniLM-L6-v2)")
         embedder = own.embedder
     if chroma is not None:
-        from suture.stores.attach_chroma import ChromaReader
+        from suture.stores.chroma.attach import ChromaReader
 
         where = f"LangChain Chroma store, collection {chroma.name}"
         return attached_index(ChromaReader(chroma, where, "metadata.source"), "langchain",

@@ -5,14 +5,15 @@ Adding a policy touches one new module and one line in `_REGISTRY`.
 
 from __future__ import annotations
 
-import inspect
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from suture._registry import load_class, lookup
 from suture.exceptions import ConfigurationError
 from suture.policies.base import Policy, PolicyRequest, PolicyResult
+from suture.settings import Settings, describe
 
 if TYPE_CHECKING:
     from suture.stores.base import Store
@@ -61,20 +62,43 @@ def _policy_class(name: str) -> tuple[Any, dict[str, Any]]:
     return load_class(module_name, class_name), preset
 
 
-def policy_parameters(name: str) -> dict[str, Any]:
-    """Every parameter a registered policy takes, with its default (presets applied).
+def policy_settings(name: str) -> type[Settings]:
+    """A registered policy's settings class (`Policy.settings_type`): its fields are what
+    `--param`, `suture policies`, the service and calibrate read."""
+    cls, _ = _policy_class(name)
+    settings: type[Settings] = cls.settings_type
+    return settings
 
-    Read from the policy's constructor, so the list cannot drift from the code. A
-    parameter without a default maps to `inspect.Parameter.empty`.
-    """
-    cls, preset = _policy_class(name)
-    signature = inspect.signature(cls.__init__)
-    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return {
-        p.name: preset.get(p.name, p.default)
-        for p in list(signature.parameters.values())[1:]  # after self
-        if p.kind in keyword
-    }
+
+def policy_parameters(name: str) -> dict[str, Any]:
+    """Every parameter a registered policy takes (its settings' fields, nested ones by their
+    flat names), with its default (presets applied)."""
+    _, preset = _policy_class(name)
+    return {key: preset.get(key, default)
+            for key, default in policy_settings(name).defaults().items()}
+
+
+def flat_parameters(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """`params` with each dotted name (`focused.tau`) under its flat one (`focused_tau`):
+    what reports and stored manifests hold. A name the policy lacks is kept as given (for
+    `get_policy` to refuse with the list)."""
+    settings = policy_settings(name)
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        item = settings.resolve(key)
+        out[key if item is None else item.name] = value
+    return out
+
+
+def policy_grid(name: str) -> dict[str, list[Any]]:
+    """The values `suture calibrate` searches for a policy unless told ({} when none of its
+    settings has a grid)."""
+    return policy_settings(name).grid()
+
+
+def calibrated_policies() -> tuple[str, ...]:
+    """The policies `suture calibrate` can tune: those with a grid on some setting."""
+    return tuple(name for name in policy_names() if policy_grid(name))
 
 
 def policy_needs_sentences(name: str) -> bool:
@@ -93,11 +117,7 @@ def policy_missing(name: str, store: Store) -> str | None:
 
 def describe_parameters(name: str) -> str:
     """"lam=1.0, tau=0.3, ..." for a policy: its parameters and defaults, in order."""
-    shown = [
-        key if default is inspect.Parameter.empty else f"{key}={default!r}"
-        for key, default in policy_parameters(name).items()
-    ]
-    return ", ".join(shown) or "(none)"
+    return describe(policy_parameters(name))
 
 
 def policy_summary(name: str) -> str:
@@ -113,7 +133,8 @@ def get_policy(name: str | Policy, **params: Any) -> Policy:
     if isinstance(name, Policy):
         return name
     cls, preset = _policy_class(name)
-    unknown = sorted(set(params) - set(policy_parameters(name)))
+    settings = policy_settings(name)
+    unknown = sorted(key for key in params if settings.resolve(key) is None)
     if unknown:
         raise ConfigurationError(
             f"policy {name!r} has no parameter {', '.join(map(repr, unknown))}; its "
@@ -135,11 +156,15 @@ __all__ = [
     "PolicyName",
     "PolicyRequest",
     "PolicyResult",
+    "calibrated_policies",
     "describe_parameters",
+    "flat_parameters",
     "get_policy",
+    "policy_grid",
     "policy_missing",
     "policy_names",
     "policy_needs_sentences",
     "policy_parameters",
+    "policy_settings",
     "policy_summary",
 ]

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from suture.embedders.base import Vectors
+from suture.exceptions import ConfigurationError
+from suture.settings import Settings
 from suture.stores.base import Store
 from suture.types import Focus, Hit, Selection
 
@@ -60,6 +62,19 @@ class Policy(ABC):
     #: whether it adds pieces beyond the hits that stop at other hits (window, scar): under
     #: a budget such a policy runs at k = 5, 10, 20, 50 in turn (`suture.policies.budget`)
     expands: ClassVar[bool] = False
+    #: its settings (`suture.settings`): what the registry, `suture policies`, `--param`,
+    #: the service and calibrate read; none by default
+    settings_type: ClassVar[type[Settings]] = Settings
+
+    def __init__(self, settings: Settings | None = None, /, **params: Any) -> None:
+        """Settings given whole, or built from keyword parameters (flat or dotted names),
+        each checked by its field."""
+        if settings is None:
+            settings = self.settings_type.build(self.name, params)
+        elif params:
+            raise ConfigurationError(
+                f"policy {self.name!r} takes its settings whole or as parameters, not both")
+        self.settings = settings
 
     def first_stage(self, index_retriever: str) -> str:
         """The first stage this policy runs on when neither the call nor the index's own
@@ -75,8 +90,8 @@ class Policy(ABC):
         """Choose the pieces of context for one query."""
 
     def params(self) -> dict[str, Any]:
-        """The policy's settings, for reports and run files."""
-        return {}
+        """The policy's settings that decide its output, for reports and run files."""
+        return self.settings.read()
 
     def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
                     ) -> list[tuple[Policy, int]]:

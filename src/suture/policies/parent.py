@@ -8,21 +8,28 @@ headings is one section.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from suture.numbers import whole_number
 from suture.policies.base import Policy, PolicyRequest, PolicyResult
+from suture.settings import Settings, setting
 from suture.types import Chunk, Document, Hit, Selection
+
+
+@dataclass(frozen=True, slots=True)
+class ParentSettings(Settings):
+    #: the longest section returned whole (longer ones are cut around the hit)
+    max_chars: int = setting(4000, "whole", low=1)
 
 
 class ParentPolicy(Policy):
     name = "parent"
+    settings_type = ParentSettings
+    settings: ParentSettings
 
-    def __init__(self, max_chars: int = 4000) -> None:
-        self.max_chars = whole_number("parent", "max_chars", max_chars, minimum=1, example=4000)
-
-    def params(self) -> dict[str, Any]:
-        return {"max_chars": self.max_chars}
+    def __init__(self, settings: ParentSettings | None = None, /, **params: Any) -> None:
+        super().__init__(settings, **params)
+        self.max_chars = self.settings.max_chars
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         hits = list(request.hits[: request.k])

@@ -23,13 +23,13 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.exceptions import ConfigurationError, missing_dependency
-from suture.numbers import whole_number
 from suture.policies.base import (
     Policy,
     PolicyRequest,
     PolicyResult,
     hit_selection,
 )
+from suture.settings import Settings, setting
 from suture.types import Hit
 
 ENV_VAR = "SUTURE_RERANKER"
@@ -160,33 +160,37 @@ def _load(folder: Path, backend: str, max_length: int) -> tuple[Any, Any, int]:
     return model, tokenizer, max_length
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class RerankSettings(Settings):
+    #: the cross-encoder's folder (None: the bundled one); a path, so the server's to set
+    model: str | None = setting(None, "text", optional=True, request=False,
+                                request_note="the server sets it (suture serve "
+                                             "--rerank-model DIR)")
+    candidates: int = setting(20, "whole", low=1)
+    batch_size: int = setting(16, "whole", low=1)
+    backend: str = setting("auto", "choice", choices=BACKENDS)
+    max_length: int = setting(DEFAULT_MAX_LENGTH, "whole", low=1)
+
+
 class RerankPolicy(Policy):
     """Re-order the top-`candidates` first-stage hits with a cross-encoder; keep the best k."""
 
     name = "rerank"
+    settings_type = RerankSettings
+    settings: RerankSettings
 
-    def __init__(
-        self,
-        model: str | None = None,
-        candidates: int = 20,
-        batch_size: int = 16,
-        backend: str = "auto",
-        max_length: int = DEFAULT_MAX_LENGTH,
-    ) -> None:
-        self.candidates = whole_number("rerank", "candidates", candidates, minimum=1, example=20)
-        self.batch_size = whole_number("rerank", "batch_size", batch_size, minimum=1, example=16)
-        self.max_length = whole_number("rerank", "max_length", max_length, minimum=1,
-                                       example=DEFAULT_MAX_LENGTH)
-        if backend not in BACKENDS:
-            raise ConfigurationError(
-                f"rerank backend must be one of {', '.join(BACKENDS)}, got {backend!r}"
-            )
+    def __init__(self, settings: RerankSettings | None = None, /, **params: Any) -> None:
+        super().__init__(settings, **params)
+        self.candidates = self.settings.candidates
+        self.batch_size = self.settings.batch_size
+        self.max_length = self.settings.max_length
+        backend = self.settings.backend
         self.backend: Backend = (
             "auto" if backend == "auto"
             else "transformers" if backend == "transformers"
             else "sentence-transformers"
         )
-        self.folder = resolve_model_folder(model)
+        self.folder = resolve_model_folder(self.settings.model)
         self._scorer: CrossEncoderScorer | None = None
 
     def candidate_count(self, k: int) -> int:

@@ -44,10 +44,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from suture.exceptions import ConfigurationError
-from suture.numbers import real_number, whole_number
 from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
 from suture.policies.links import ChunkLinks, parse_link_kinds
+from suture.settings import Settings, setting
 from suture.stores.table import ChunkTable
 from suture.types import Chunk, Hit, Selection
 
@@ -91,21 +90,37 @@ class _Step:
     via: str = "adjacent"
 
 
+#: what a λ, τ or r accepts, wherever a SCAR rule is set (scar, scar-sentences' walk and
+#: its focused rule): λ (the boundary-penalty weight) a finite number >= 0, τ a finite
+#: number, r a whole number >= 0
+LAM: dict[str, Any] = {"kind": "real", "low": 0.0, "example": 1.0}
+TAU: dict[str, Any] = {"kind": "real", "example": 0.3}
+RADIUS: dict[str, Any] = {"kind": "whole", "low": 0, "example": 1}
+#: first-stage hits seeded beyond the k asked for; negative seeds fewer (`seed_count`)
+EXTRA_HITS: dict[str, Any] = {"kind": "whole", "low": None, "example": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class ScarSettings(Settings):
+    """SCAR's rule over chunks; the grid is the CUAD-mini sweep's (docs/results.md#scar-paper)."""
+
+    lam: float = setting(1.0, **LAM, grid=[0.0, 0.1, 0.25, 0.5, 1.0])
+    tau: float = setting(0.3, **TAU, grid=[0.1, 0.3, 0.5, 0.7, 0.8, 0.9])
+    radius: int = setting(1, **RADIUS, grid=[1, 2])
+    penalty_against: str = setting("seed", "choice", choices=PENALTY_CHOICES)
+    links: str = setting("", "text")
+    extra_hits: int = setting(0, **EXTRA_HITS, grid=[0])
+
+
 class ScarPolicy(Policy):
     """Expand each hit with the adjacent chunks that pass the SCAR rule (SCAR eq. b, S, rule)."""
 
     name = "scar"
     expands = True
+    settings_type = ScarSettings
+    settings: ScarSettings
 
-    def __init__(
-        self,
-        lam: float = 1.0,
-        tau: float = 0.3,
-        radius: int = 1,
-        penalty_against: str = "seed",
-        links: str = "",
-        extra_hits: int = 0,
-    ) -> None:
+    def __init__(self, settings: ScarSettings | None = None, /, **params: Any) -> None:
         """λ = `lam`, τ = `tau`, r = `radius`; `links` adds logical neighbours of these
         kinds ("section,reference,term" or "all"; "" = adjacent neighbours only);
         `extra_hits` more first-stage hits than the k asked for are kept and expanded
@@ -116,17 +131,13 @@ class ScarPolicy(Policy):
         (`DEFAULT_SETTING`, docs/results.md#scar-paper); the paper's own settings are kept as
         `MAIN_SETTING` (0.5, 0.1) and `TRANSFER_SETTING` (0.1, 0.8).
         """
-        self.lam, self.tau, self.radius = rule_settings("scar", lam, tau, radius)
-        if penalty_against not in PENALTY_CHOICES:
-            raise ConfigurationError(
-                f"scar penalty_against must be one of {', '.join(PENALTY_CHOICES)}, "
-                f"got {penalty_against!r}"
-            )
+        super().__init__(settings, **params)
+        self.lam, self.tau, self.radius = self.settings.lam, self.settings.tau, self.settings.radius
         self.penalty_against: PenaltyAgainst = (
-            "seed" if penalty_against == "seed" else "previous"
+            "seed" if self.settings.penalty_against == "seed" else "previous"
         )
-        self.links = parse_link_kinds(links)
-        self.extra_hits = hit_offset(extra_hits, "scar")
+        self.links = parse_link_kinds(self.settings.links)
+        self.extra_hits = self.settings.extra_hits
 
     def candidate_count(self, k: int) -> int:
         return seed_count(k, self.extra_hits)
@@ -361,28 +372,12 @@ def _trace_row(
     }
 
 
-def rule_settings(policy: str, lam: Any, tau: Any, radius: Any,
-                  prefix: str = "") -> tuple[float, float, int]:
-    """(λ, τ, r) checked: λ (the boundary-penalty weight) a finite number >= 0, τ a finite
-    number, r a whole number >= 0 (`prefix`: the parameters' names begin with it, e.g.
-    "focused_")."""
-    return (real_number(policy, f"{prefix}lam", lam, low=0.0, example=1.0),
-            real_number(policy, f"{prefix}tau", tau, example=0.3),
-            whole_number(policy, f"{prefix}radius", radius, minimum=0, example=1))
-
-
 def _unique_hits(hits: Sequence[Hit]) -> list[Hit]:
     """The hits without repeats of a chunk (the first, best one kept)."""
     seen: dict[str, Hit] = {}
     for hit in hits:
         seen.setdefault(hit.chunk.chunk_id, hit)
     return list(seen.values())
-
-
-def hit_offset(value: Any, policy: str) -> int:
-    """`extra_hits` as an int (a CLI string such as "-2" too): first-stage hits seeded
-    beyond the k asked for; negative seeds fewer (`seed_count`)."""
-    return whole_number(policy, "extra_hits", value, minimum=None, example=2)
 
 
 def seed_count(k: int, extra_hits: int) -> int:

@@ -66,7 +66,6 @@ import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
-from suture.numbers import real_number
 from suture.policies.base import (
     Policy,
     PolicyRequest,
@@ -76,15 +75,19 @@ from suture.policies.base import (
 from suture.policies.scar import (
     ADDED,
     ALREADY_HIT,
+    EXTRA_HITS,
+    LAM,
     NOT_REACHED,
+    RADIUS,
     REJECTED,
+    TAU,
     ScarPolicy,
+    ScarSettings,
     _unique_hits,
-    hit_offset,
-    rule_settings,
     seed_count,
 )
 from suture.policies.window import WindowPolicy
+from suture.settings import Settings, nested, setting
 from suture.stores.sentences import SentenceTable
 from suture.types import Hit, Selection
 
@@ -111,18 +114,64 @@ class _Seed:
     document: str
 
 
+#: the `focused_units` under which the chunk rule is read ("sentences" never reads it)
+OVER_CHUNKS_UNITS = ("units", ["auto", "chunks"])
+
+
+@dataclass(frozen=True, slots=True)
+class WalkRule(Settings):
+    """The walk: its seeds (`extra_hits`) and SCAR's rule over sentences (named `lam`, ...
+    or `walk.lam`)."""
+
+    lam: float = setting(0.0, **LAM, grid=[0.0, 0.25])
+    tau: float = setting(0.9, **TAU, grid=[0.5, 0.6, 0.7, 0.8, 0.9])
+    radius: int = setting(12, **RADIUS, grid=[3, 6, 12])
+    extra_hits: int = setting(0, **EXTRA_HITS, grid=[-3, -2, 0, 2, 5])
+    rule: str = setting("ratio", "choice", choices=WALK_RULES,
+                        explain="'ratio' keeps a neighbour while S > τ·cos(q, seed) (SCAR's "
+                                "rule), 'spread' while S > cos(q, seed) − τ·σ of the "
+                                "document's sentence scores")
+
+
+@dataclass(frozen=True, slots=True)
+class FocusedRule(Settings):
+    """How a query searched within the document it names is assembled (`focused_units`),
+    and SCAR's rule over chunks where it is (named `focused_lam`, ... or `focused.lam`)."""
+
+    units: str = setting("auto", "choice", choices=FOCUSED_UNITS,
+                         grid=["auto", "sentences", "chunks"], focused_only=True,
+                         explain="'chunks' assembles a query searched within the document it "
+                                 "names by SCAR over chunks, 'sentences' walks it like the rest")
+    lam: float = setting(0.25, **LAM, read_when=OVER_CHUNKS_UNITS)
+    tau: float = setting(0.3, **TAU, read_when=OVER_CHUNKS_UNITS)
+    radius: int = setting(1, **RADIUS, read_when=OVER_CHUNKS_UNITS)
+    flatness: float = setting(2.2, "real", low=0.0, read_when=("units", ["auto"]))
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceScarSettings(Settings):
+    """The walk's rule, the focused-query rule and the passage option (see
+    `SentenceScarPolicy.__init__`). The grid spans clauses (τ 0.9) to passages (0.5), walks
+    of 3 to 12 sentences, and fewer or more seeds than k, the knob that sets its context
+    size most (docs/lab/2026-12-03-calibrated-scar-over-sentences.md#calibrated-sentences)."""
+
+    walk: WalkRule = nested(WalkRule, "")  # noqa: RUF009 (a field factory)
+    focused: FocusedRule = nested(FocusedRule, "focused_")  # noqa: RUF009 (a field factory)
+    passage_share: float | None = setting(None, "real", low=0.0, high=1.0,
+                                          high_included=True, optional=True, example=0.5)
+
+
 class SentenceScarPolicy(Policy):
     """Each hit's best sentence plus the adjacent sentences that pass the SCAR rule."""
 
     name = "scar-sentences"
     needs_sentences = True
     expands = True
+    settings_type = SentenceScarSettings
+    settings: SentenceScarSettings
 
-    def __init__(self, lam: float = 0.0, tau: float = 0.9, radius: int = 12,
-                 extra_hits: int = 0, rule: str = "ratio", focused_units: str = "auto",
-                 focused_lam: float = 0.25, focused_tau: float = 0.3,
-                 focused_radius: int = 1, focused_flatness: float = 2.2,
-                 passage_share: float | None = None) -> None:
+    def __init__(self, settings: SentenceScarSettings | None = None, /,
+                 **params: Any) -> None:
         """λ = `lam`, τ = `tau`; `radius` is the most sentences a walk adds on each side;
         `extra_hits` more first-stage hits than the k asked for are seeded too (as scar's:
         more seeds, each walked as strictly as τ says; negative seeds fewer, at least one).
@@ -153,34 +202,19 @@ class SentenceScarPolicy(Policy):
         plain questions, so it failed the check that would have made it the default
         (docs/results.md#budgets).
         """
-        self.lam, self.tau, self.radius = rule_settings("scar-sentences", lam, tau, radius)
-        self.extra_hits = hit_offset(extra_hits, "scar-sentences")
-        if rule not in WALK_RULES:
-            raise ConfigurationError(
-                f"scar-sentences rule must be one of {', '.join(WALK_RULES)}, got {rule!r}: "
-                "'ratio' keeps a neighbour while S > τ·cos(q, seed) (SCAR's rule), 'spread' "
-                "while S > cos(q, seed) − τ·σ of the document's sentence scores"
-            )
-        self.rule = rule
-        if focused_units not in FOCUSED_UNITS:
-            raise ConfigurationError(
-                f"scar-sentences focused_units must be one of {', '.join(FOCUSED_UNITS)}, "
-                f"got {focused_units!r}: 'chunks' assembles a query searched within the "
-                "document it names by SCAR over chunks, 'sentences' walks it like the rest"
-            )
-        self.focused_units = focused_units
-        self.focused_flatness = real_number("scar-sentences", "focused_flatness",
-                                            focused_flatness, low=0.0, example=2.2)
-        focused = rule_settings("scar-sentences", focused_lam, focused_tau, focused_radius,
-                                prefix="focused_")
-        self.focused_lam, self.focused_tau, self.focused_radius = focused
-        self._focused_chunks = ScarPolicy(*focused, extra_hits=self.extra_hits)
-        self.passage_share = None if passage_share is None else real_number(
-            "scar-sentences", "passage_share", passage_share, low=0.0, high=1.0,
-            high_included=True, example=0.5)
+        super().__init__(settings, **params)
+        walk, focused = self.settings.walk, self.settings.focused
+        self.lam, self.tau, self.radius = walk.lam, walk.tau, walk.radius
+        self.extra_hits, self.rule = walk.extra_hits, walk.rule
+        self.focused_units, self.focused_flatness = focused.units, focused.flatness
+        self.focused_lam, self.focused_tau = focused.lam, focused.tau
+        self.focused_radius = focused.radius
+        self._focused_chunks = ScarPolicy(ScarSettings(
+            lam=focused.lam, tau=focused.tau, radius=focused.radius, extra_hits=self.extra_hits))
+        self.passage_share = self.settings.passage_share
         self._window = WindowPolicy(width=1)
         self._walker = self if self.passage_share is None else SentenceScarPolicy(
-            **{**self.params(), "passage_share": None})
+            replace(self.settings, passage_share=None))
 
     def first_stage(self, index_retriever: str) -> str:
         """On an index searched by chunk vectors alone (`dense`), also search the sentence
@@ -197,21 +231,6 @@ class SentenceScarPolicy(Policy):
         decision looks at that many whatever k is)."""
         seeds = seed_count(k, self.extra_hits)
         return seeds if self.passage_share is None else max(seeds, PASSAGE_HITS)
-
-    def params(self) -> dict[str, Any]:
-        """The settings that decide what it returns: the chunk rule's (`focused_lam`, ...)
-        only when `focused_units` is "chunks" or "auto", and `focused_flatness` only with
-        "auto", since otherwise nothing reads them."""
-        settings: dict[str, Any] = {"lam": self.lam, "tau": self.tau, "radius": self.radius,
-                                    "extra_hits": self.extra_hits, "rule": self.rule,
-                                    "focused_units": self.focused_units}
-        if self.focused_units != "sentences":
-            settings.update(focused_lam=self.focused_lam, focused_tau=self.focused_tau,
-                            focused_radius=self.focused_radius)
-        if self.focused_units == "auto":
-            settings["focused_flatness"] = self.focused_flatness
-        settings["passage_share"] = self.passage_share
-        return settings
 
     def passage(self, request: PolicyRequest) -> float | None:
         """The share of the first `PASSAGE_HITS` hits in their most common document when it

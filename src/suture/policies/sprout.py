@@ -29,6 +29,7 @@ Trees are built at index time by `suture.sprout.build_sprout_trees`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,12 +37,12 @@ import numpy.typing as npt
 
 from suture.exceptions import ConfigurationError
 from suture.focus import focused_vector
-from suture.numbers import real_number, whole_number
 from suture.policies.base import (
     Policy,
     PolicyRequest,
     PolicyResult,
 )
+from suture.settings import Settings, setting
 from suture.sprout.forest import Forest, load_forest, no_trees
 from suture.sprout.search import (
     SearchResult,
@@ -96,44 +97,36 @@ def node_selections(tree: SproutTree, node: int, score: float, text: str) -> lis
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class SproutSettings(Settings):
+    beam_width: int = setting(4, "whole", low=1)
+    threshold: float = setting(0.0, "real", low=-1.0, high=1.0, example=0)
+    documents: int = setting(3, "whole", low=1)
+    leaves_only: bool = setting(False, "flag")
+    max_node_chars: int | None = setting(DEFAULT_MAX_NODE_CHARS, "whole", low=1, optional=True)
+    document_source: str = setting("leaves", "choice", choices=DOCUMENT_SOURCES)
+    search: str = setting("beam", "choice", choices=SEARCHES)
+    focus_query: str = setting("question", "choice", choices=FOCUS_QUERIES)
+
+
 class SproutPolicy(Policy):
     """Hierarchical beam search over SproutRAG trees (see module docstring)."""
 
     name = "sprout"
+    settings_type = SproutSettings
+    settings: SproutSettings
 
-    def __init__(
-        self,
-        beam_width: int = 4,
-        threshold: float = 0.0,
-        documents: int = 3,
-        leaves_only: bool = False,
-        max_node_chars: int | None = DEFAULT_MAX_NODE_CHARS,
-        document_source: str = "leaves",
-        search: str = "beam",
-        focus_query: str = "question",
-    ) -> None:
-        beam_width = whole_number("sprout", "beam_width", beam_width, minimum=1, example=4)
-        documents = whole_number("sprout", "documents", documents, minimum=1, example=3)
-        threshold = real_number("sprout", "threshold", threshold, low=-1.0, high=1.0, example=0)
-        if max_node_chars is not None:
-            max_node_chars = whole_number("sprout", "max_node_chars", max_node_chars, minimum=1,
-                                          example=DEFAULT_MAX_NODE_CHARS)
-        if document_source not in DOCUMENT_SOURCES:
-            raise ConfigurationError(
-                f"document_source must be one of {DOCUMENT_SOURCES}, got {document_source!r}")
-        if search not in SEARCHES:
-            raise ConfigurationError(f"search must be one of {SEARCHES}, got {search!r}")
-        if focus_query not in FOCUS_QUERIES:
-            raise ConfigurationError(
-                f"focus_query must be one of {FOCUS_QUERIES}, got {focus_query!r}")
-        self.focus_query = focus_query
-        self.search = search
-        self.beam_width = beam_width
-        self.threshold = threshold
-        self.documents = documents
-        self.leaves_only = leaves_only
-        self.max_node_chars = max_node_chars
-        self.document_source = document_source
+    def __init__(self, settings: SproutSettings | None = None, /, **params: Any) -> None:
+        super().__init__(settings, **params)
+        given = self.settings
+        self.focus_query = given.focus_query
+        self.search = given.search
+        self.beam_width = given.beam_width
+        self.threshold = given.threshold
+        self.documents = given.documents
+        self.leaves_only = given.leaves_only
+        self.max_node_chars = given.max_node_chars
+        self.document_source = given.document_source
         self._query_embedder: Any = None
 
     def candidate_count(self, k: int) -> int:
@@ -144,13 +137,6 @@ class SproutPolicy(Policy):
         if self.document_source == "hits" and self.search != "anchored":
             return max(k, HITS_PER_DOCUMENT * self.documents)
         return k
-
-    def params(self) -> dict[str, Any]:
-        return {"beam_width": self.beam_width, "threshold": self.threshold,
-                "documents": self.documents, "leaves_only": self.leaves_only,
-                "max_node_chars": self.max_node_chars,
-                "document_source": self.document_source, "search": self.search,
-                "focus_query": self.focus_query}
 
     def _query_vector(self, request: PolicyRequest, forest: Forest, focus: Focus | None
                       ) -> npt.NDArray[np.float32]:

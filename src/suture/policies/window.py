@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from suture.numbers import whole_number
 from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
+from suture.settings import Settings, setting
 from suture.types import Selection
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSettings(Settings):
+    #: the neighbouring chunks added on each side of a hit
+    width: int = setting(1, "whole", low=0)
 
 
 class WindowPolicy(Policy):
     name = "window"
     expands = True
+    settings_type = WindowSettings
+    settings: WindowSettings
 
-    def __init__(self, width: int = 1) -> None:
-        self.width = whole_number("window", "width", width, minimum=0, example=1)
-
-    def params(self) -> dict[str, Any]:
-        return {"width": self.width}
+    def __init__(self, settings: WindowSettings | None = None, /, **params: Any) -> None:
+        super().__init__(settings, **params)
+        self.width = self.settings.width
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         hits = list(request.hits[: request.k])

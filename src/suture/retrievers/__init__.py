@@ -59,6 +59,14 @@ def check_retriever_options(name: str, options: Mapping[str, Any]) -> None:
     cls.check_options(options)
 
 
+def retriever_request_options(name: str) -> tuple[str, ...]:
+    """The options of retriever `name` a request to the service may set
+    (`Retriever.request_options`)."""
+    cls = load_class(*_REGISTRY[lookup("retriever", RetrieverName, name)][:2])
+    options: tuple[str, ...] = cls.request_options
+    return options
+
+
 def get_retriever(name: str, store: Store, *, embedder: Callable[[], Embedder] | None = None,
                   **options: Any) -> Retriever:
     """Instantiate a retriever over `store` by registry name with its options.
@@ -90,4 +98,5 @@ __all__ = [
     "check_retriever_options",
     "get_retriever",
     "retriever_names",
+    "retriever_request_options",
 ]

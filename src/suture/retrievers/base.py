@@ -24,6 +24,10 @@ class Retriever(ABC):
     #: whether it searches sentence vectors (`Index.retrieve` makes sure every document
     #: has them before a query's read snapshot, which refuses the writes)
     reads_sentences: bool = False
+    #: the options a request to the service may set (`retriever_options`): those that
+    #: change how hits are scored and build nothing new (BM25's k1, b, ... would make and
+    #: save another index of the corpus per request; they are the index's to set)
+    request_options: tuple[str, ...] = ()
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -62,6 +66,15 @@ class Retriever(ABC):
     def bm25(self) -> LexicalRetriever | None:
         """The BM25 retriever this one ranks with, if any."""
         return None
+
+    def before_reading(self) -> None:
+        """Bring what this first stage reads up to date before a query's read snapshot
+        (`Store.reading`), which refuses writes: its BM25 engine's share of documents
+        other writers stored meanwhile (`LexicalEngine.prepare`; PostgreSQL writes their
+        postings)."""
+        own = self.bm25()
+        if own is not None:
+            own.prepare()
 
     def share_from(self, held: Retriever) -> None:
         """Read through what `held`, another first stage of the same index, already holds

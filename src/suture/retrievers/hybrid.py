@@ -64,6 +64,7 @@ class HybridRetriever(Retriever):
     """Dense + lexical candidates fused into one ranking."""
 
     name = "hybrid"
+    request_options = ("fusion", "alpha", "rrf_k")
 
     def __init__(
         self,

@@ -56,9 +56,10 @@ from typing import Any
 
 import numpy as np
 
-from suture.chunking.sentence_layout import sentence_layout
+from suture.chunking.sentence_layout import SentenceLayout, sentence_layout
 from suture.embedders.base import Embedder, Vectors
 from suture.exceptions import ConfigurationError
+from suture.indexing import SentenceEmbedding, embed_pooled, pooled_chunks
 from suture.progress import ProgressFactory, progress_bar
 from suture.retrievers.base import Retriever
 from suture.retrievers.fusion import (
@@ -141,6 +142,7 @@ class SentenceRetriever(Retriever):
     name = "dense-sentences"
     needs_embedder = True
     reads_sentences = True
+    request_options = ("fusion", "scoped_fusion", "lexical_weight")
 
     def __init__(self, store: Store, *, embedder: Callable[[], Embedder] | None = None,
                  persist: bool = True, fusion: str = Fusion.MAX.value,
@@ -196,7 +198,10 @@ class SentenceRetriever(Retriever):
 
     def _embed_document(self, summary: DocumentSummary) -> Iterator[DocumentSentences]:
         """A stored document's sentences, embedded a step at a time (`document_sentences`)."""
-        return document_sentences(self.store, summary, self._embedder_now().embed_documents)
+        embedder = self._embedder_now()
+        pooled = self.store.manifest.sentence_embedding == SentenceEmbedding.POOLED
+        return document_sentences(self.store, summary, embedder.embed_documents,
+                                  pooled=embedder if pooled else None)
 
     def ensure_sentences(self, show_progress: bool | ProgressFactory = False) -> None:
         """Embed and store the sentences of every stored document that has none (checked
@@ -364,11 +369,14 @@ class _BestSentences:
 
 
 def document_sentences(store: Store, summary: DocumentSummary,
-                       embed: Callable[[Sequence[str]], Vectors]) -> Iterator[DocumentSentences]:
+                       embed: Callable[[Sequence[str]], Vectors], *,
+                       pooled: Embedder | None = None) -> Iterator[DocumentSentences]:
     """The sentences of a stored document (`suture.chunking.sentence_layout`), embedded
     `EMBED_STEP` at a time, as parts for `Store.write_sentences`: the chunks are read
     `WINDOW_CHUNKS` at a time, so memory holds the text and one window, never every
-    sentence of a large document."""
+    sentence of a large document. With `pooled`, an index whose sentence vectors are
+    pooled from their chunks' passes (`suture.indexing.SentenceEmbedding`): the chunks
+    are encoded again with it, `EMBED_STEP` chunks at a time."""
     document = store.document(summary.doc_id)
     text = str(document.text)
     windows = [(low, min(low + WINDOW_CHUNKS, summary.chunks) - 1)
@@ -387,12 +395,35 @@ def document_sentences(store: Store, summary: DocumentSummary,
         if not len(rows):
             continue
         chunks, _ = store.neighbours([(summary.doc_id, low, high)])
+        if pooled is not None:
+            yield from _pooled_sentences(pooled, chunks, layout, rows, text, document.title,
+                                         contextual)
+            continue
         for first in range(rows.start, rows.stop, EMBED_STEP):
             step = range(first, min(first + EMBED_STEP, rows.stop))
             vectors = embed(list(layout.texts(step, text, chunks, document.title, contextual)))
             part = slice(step.start, step.stop)
             yield DocumentSentences(layout.positions[part], layout.starts[part],
                                     layout.ends[part], np.asarray(vectors, dtype=np.float32))
+
+
+def _pooled_sentences(embedder: Embedder, chunks: Sequence[Chunk], layout: SentenceLayout,
+                      rows: range, text: str, title: str, contextual: bool
+                      ) -> Iterator[DocumentSentences]:
+    """The sentences of `rows` (those of `chunks`) pooled from their chunks' passes."""
+    units = pooled_chunks(chunks, layout, rows, text, title, contextual)
+    done = rows.start
+    for first in range(0, len(units), EMBED_STEP):
+        step = units[first:first + EMBED_STEP]
+        count = sum(len(u.sentences) for u in step)
+        if not count:
+            continue
+        vectors = embed_pooled(embedder, step)
+        part = slice(done, done + count)
+        yield DocumentSentences(layout.positions[part], layout.starts[part], layout.ends[part],
+                                np.stack([vectors[s.key] for u in step for s in u.sentences]
+                                         ).astype(np.float32, copy=False))
+        done += count
 
 
 def _unseen_bound(fusion: Fusion, chunk_last: float, sentence_last: float) -> float:

@@ -47,8 +47,15 @@ from suture.documents import SUPPORTED_SUFFIXES, doc_id_problem, document_from_r
 from suture.exceptions import ConfigurationError, DocumentError, SutureError
 from suture.explain import HEADERS, QUIET_DECISIONS
 from suture.filters import Filter
-from suture.policies import COMPARED_POLICIES, DEFAULT_POLICY, PolicyName, policy_names
-from suture.retrievers import RetrieverName
+from suture.policies import (
+    COMPARED_POLICIES,
+    DEFAULT_POLICY,
+    PolicyName,
+    policy_names,
+    policy_settings,
+)
+from suture.policies.budget import DEFAULT_BUDGET
+from suture.retrievers import RetrieverName, retriever_request_options
 from suture.server import reports
 from suture.server.auth import Scope
 from suture.server.limits import MAX_JSON_DEPTH, BodyLimit, JsonDepthLimit, JsonRefused, read_json
@@ -70,12 +77,11 @@ from suture.server.settings import ServerSettings
 
 log = logging.getLogger("suture.server")
 STATIC = Path(__file__).parent / "static"
-#: the retriever options a request may set (`retriever_options`): those that change how
-#: hits are scored and build nothing new (BM25 is the index's one engine per setting)
+#: the retriever options a request may set (`retriever_options`), as each retriever
+#: declares them (`Retriever.request_options`)
 REQUEST_RETRIEVER_OPTIONS: dict[RetrieverName, tuple[str, ...]] = {
-    RetrieverName.DENSE_SENTENCES: ("fusion", "scoped_fusion", "lexical_weight"),
-    RetrieverName.HYBRID: ("fusion", "alpha", "rrf_k"),
-    RetrieverName.DOCUMENT_HYBRID: ("fusion", "alpha", "rrf_k"),
+    name: options for name in RetrieverName
+    if (options := retriever_request_options(name.value))
 }
 
 
@@ -145,7 +151,11 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             "retrievers": [r.value for r in RetrieverName],
             "request_retriever_options": {
                 name.value: list(options) for name, options in REQUEST_RETRIEVER_OPTIONS.items()},
+            "request_policy_parameters": {
+                name: [item.name for item in policy_settings(name).fields() if item.spec.request]
+                for name in policy_names()},
             "default_policy": DEFAULT_POLICY.value,
+            "default_budget": DEFAULT_BUDGET,
             "compared_policies": list(COMPARED_POLICIES),
             "policy_status": await service.read(lambda: _policy_status(service)),
             "trace_headers": HEADERS,
@@ -424,14 +434,16 @@ def _retriever_options(retriever: str | None, options: dict[str, Any]
 
 def _policy_params(policy: str, params: dict[str, Any], settings: ServerSettings
                    ) -> dict[str, Any]:
-    """The request's policy parameters; a path (rerank's model) is the server's to choose."""
-    if policy != "rerank":
-        return params
-    if "model" in params:
-        raise ApiError(400, "invalid_request",
-                       "a request cannot name the rerank model folder; the server sets it "
-                       "(suture serve --rerank-model DIR)")
-    if settings.rerank_model is not None:
+    """The request's policy parameters, less those its settings keep from requests (a path,
+    such as rerank's model, is the server's to choose: `suture serve --rerank-model`)."""
+    kept = policy_settings(policy)
+    for name in params:
+        item = kept.resolve(name)
+        if item is not None and not item.spec.request:
+            raise ApiError(400, "invalid_request",
+                           f"a request cannot set {policy}'s {item.name}; "
+                           f"{item.spec.request_note}")
+    if policy == PolicyName.RERANK and settings.rerank_model is not None:
         return {**params, "model": str(settings.rerank_model)}
     return params
 

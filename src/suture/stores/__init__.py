@@ -2,59 +2,34 @@
 
 `--store` (CLI) / `store=` (Python) picks the backend; `--index` names the index in it:
 
-* omitted or ``sqlite``: the embedded default, an index folder (`stores/sqlite.py`);
+* omitted or ``sqlite``: the embedded default, an index folder (`stores/sqlite/store.py`);
 * ``postgresql://user@host/db``: PostgreSQL + pgvector, tables prefixed by the index name
-  (`stores/postgres.py`, extra ``suture[postgres]``);
+  (`stores/postgres/store.py`, extra ``suture[postgres]``);
 * ``qdrant://host:6333`` (a server) or ``qdrant:PATH`` (qdrant-client's local mode, an
   in-process emulation kept in a folder): one collection per index
-  (`stores/qdrant.py`, extra ``suture[qdrant]``).
+  (`stores/qdrant/store.py`, extra ``suture[qdrant]``).
 
 Either URL with ``?attach=langchain|llamaindex&embedder=NAME`` opens, read-only, a
 collection or table LangChain or LlamaIndex wrote in its default layout (attach mode,
 `stores/attach.py`); so does ``chroma:PATH?attach=langchain&embedder=NAME`` for a Chroma
 persistent folder (attach mode only, extra ``suture[chroma]``).
 
-Adding a backend is one module and one line in `_REGISTRY`.
+Adding a backend is one folder (`stores/<name>/`, its store a `Store` subclass) and one
+line in `_REGISTRY` (docs/architecture.md, "Adding a backend").
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-from urllib.parse import urlsplit
-
-from suture._registry import load_class, lookup
+from suture._registry import load_class
 from suture.exceptions import ConfigurationError
 from suture.stores.base import DerivedData, DocumentSummary, Manifest, ScoredChunk, Store
-
-
-class StoreName(StrEnum):
-    SQLITE = "sqlite"
-    POSTGRESQL = "postgresql"
-    QDRANT = "qdrant"
-    #: read in attach mode only (`stores/attach_chroma.py`): no suture index of its own
-    CHROMA = "chroma"
-
+from suture.stores.names import StoreName, store_backend
 
 _REGISTRY: dict[StoreName, tuple[str, str]] = {
-    StoreName.SQLITE: ("suture.stores.sqlite", "SQLiteStore"),
-    StoreName.POSTGRESQL: ("suture.stores.postgres", "PostgresStore"),
-    StoreName.QDRANT: ("suture.stores.qdrant", "QdrantStore"),
+    StoreName.SQLITE: ("suture.stores.sqlite.store", "SQLiteStore"),
+    StoreName.POSTGRESQL: ("suture.stores.postgres.store", "PostgresStore"),
+    StoreName.QDRANT: ("suture.stores.qdrant.store", "QdrantStore"),
 }
-
-#: URL schemes that name a backend (besides the backend names themselves)
-_SCHEMES = {"postgres": StoreName.POSTGRESQL, "postgresql": StoreName.POSTGRESQL,
-            "qdrant": StoreName.QDRANT, "sqlite": StoreName.SQLITE,
-            "chroma": StoreName.CHROMA}
-
-
-def store_backend(store: str | None) -> tuple[StoreName, str | None]:
-    """The backend a `--store` argument names, and the URL to hand it (None: no URL)."""
-    if store is None or store == "":
-        return StoreName.SQLITE, None
-    scheme = urlsplit(store).scheme.lower() if ":" in store else ""
-    if scheme in _SCHEMES and store.lower() != scheme:
-        return _SCHEMES[scheme], store
-    return lookup("store", StoreName, store.lower()), None
 
 
 def store_class(store: str | None) -> type[Store]:

@@ -14,6 +14,7 @@ removing and adding only the chunks that changed since.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +27,7 @@ import numpy.typing as npt
 
 from suture.embedders.base import Vectors
 from suture.exceptions import missing_dependency
-from suture.stores.base import DerivedData
+from suture.stores.blobs import DerivedData
 
 #: below this many chunks exact search is fast enough (about 8 ms at 100k) and used
 ANN_MIN_CHUNKS = 200_000
@@ -247,3 +248,68 @@ class KeyRows:
 __all__: Sequence[str] = [
     "ANN_MIN_CHUNKS", "KeyRows", "VectorGraph", "ann_available", "candidate_count",
 ]
+
+
+def uses_graph(search_mode: str, count: int) -> bool:
+    """Whether a search of `count` rows reads a graph: always with ``search=ann``, never
+    with ``exact``, and with ``auto`` from `ANN_MIN_CHUNKS` rows where usearch is there."""
+    if search_mode == "exact":
+        return False
+    if search_mode == "ann":
+        return True  # a missing usearch is then an error naming the extra
+    return count >= ANN_MIN_CHUNKS and ann_available()
+
+
+class GraphKeeper:
+    """One store's graph over rows that change with a generation (SQLite's chunks, its
+    sentences), with the map from the graph's keys to the rows: brought up to date, and
+    saved under `prefix`, when a search of a newer generation asks for it."""
+
+    def __init__(self, derived: DerivedData, prefix: str, lock: threading.RLock) -> None:
+        self.derived = derived
+        self.prefix = prefix
+        self.lock = lock
+        self.graph: VectorGraph | None = None
+        self._rows: tuple[int, KeyRows] | None = None
+
+    def key_rows(self, generation: int, keys: npt.NDArray[np.int64]) -> KeyRows:
+        """The rows of the keys of `generation` (kept for the latest generation)."""
+        cached = self._rows
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        rows = KeyRows(keys)
+        self._rows = (generation, rows)
+        return rows
+
+    def current(self, generation: int, keys: npt.NDArray[np.int64], matrix: Vectors, *,
+                save: bool, show_progress: bool = False) -> VectorGraph:
+        """The graph of `generation` (row i of `matrix` is key i), brought up to date."""
+        graph = self.graph
+        if graph is not None and graph.generation == generation:
+            return graph
+        with self.lock:
+            graph = self.graph
+            if graph is None or graph.generation != generation:
+                graph = self.graph = current_graph(
+                    graph, self.derived, self.prefix, keys, matrix, generation,
+                    self.key_rows(generation, keys), save=save, show_progress=show_progress)
+            return graph
+
+
+def current_graph(held: VectorGraph | None, derived: DerivedData, prefix: str,
+                  keys: npt.NDArray[np.int64], matrix: Vectors, generation: int,
+                  rows: KeyRows, *, save: bool, show_progress: bool = False) -> VectorGraph:
+    """The graph of `generation` over `keys` (row i of `matrix` is key i): `held`, or the
+    one saved under `prefix`, brought up to date by adding and removing keys, or one built
+    anew; saved again when `save` (a folder that refuses it keeps it in memory)."""
+    graph = held if held is not None else VectorGraph.load(derived, prefix)
+    if graph is None:
+        graph = VectorGraph.build(matrix.shape[1], keys.astype(np.uint64), matrix, generation,
+                                  show_progress=show_progress)
+    elif graph.generation != generation:
+        graph.updated(np.sort(keys.astype(np.uint64)), lambda fresh: matrix[rows.rows(fresh)],
+                      generation, show_progress=show_progress)
+    if save:
+        with contextlib.suppress(OSError):
+            graph.save(derived, prefix)
+    return graph

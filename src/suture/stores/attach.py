@@ -8,7 +8,7 @@ opens LangChain's ``PGVector`` collection NAME (tables ``langchain_pg_collection
 ``langchain_pg_embedding``) or LlamaIndex's ``PGVectorStore`` table NAME (``data_NAME``);
 ``--store 'chroma:PATH?attach=langchain&embedder=minilm' --index NAME`` opens the
 collection NAME of a Chroma persistent folder as LangChain's ``Chroma``, LlamaIndex's
-``ChromaVectorStore`` or a plain chromadb user wrote it (`suture.stores.attach_chroma`).
+``ChromaVectorStore`` or a plain chromadb user wrote it (`suture.stores.chroma.attach`).
 
 URL options (the rest of the URL goes to the backend as usual):
 
@@ -73,7 +73,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import numpy as np
 
-from suture._registry import lookup
+from suture._registry import load_class, lookup
 from suture._version import __version__
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError, IndexError_
@@ -83,6 +83,7 @@ from suture.stores.base import (
     PositionRange,
     ScoredChunk,
 )
+from suture.stores.names import StoreName, store_backend
 from suture.stores.readonly import ReadOnlyStore
 from suture.types import Chunk, Document
 
@@ -227,6 +228,15 @@ class Record:
     payload: Mapping[str, Any]
 
 
+#: attach mode's reader of each backend, by module: its `open_reader(options, collection)`
+#: (a module beside its backend, imported only when asked for)
+READERS: dict[StoreName, str] = {
+    StoreName.QDRANT: "suture.stores.qdrant.attach",
+    StoreName.POSTGRESQL: "suture.stores.postgres.attach",
+    StoreName.CHROMA: "suture.stores.chroma.attach",
+}
+
+
 class AttachedReader(ABC):
     """The backend half of attach mode: the few reads `AttachedStore` needs, each one request."""
 
@@ -302,31 +312,16 @@ class AttachedStore(ReadOnlyStore):
     # -- opening -------------------------------------------------------------------------
     @classmethod
     def open_index(cls, index: str, url: str | None) -> AttachedStore:
-        from suture.stores import StoreName, store_backend
-
         backend, _ = store_backend(url)
         assert url is not None  # attach mode is only reached through a URL
-        if backend is StoreName.QDRANT:
-            from suture.stores.attach_qdrant import QdrantReader
-
-            options = parse_attach(url, "qdrant")
-            reader: AttachedReader = QdrantReader(options, index)
-        elif backend is StoreName.POSTGRESQL:
-            from suture.stores.attach_postgres import PostgresReader
-
-            options = parse_attach(url, "postgresql")
-            reader = PostgresReader(options, index)
-        elif backend is StoreName.CHROMA:
-            from suture.stores.attach_chroma import ChromaReader
-
-            options = parse_attach(url, "chroma")
-            reader = ChromaReader.open(options, index)
-        else:
+        if backend not in READERS:
             raise ConfigurationError(
                 f"attach mode reads Qdrant and Chroma collections and pgvector tables; --store "
                 f"{url} names none (use qdrant://HOST:6333?attach=..., chroma:PATH?attach=... "
                 "or postgresql://...?attach=...)"
             )
+        options = parse_attach(url, backend.value)
+        reader: AttachedReader = load_class(READERS[backend], "open_reader")(options, index)
         return cls(reader, options, index, url)
 
     @property

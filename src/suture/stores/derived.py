@@ -1,4 +1,5 @@
-"""`FolderData`: derived data kept as files under a folder (the SQLite backend's choice).
+"""`FolderData`: derived data kept as files under a folder (the SQLite backend's choice),
+and arrays saved as one derived file with the generation they were read at.
 
 Key "sprout/trees/ab12.npz" is the file `<folder>/sprout/trees/ab12.npz`; writes go
 through `suture.files.write_bytes_atomic`. Keys are checked so that none can name a
@@ -8,12 +9,16 @@ file outside the folder.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable
+import zipfile
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from suture.files import write_atomic, write_bytes_atomic
-from suture.stores.base import DerivedData
+from suture.stores.blobs import DerivedData
 
 T = TypeVar("T")
 
@@ -90,3 +95,43 @@ class FolderData(DerivedData):
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         root = self._path(directory) if directory else self.folder
         return root if root.is_dir() else None
+
+
+#: what reading a damaged derived file raises (it is then rebuilt from the store)
+DAMAGED = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+
+
+def save_arrays(derived: DerivedData, key: str, generation: int, layout: int,
+                arrays: Mapping[str, Any]) -> bool:
+    """Save `arrays` with the store generation they were read at and their layout as one
+    .npz blob, straight to the file (no copy in memory); False where the store refuses
+    (a read-only folder): the arrays are an optimisation, the index works without them."""
+    def save(path: Path) -> None:
+        with open(path, "wb") as handle:
+            np.savez(handle, generation=np.int64(generation), layout=np.int64(layout),
+                     **arrays)
+
+    try:
+        derived.write_file(key, save)
+    except OSError:
+        return False
+    return True
+
+
+def load_arrays(derived: DerivedData, key: str, generation: int, layout: int,
+                names: Sequence[str] | None = None, unmarked_layout: int | None = None
+                ) -> dict[str, npt.NDArray[Any]] | None:
+    """The arrays `save_arrays` saved under `key` (those in `names`, or all), read an
+    array at a time; None when absent, damaged, or of another generation or layout (a
+    file saved without one counts as `unmarked_layout`; None: it does not match)."""
+    def arrays_of(path: Path) -> dict[str, npt.NDArray[Any]] | None:
+        with np.load(path, allow_pickle=False) as arrays:
+            saved = (int(arrays["layout"]) if "layout" in arrays.files else unmarked_layout)
+            if int(arrays["generation"]) != generation or saved != layout:
+                return None
+            return {name: arrays[name] for name in (arrays.files if names is None else names)}
+
+    try:
+        return derived.read_file(key, arrays_of)
+    except DAMAGED:
+        return None

@@ -158,3 +158,13 @@ class LexicalEngine(ABC):
         BM25 top `depth`, when the backend computes that fusion itself (Qdrant's prefetch
         + RRF); None, the default, lets the hybrid retriever fuse."""
         return None
+
+
+class LexicalPostings(ABC):  # noqa: B024 - one optional member, with its default
+    """The lexical part of the store contract: BM25 scored inside the backend."""
+
+    def lexical_engine(self, settings: LexicalSettings) -> LexicalEngine | None:
+        """A BM25 engine that runs inside the backend (over postings it keeps with each
+        document, as PostgreSQL and Qdrant do), or None to use suture's own in-memory
+        index (kept in `derived`)."""
+        return None

@@ -1,10 +1,12 @@
 """Sentence vectors as store data: the values of the `Store` sentence contract and its
 default implementation over derived-data blobs.
 
-`dense-sentences` and `scar-sentences` reach sentence vectors only through four `Store`
-methods (`search_sentences`, `sentences_of`, `sentences_missing`, `write_sentences`):
-the best sentences for a query, and the sentences of given chunks or documents, never
-the whole matrix. This module's `BlobSentences` is what a backend gets when it does not
+`dense-sentences` and `scar-sentences` reach sentence vectors only through the `Store`
+sentence members (`SentenceVectors`: `search_sentences`, `sentences_of`,
+`sentences_around`, `sentence_statistics`, `sentences_missing`, `write_sentences`): the
+best sentences for a query, the sentences of given chunks or windows around them, and
+per-document sums of cos(q, s), never the whole matrix. This module's `BlobSentences` is
+what a backend gets when it does not
 answer them itself: one blob per document content hash under
 `sentences/<settings key>/` in the store's derived data, and one in-memory matrix per
 store generation that a query is scanned against. A blob that cannot be written (a
@@ -19,7 +21,8 @@ import json
 import logging
 import threading
 import zipfile
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -30,7 +33,8 @@ import numpy.typing as npt
 from suture.embedders.base import Vectors
 
 if TYPE_CHECKING:
-    from suture.stores.base import DocumentSummary, Manifest, Store
+    from suture.stores.blobs import DerivedData
+    from suture.stores.values import DocumentSummary, Manifest
 
 log = logging.getLogger("suture.stores.sentences")
 
@@ -59,6 +63,29 @@ class SentenceSource(Protocol):
                             ) -> dict[str, SentenceStatistics]:
         """cos(q, s) over each document's sentences, summed up, per document id."""
         ...
+
+
+class SentenceHost(Protocol):
+    """What the default sentence store and the import of older blobs read of a `Store`."""
+
+    @property
+    def manifest(self) -> Manifest: ...
+
+    @property
+    def derived(self) -> DerivedData: ...
+
+    @property
+    def location(self) -> str: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    def documents_summary(self) -> list[DocumentSummary]: ...
+
+    def document_hashes(self) -> dict[str, str]: ...
+
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None: ...
 
 
 def sentence_settings_key(manifest: Manifest) -> str:
@@ -191,6 +218,26 @@ def sentences_near(documents: Mapping[str, DocumentSentences],
     return found
 
 
+class FromWholeDocuments(ABC):
+    """`around` and `statistics` of a sentence backend, computed from whole documents
+    (`of`): for a backend with no cheaper way (the blobs, Qdrant)."""
+
+    @abstractmethod
+    def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
+           ) -> dict[str, DocumentSentences]: ...
+
+    def around(self, chunk_ids: Collection[str], radius: int
+               ) -> dict[str, DocumentSentences]:
+        wanted = chunk_positions(chunk_ids)
+        return sentences_near(self.of(None, list(wanted)), wanted, radius)
+
+    def statistics(self, query: Vectors, doc_ids: Collection[str]
+                   ) -> dict[str, SentenceStatistics]:
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
+        return {doc_id: SentenceStatistics.of(sentences.vectors @ vector)
+                for doc_id, sentences in self.of(None, list(doc_ids)).items()}
+
+
 def joined(parts: Iterable[DocumentSentences], dimension: int) -> DocumentSentences:
     """Parts of one document's sentences as one."""
     held = list(parts)
@@ -206,6 +253,45 @@ def joined(parts: Iterable[DocumentSentences], dimension: int) -> DocumentSenten
 
 def _joined(arrays: Sequence[Ints]) -> Ints:
     return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
+
+
+def wanted_positions(chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
+                     ) -> dict[str, set[int] | None]:
+    """What `Store.sentences_of` asks for, per document: the chunk positions, or None for
+    the whole document."""
+    wanted: dict[str, set[int] | None] = {d: None for d in doc_ids or ()}
+    for chunk_id in chunk_ids or ():
+        doc_id, _, position = chunk_id.rpartition("#")
+        positions = wanted.setdefault(doc_id, set())
+        if positions is not None:
+            positions.add(int(position))
+    return wanted
+
+
+def rows_within(document_rows: Mapping[str, range], matrix: Vectors,
+                vector: npt.NDArray[np.float32], doc_ids: Collection[str]
+                ) -> tuple[Ints, npt.NDArray[np.float32]]:
+    """The rows of the sentences of `doc_ids` (each document's rows consecutive, in
+    `document_rows`) and their scores against `vector`."""
+    spans = [document_rows[d] for d in sorted(set(doc_ids)) if d in document_rows]
+    if not spans:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    return (np.concatenate([np.arange(r.start, r.stop) for r in spans]),
+            np.concatenate([matrix[r.start:r.stop] @ vector for r in spans]))
+
+
+def best_hits(rows: Ints, scores: npt.NDArray[np.float32], k: int,
+              hit: Callable[[int, float], SentenceHit]) -> list[SentenceHit]:
+    """The best k of `rows` by `scores` as hits (`hit(row, score)`), exact: every row tied
+    with the k-th is kept for the tie-break of every backend (document id, position,
+    offset)."""
+    if k < len(rows):
+        kth = np.partition(-scores, k - 1)[k - 1]
+        chosen = np.flatnonzero(-scores <= kth)
+        rows, scores = rows[chosen], scores[chosen]
+    hits = [hit(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
+    hits.sort(key=lambda h: (-h.score, h.doc_id, h.position, h.start))
+    return hits[:k]
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,31 +384,17 @@ class SentenceTable:
         id, position, then offset, as on every backend."""
         vector = np.asarray(query, dtype=np.float32).reshape(-1)
         if doc_ids is None:
-            rows = np.arange(len(self.matrix))
-            scores = self.matrix @ vector
+            rows, scores = np.arange(len(self.matrix)), self.matrix @ vector
         else:
-            spans = [self.document_rows[d] for d in sorted(set(doc_ids))
-                     if d in self.document_rows]
-            rows = (np.concatenate([np.arange(r.start, r.stop) for r in spans])
-                    if spans else np.zeros(0, np.int64))
-            scores = (np.concatenate([self.matrix[r.start:r.stop] @ vector for r in spans])
-                      if spans else np.zeros(0, np.float32))
-        if k < len(rows):
-            # keep every row tied with the k-th so the tie-break below is exact
-            kth = np.partition(-scores, k - 1)[k - 1]
-            chosen = np.flatnonzero(-scores <= kth)
-            rows, scores = rows[chosen], scores[chosen]
-        hits = [SentenceHit(self.document_of(int(r)), self.position_of(int(r)),
-                            int(self.starts[r]), int(self.ends[r]), float(s))
-                for r, s in zip(rows, scores, strict=True)]
-        hits.sort(key=lambda h: (-h.score, h.doc_id, h.position, h.start))
-        return hits[:k]
+            rows, scores = rows_within(self.document_rows, self.matrix, vector, doc_ids)
+        return best_hits(rows, scores, k, lambda r, s: SentenceHit(
+            self.document_of(r), self.position_of(r), int(self.starts[r]), int(self.ends[r]), s))
 
 
-class BlobSentences:
+class BlobSentences(FromWholeDocuments):
     """The default sentence store: blobs in derived data, one matrix per generation."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: SentenceHost) -> None:
         self.store = store
         self.lock = threading.Lock()
         #: content hash -> sentences, loaded or written through this object
@@ -353,12 +425,19 @@ class BlobSentences:
         with self.lock:
             return [s for s in self.store.documents_summary() if self.load(s) is None]
 
-    def write(self, summary: DocumentSummary, sentences: DocumentSentences) -> None:
+    def write(self, summary: DocumentSummary,
+              sentences: DocumentSentences | Iterable[DocumentSentences]) -> None:
+        if not isinstance(sentences, DocumentSentences):
+            sentences = joined(sentences, self.store.manifest.dimension)
         with self.lock:
             self.documents[summary.content_hash] = sentences
             self._table = None
         with suppress(OSError):  # a read-only index still works: kept in memory
             self.store.derived.write(self.key(summary.content_hash), sentences.to_bytes())
+
+    def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None
+               ) -> list[SentenceHit]:
+        return self.table().search(query, k, doc_ids)
 
     def table(self) -> SentenceTable:
         """Every stored document's sentences, for the store's current generation."""
@@ -382,14 +461,8 @@ class BlobSentences:
     def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
            ) -> dict[str, DocumentSentences]:
         table = self.table()
-        wanted: dict[str, set[int] | None] = {d: None for d in doc_ids or ()}
-        for chunk_id in chunk_ids or ():
-            doc_id, _, position = chunk_id.rpartition("#")
-            positions = wanted.setdefault(doc_id, set())
-            if positions is not None:
-                positions.add(int(position))
         found: dict[str, DocumentSentences] = {}
-        for doc_id, positions in wanted.items():
+        for doc_id, positions in wanted_positions(chunk_ids, doc_ids).items():
             sentences = table.document(doc_id)
             if sentences is None:
                 continue
@@ -409,7 +482,7 @@ class BlobSentences:
                     self.store.derived.delete(key)
 
 
-def import_legacy(store: Store, lacking: Sequence[DocumentSummary]) -> list[DocumentSummary]:
+def import_legacy(store: SentenceHost, lacking: Sequence[DocumentSummary]) -> list[DocumentSummary]:
     """Copy the sentences an index kept as derived blobs (before they were store data)
     into the store, through `write_sentences`; returns the documents still lacking them."""
     legacy = BlobSentences(store)
@@ -423,8 +496,88 @@ def import_legacy(store: Store, lacking: Sequence[DocumentSummary]) -> list[Docu
     return still
 
 
-def drop_legacy(store: Store) -> None:
+def drop_legacy(store: SentenceHost) -> None:
     """Remove the derived blobs of sentence vectors the store now holds itself."""
     with suppress(OSError):
         for key in store.derived.keys(SENTENCES_PREFIX):
             store.derived.delete(key)
+
+
+class SentenceBackend(Protocol):
+    """One backend's sentence vectors (`BlobSentences`, or the backend's own), which
+    `SentenceVectors` hands the `Store` sentence members to."""
+
+    def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None
+               ) -> list[SentenceHit]: ...
+
+    def of(self, chunk_ids: Collection[str] | None, doc_ids: Collection[str] | None
+           ) -> dict[str, DocumentSentences]: ...
+
+    def around(self, chunk_ids: Collection[str], radius: int
+               ) -> dict[str, DocumentSentences]: ...
+
+    def statistics(self, query: Vectors, doc_ids: Collection[str]
+                   ) -> dict[str, SentenceStatistics]: ...
+
+    def missing(self) -> list[DocumentSummary]: ...
+
+    def write(self, summary: DocumentSummary, parts: Iterable[DocumentSentences]) -> None: ...
+
+    def prune(self) -> None: ...
+
+
+class SentenceVectors(ABC):
+    """The sentence part of the store contract: the default pipeline's sentence vectors.
+
+    Each member hands over to `_sentences`, the store's `SentenceBackend` (`Store`'s
+    default keeps blobs in `derived`, `BlobSentences`; SQLite, PostgreSQL and Qdrant keep
+    them beside their chunks)."""
+
+    @property
+    @abstractmethod
+    def _sentences(self) -> SentenceBackend:
+        """Where this store keeps its sentence vectors."""
+
+    def search_sentences(self, query_vector: Vectors, k: int,
+                         doc_ids: Collection[str] | None = None) -> list[SentenceHit]:
+        """The k stored sentences most similar to the query (only within `doc_ids` when
+        given), best first; ties by document id, position, then offset."""
+        if k < 1:
+            return []
+        return self._sentences.search(query_vector, k, doc_ids)
+
+    def sentences_of(self, *, chunk_ids: Collection[str] | None = None,
+                     doc_ids: Collection[str] | None = None) -> dict[str, DocumentSentences]:
+        """The stored sentences of the chunks `chunk_ids` and of whole documents
+        `doc_ids`, per document id, in document order (a document without any is left
+        out)."""
+        return self._sentences.of(chunk_ids, doc_ids)
+
+    def sentences_around(self, chunk_ids: Collection[str], radius: int
+                         ) -> dict[str, DocumentSentences]:
+        """The stored sentences of the chunks `chunk_ids` and up to `radius` sentences of
+        the same document before and after each chunk's (what a `scar-sentences` walk
+        seeded in them can reach), per document id, in document order, each once."""
+        return self._sentences.around(chunk_ids, radius)
+
+    def sentence_statistics(self, query_vector: Vectors, doc_ids: Collection[str]
+                            ) -> dict[str, SentenceStatistics]:
+        """The count, mean, standard deviation and maximum of cos(q, s) over each
+        document's stored sentences, per document id (one without any left out)."""
+        return self._sentences.statistics(query_vector, doc_ids)
+
+    def sentences_missing(self) -> list[DocumentSummary]:
+        """The stored documents whose sentence vectors are not stored (yet)."""
+        return self._sentences.missing()
+
+    def write_sentences(self, summary: DocumentSummary,
+                        parts: Iterable[DocumentSentences]) -> None:
+        """Store one document version's sentence vectors, given in parts (in document
+        order; a large document's are streamed), all or none of them; nothing is stored
+        when the document was rewritten or deleted meanwhile. Kept in memory where the
+        store cannot write them."""
+        self._sentences.write(summary, parts)
+
+    def prune_sentences(self) -> None:
+        """Drop the sentence vectors of document versions no longer stored."""
+        self._sentences.prune()

@@ -224,11 +224,12 @@ async function ask(event) {
   const policies = [...document.querySelectorAll("#policies input:checked")]
     .map((box) => box.value);
   if (!policies.length) { setStatus("Pick at least one policy.", true); return; }
-  const budget = $("budget").value ? Number($("budget").value) : null;
   const body = {
     query: $("question").value, policies, k: $("k").value ? Number($("k").value) : null,
-    budget, explain: true,
+    explain: true,
   };
+  // an empty budget field sends none: the server's default budget applies
+  if ($("budget").value) body.budget = Number($("budget").value);
   setStatus("Asking…");
   $("ask-button").disabled = true;
   try {
@@ -288,6 +289,7 @@ async function start() {
   }
   $("key-form").hidden = true;
   $("forget-key").hidden = !(info.auth && apiKey());
+  if (info.default_budget) $("budget").placeholder = `${info.default_budget} (default)`;
   const index = info.index;
   $("index-info").textContent =
     `${index.documents} documents · ${index.chunks} chunks · ${index.embedder}`;
