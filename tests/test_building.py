@@ -49,3 +49,22 @@ def test_options_are_checked_before_any_work(tmp_path: Path) -> None:
         Index.build([_corpus(tmp_path)], tmp_path / "idx",
                     options=BuildOptions(embedder="hashing", chunk_size=10, chunk_overlap=10))
     assert not (tmp_path / "idx").exists()
+
+
+def test_sentence_embedding_is_a_field_kept_and_checked_like_its_keyword(tmp_path: Path) -> None:
+    """`BuildOptions.sentence_embedding` makes a pooled index, an existing index refuses the
+    other kind, and an embedder that cannot pool is refused before anything is created."""
+    from tests.test_indexing import SpanHashing
+
+    docs = _corpus(tmp_path)
+    pooled = BuildOptions(embedder=SpanHashing(), sentence_embedding="pooled")
+    built = Index.build([docs], tmp_path / "pooled", options=pooled)
+    assert built.manifest.sentence_embedding == "pooled"
+    with pytest.raises(ConfigurationError, match="holds pooled sentence vectors; this call "
+                                                 "asked for separate"):
+        Index.build([docs], tmp_path / "pooled",
+                    options=BuildOptions(embedder=SpanHashing(), sentence_embedding="separate"))
+    with pytest.raises(ConfigurationError, match="the hashing embedder cannot"):
+        Index.build([docs], tmp_path / "plain",
+                    options=BuildOptions(embedder="hashing", sentence_embedding="pooled"))
+    assert not (tmp_path / "plain").exists()

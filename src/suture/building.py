@@ -199,13 +199,7 @@ def ingest_documents(
 ) -> IndexReport:
     """`Index.ingest`: the pipeline (here or on Ray), the pruning, then what queries
     read besides the chunks (sentence vectors, search structures, SproutRAG trees)."""
-    if ray is not None and before_write is not None:
-        raise ConfigurationError("before_write is not available with ray: its writes "
-                                 "run on the Ray workers")
-    if isinstance(documents, Sequence):
-        for item in documents:
-            if not isinstance(item, Skipped):
-                check_doc_id(item.doc_id)
+    check_ingest(documents, ray, before_write)
     report = report if report is not None else IndexReport()
     seen: set[str] = set()
 
@@ -248,6 +242,19 @@ def ingest_documents(
     if index.has_sprout_trees():
         index.build_sprout_trees(show_progress=show_progress is True)
     return report
+
+
+def check_ingest(documents: Iterable[SourceDocument | Skipped], ray: RayOptions | None,
+                 before_write: Callable[[str], None] | None) -> None:
+    """Refuse an ingest before any work: `before_write` with Ray (its writes run on the
+    workers), or a listed document whose id breaks the id rule."""
+    if ray is not None and before_write is not None:
+        raise ConfigurationError("before_write is not available with ray: its writes "
+                                 "run on the Ray workers")
+    if isinstance(documents, Sequence):
+        for item in documents:
+            if not isinstance(item, Skipped):
+                check_doc_id(item.doc_id)
 
 
 def check_can_make_sentences(index: WritableIndex, *, with_ray: bool) -> None:

@@ -143,10 +143,28 @@ class Index:
             "max_file_size": max_file_size, "sentence_vectors": sentence_vectors,
             "sentence_embedding": sentence_embedding})
         model, limit = check_build(settings)  # fail before any work
-        embedder_options = dict(settings.embedder_options or {})
         report = report if report is not None else IndexReport()
-        documents: Iterable[SourceDocument | Skipped] = iter_documents(
-            paths, newlines=settings.newlines, max_file_size=limit)
+        built, documents = cls._open_for_build(
+            index, model, settings, paths,
+            iter_documents(paths, newlines=settings.newlines, max_file_size=limit), report)
+        update_settings(built, settings)
+        built.last_report = built.ingest(documents, show_progress=settings.show_progress,
+                                         prune=settings.prune, report=report, ray=settings.ray)
+        if settings.sprout or settings.sprout_weights is not None:
+            built.build_sprout_trees(weights=settings.sprout_weights,
+                                     show_progress=settings.show_progress)
+        return built
+
+    @classmethod
+    def _open_for_build(
+        cls, index: str | Path, model: Embedder, settings: BuildOptions,
+        paths: Sequence[str | Path], documents: Iterable[SourceDocument | Skipped],
+        report: IndexReport,
+    ) -> tuple[Index, Iterable[SourceDocument | Skipped]]:
+        """The index `build` writes into: the existing one, checked against the build's
+        settings, else a new one (from the first document with text), with the documents
+        still to index."""
+        embedder_options = dict(settings.embedder_options or {})
         try:
             built = cls.open(index, store=settings.store, embedder_options=embedder_options)
             refuse_attached(built.store)
@@ -160,13 +178,7 @@ class Index:
             built = cls(create_store(str(index), manifest, settings.store), model,
                         embedder_options=embedder_options)
             built._check_embedder(model)
-        update_settings(built, settings)
-        built.last_report = built.ingest(documents, show_progress=settings.show_progress,
-                                         prune=settings.prune, report=report, ray=settings.ray)
-        if settings.sprout or settings.sprout_weights is not None:
-            built.build_sprout_trees(weights=settings.sprout_weights,
-                                     show_progress=settings.show_progress)
-        return built
+        return built, documents
 
     @classmethod
     def open(
