@@ -47,7 +47,7 @@ from suture.policies import (
 )
 from suture.policies.budget import DEFAULT_BUDGET
 from suture.progress import ProgressFactory
-from suture.querying import QueryEngine
+from suture.querying import QueryEngine, QueryOptions
 from suture.retrievers import (
     Retriever,
     RetrieverName,
@@ -404,10 +404,10 @@ class Index:
         why assembly stopped. `k` is the number of first-stage hits: 5 without a budget;
         with one, a cap on the hits (default `BUDGET_HITS`).
         """
-        return self.engine.retrieve(
-            query, policy, k, query_vector=query_vector, retriever=retriever,
-            retriever_options=retriever_options, budget=budget, budget_unit=budget_unit,
-            explain=explain, focus=focus, filter=filter, params=params)
+        return self.engine.retrieve(query, policy, k, QueryOptions(
+            query_vector=query_vector, retriever=retriever, retriever_options=retriever_options,
+            budget=budget, budget_unit=budget_unit, explain=explain, focus=focus,
+            filter=filter), params)
 
     def compare(
         self,
@@ -427,10 +427,10 @@ class Index:
         """The contexts of several policies for one query, embedding the query once (each
         in the same `budget`, as `retrieve`; `filter` as in `retrieve`); `policies` defaults
         to `COMPARED_POLICIES` (as `/v1/compare` and `suture compare`)."""
-        return self.engine.compare(
-            query, policies, k, query_vector=query_vector, retriever=retriever,
-            retriever_options=retriever_options, budget=budget, budget_unit=budget_unit,
-            explain=explain, focus=focus, filter=filter)
+        return self.engine.compare(query, policies, k, QueryOptions(
+            query_vector=query_vector, retriever=retriever, retriever_options=retriever_options,
+            budget=budget, budget_unit=budget_unit, explain=explain, focus=focus,
+            filter=filter))
 
     def document(self, doc_id: str) -> Document:
         """A stored document with its extracted text (span offsets index into it);

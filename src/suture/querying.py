@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from suture.embedders import Embedder, Vectors
@@ -26,6 +26,7 @@ from suture.policies import Policy, get_policy
 from suture.policies.assembly import assemble_context
 from suture.policies.base import PolicyRequest, PolicyResult
 from suture.policies.budget import (
+    DEFAULT_BUDGET,
     Budget,
     check_budget,
     first_stage_hits,
@@ -47,7 +48,28 @@ QUESTION_VECTORS_KEPT = 1024
 #: used least recently goes first (a server's requests may each ask for other options)
 RETRIEVER_VARIANTS_KEPT = 16
 
-__all__ = ["QUESTION_VECTORS_KEPT", "RETRIEVER_VARIANTS_KEPT", "QueryEngine", "Searched"]
+__all__ = [
+    "QUESTION_VECTORS_KEPT",
+    "RETRIEVER_VARIANTS_KEPT",
+    "QueryEngine",
+    "QueryOptions",
+    "Searched",
+]
+
+
+@dataclass(frozen=True)
+class QueryOptions:
+    """How a query runs besides its policy, `k` and the policy's parameters: the keywords
+    `Index.retrieve` and `Index.compare` share (each documented at `Index.retrieve`)."""
+
+    query_vector: Vectors | None = None
+    retriever: str | None = None
+    retriever_options: Mapping[str, Any] | None = None
+    budget: int | None = DEFAULT_BUDGET
+    budget_unit: str = "tokens"
+    explain: bool = False
+    focus: bool = True
+    filter: Filter | Mapping[str, Any] | str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,40 +196,29 @@ class QueryEngine:
         return chosen, retriever
 
     # -- one query ----------------------------------------------------------------------
-    def retrieve(
-        self,
-        query: str,
-        policy: str | Policy,
-        k: int | None,
-        *,
-        query_vector: Vectors | None,
-        retriever: str | None,
-        retriever_options: Mapping[str, Any] | None,
-        budget: int | None,
-        budget_unit: str,
-        explain: bool,
-        focus: bool,
-        filter: Filter | Mapping[str, Any] | str | None,
-        params: Mapping[str, Any],
-    ) -> Context:
+    def retrieve(self, query: str, policy: str | Policy, k: int | None,
+                 options: QueryOptions, params: Mapping[str, Any]) -> Context:
         """The context of one query (`Index.retrieve` documents the arguments)."""
         check_query(query)
         refuse_max_tokens(params)
-        limit = check_budget(budget, budget_unit)
+        limit = check_budget(options.budget, options.budget_unit)
         k = first_stage_hits(k, limit)
-        wanted = Filter.parse(filter)  # a bad filter fails before any work
-        chosen, retriever = self.pipeline(policy, params, retriever, retriever_options)
+        wanted = Filter.parse(options.filter)  # a bad filter fails before any work
+        chosen, retriever = self.pipeline(policy, params, options.retriever,
+                                          options.retriever_options)
         name = policy if isinstance(policy, str) else chosen.name
-        first_stage = self.retriever(retriever, retriever_options)
+        first_stage = self.retriever(retriever, options.retriever_options)
+        query_vector = options.query_vector
         if query_vector is None:
             query_vector = self._embedder().embed_query(query)
+        explain = options.explain
         sentences = self.before_reading(chosen, first_stage)
         with self.store.reading():  # one state of the store for search, policy and assembly
             allowed = None if wanted is None else frozenset(self.store.filter_documents(wanted))
             if allowed is not None and not allowed:
                 return filtered_out(query, name, wanted, explain)
             searched = self.search(query, query_vector, first_stage, chosen.candidate_count(k),
-                                   allowed=allowed, focus=focus)
+                                   allowed=allowed, focus=options.focus)
             request = PolicyRequest(
                 query=query, query_vector=searched.query_vector, hits=searched.hits, k=k,
                 store=self.store, explain=explain, sentences=sentences,
@@ -255,33 +266,16 @@ class QueryEngine:
         return Searched(hits=hits, query_vector=query_vector, identical=identical,
                         focus=found, question_vector=question_vector)
 
-    def compare(
-        self,
-        query: str,
-        policies: Sequence[str | Policy],
-        k: int | None,
-        *,
-        query_vector: Vectors | None,
-        retriever: str | None,
-        retriever_options: Mapping[str, Any] | None,
-        budget: int | None,
-        budget_unit: str,
-        explain: bool,
-        focus: bool,
-        filter: Filter | Mapping[str, Any] | str | None,
-    ) -> list[Context]:
+    def compare(self, query: str, policies: Sequence[str | Policy], k: int | None,
+                options: QueryOptions) -> list[Context]:
         """Each policy's context for one query, the query embedded once (`Index.compare`)."""
-        check_budget(budget, budget_unit)  # a bad budget fails before the query is embedded
-        wanted = Filter.parse(filter)
+        check_budget(options.budget, options.budget_unit)  # before the query is embedded
+        wanted = Filter.parse(options.filter)
+        query_vector = options.query_vector
         if query_vector is None:
             query_vector = self._embedder().embed_queries([query])[0]
-        return [
-            self.retrieve(query, policy, k, query_vector=query_vector, retriever=retriever,
-                          retriever_options=retriever_options, budget=budget,
-                          budget_unit=budget_unit, explain=explain, focus=focus,
-                          filter=wanted, params={})
-            for policy in policies
-        ]
+        once = replace(options, query_vector=query_vector, filter=wanted)
+        return [self.retrieve(query, policy, k, once, {}) for policy in policies]
 
 
 def check_query(query: object) -> None:
