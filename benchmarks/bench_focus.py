@@ -2,7 +2,7 @@
 included) with focus on and off, in alternating order, median over queries and repeats.
 
 A focused query embeds its question part and runs the first stage a second time; the
-question's vector is cached (`Index._question_vector`), so the first ask of a question
+question's vector is cached (`QueryEngine.question_vector`), so the first ask of a question
 pays the embedding and a repeat does not: "fresh" empties that cache before each call.
 
     python benchmarks/bench_focus.py --index out/idx-cuad-mini60 \\
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             order = MODES if (number + repeat) % 2 == 0 else MODES[::-1]
             for mode in order:
                 if mode == "on, fresh question":
-                    index._question_vectors.clear()
+                    index.engine._question_vectors.clear()
                 elif mode == "on, question cached":
                     index.retrieve(query, k=args.k)  # fills the cache
                 started = time.perf_counter()

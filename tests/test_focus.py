@@ -285,12 +285,12 @@ def test_suture_eval_no_focus_judges_queries_as_written(index: Index, shared_dat
 
 def test_question_vectors_are_kept_for_the_latest_questions_only(
         index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
-    import suture.index
+    import suture.querying
 
-    monkeypatch.setattr(suture.index, "QUESTION_VECTORS_KEPT", 2)
-    index._question_vectors.clear()
+    monkeypatch.setattr(suture.querying, "QUESTION_VECTORS_KEPT", 2)
+    index.engine._question_vectors.clear()
     questions = ["who can see the jobs that i post?", "how long is my data kept?",
                  "can i delete my account?"]
     for question in questions:
         assert index.retrieve(f"{NAMING}; {question}", "topk", 1).focus is not None
-    assert list(index._question_vectors) == questions[1:]
+    assert list(index.engine._question_vectors) == questions[1:]

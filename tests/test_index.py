@@ -278,7 +278,7 @@ def test_first_stages_with_a_calls_own_options_are_kept_sixteen_at_a_time(
         tmp_path: Path) -> None:
     """A long-lived reader (a server) asked for ever other retriever options keeps the
     16 used most recently; the index's own first stages are never let go."""
-    from suture.index import RETRIEVER_VARIANTS_KEPT
+    from suture.querying import RETRIEVER_VARIANTS_KEPT
 
     index = Index.build([_corpus(tmp_path)], tmp_path / "idx", embedder="hashing",
                         retriever="hybrid", retriever_options={"alpha": 0.9})

@@ -26,13 +26,13 @@ from suture.exceptions import (
 from suture.types import Chunk, Context, Document, Hit, Section, Selection, Span
 
 if TYPE_CHECKING:
-    from suture.index import Index, IndexReport
+    from suture.index import BuildOptions, Index, IndexReport
 
 
 def __getattr__(name: str) -> Any:
     # `Index` pulls in chunking and document loaders; import it on first use so that
     # `import suture` stays fast.
-    if name in {"Index", "IndexReport"}:
+    if name in {"BuildOptions", "Index", "IndexReport"}:
         from suture import index
 
         return getattr(index, name)
@@ -40,6 +40,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BuildOptions",
     "Chunk",
     "ConfigurationError",
     "Context",

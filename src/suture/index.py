@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-import itertools
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from suture._registry import lookup
-from suture._version import __version__
-from suture.documents import Newlines, Skipped, check_doc_id, iter_documents
-from suture.documents.limits import file_size_limit
+from suture.building import (
+    UNRECORDED_OPTIONS,
+    BuildOptions,
+    build_options,
+    check_build,
+    check_sentence_embedding,
+    ingest_documents,
+    new_manifest,
+    refuse_attached,
+    update_settings,
+)
+from suture.documents import Newlines, Skipped, iter_documents
 from suture.embedders import (
     DEFAULT_EMBEDDER,
     Embedder,
@@ -28,56 +33,36 @@ from suture.exceptions import (
     ConfigurationError,
     EmbedderMismatchError,
     IndexError_,
-    NothingToIndexError,
+    IndexNotFoundError,
 )
 from suture.filters import Filter
-from suture.focus import QueryFocus, focused_vector
-from suture.identical import IdenticalDocuments, distinct_hits
-from suture.indexing import DEFAULT_SENTENCE_EMBEDDING, IndexReport, SentenceEmbedding, ingest
-from suture.indexing import sentence_embedding as _sentence_kind
+from suture.identical import IdenticalDocuments
+from suture.indexing import IndexReport
 from suture.policies import (
     COMPARED_POLICIES,
     DEFAULT_POLICY,
     Policy,
     flat_parameters,
     get_policy,
-    policy_needs_sentences,
 )
-from suture.policies.assembly import assemble_context
-from suture.policies.base import PolicyRequest
-from suture.policies.budget import (
-    DEFAULT_BUDGET,
-    check_budget,
-    first_stage_hits,
-    refuse_max_tokens,
-    select_in_tiers,
-)
+from suture.policies.budget import DEFAULT_BUDGET
 from suture.progress import ProgressFactory
+from suture.querying import QueryEngine, QueryOptions
 from suture.retrievers import (
     Retriever,
     RetrieverName,
     check_retriever_options,
-    get_retriever,
 )
 from suture.stores import Store, create_store, open_store
 from suture.stores.base import POLICY_RETRIEVER, DocumentSummary, Manifest
-from suture.textfile import is_blank
-from suture.types import Context, Document, Hit, SourceDocument
+from suture.types import Context, Document, SourceDocument
 
 if TYPE_CHECKING:
     from suture.distributed import RayOptions
-    from suture.retrievers.sentences import SentenceRetriever
     from suture.stores.sentences import SentenceSource
 
-#: embedder options never written to the manifest (secrets and live objects)
-_UNRECORDED_OPTIONS = frozenset({"api_key", "transport"})
-#: embedded question parts kept by an `Index` (`Index._question_vector`)
-QUESTION_VECTORS_KEPT = 1024
-#: first stages made with options of a call's own (not the index's) kept at once; the one
-#: used least recently goes first (a server's requests may each ask for other options)
-RETRIEVER_VARIANTS_KEPT = 16
 
-__all__ = ["Index", "IndexReport"]
+__all__ = ["BuildOptions", "Index", "IndexReport"]
 
 
 class Index:
@@ -94,16 +79,8 @@ class Index:
         self._embedder = embedder
         #: options the user gave on this call; the only source of model paths and URLs
         self._embedder_options = dict(embedder_options or {})
-        #: first stages by (name, options): without options or with the index's own ...
-        self._retrievers: dict[tuple[str, str], Retriever] = {}
-        #: ... and with a call's own options, least recently used first
-        self._variants: OrderedDict[tuple[str, str], Retriever] = OrderedDict()
-        self._retrievers_lock = threading.Lock()  # `suture serve` reads in several threads
-        self._identical: IdenticalDocuments | None = None
-        self._focus: QueryFocus | None = None
-        #: the question parts of recent focused queries, embedded (`suture.focus`)
-        self._question_vectors: dict[str, Vectors] = {}
-        self._question_lock = threading.Lock()  # `suture serve` reads in several threads
+        #: the read side: first stages, copies, query focus and the steps of a query
+        self.engine = QueryEngine(store, lambda: self.embedder)
         self.last_report: IndexReport | None = None
 
     # -- construction ---------------------------------------------------------------------
@@ -113,6 +90,7 @@ class Index:
         paths: Sequence[str | Path],
         index: str | Path,
         *,
+        options: BuildOptions | None = None,
         store: str | None = None,
         embedder: str | Embedder = DEFAULT_EMBEDDER.value,
         embedder_options: dict[str, Any] | None = None,
@@ -153,85 +131,54 @@ class Index:
         `Newlines`): the convention of every offset the index returns. A file larger
         than `max_file_size` (bytes, "500MB"; "auto", the default: larger than the memory
         available can index; None: no limit) is skipped with a reason before it is read.
+        `options` (`BuildOptions`) holds these settings as one value; a keyword given
+        apart from its default takes the place of its field.
         """
-        if retriever is None and retriever_options:  # fail before any work
-            raise ConfigurationError(
-                f"retriever options {', '.join(map(repr, sorted(retriever_options)))} were "
-                "given without the retriever they are for; name it too (retriever=..., "
-                "CLI --retriever, e.g. dense-sentences)"
-            )
-        if retriever is not None:
-            check_retriever_options(retriever, retriever_options or {})
-        if ray is not None:
-            from suture.distributed import require_ray
-
-            require_ray()
-        _validate_chunking(chunk_size, chunk_overlap)
-        max_file_size = file_size_limit(max_file_size)  # fail before any work
-        kind = None if sentence_embedding is None else _sentence_kind(sentence_embedding)
-        options = dict(embedder_options or {})
-        model = embedder_from_spec(embedder, **options)
-        if kind is SentenceEmbedding.POOLED and not model.pools_spans:
-            model.embed_spans([], [])  # raises, naming the fix, before any work
+        settings = build_options(options, {
+            "store": store, "embedder": embedder, "embedder_options": embedder_options,
+            "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "contextual": contextual,
+            "show_progress": show_progress, "prune": prune, "retriever": retriever,
+            "retriever_options": retriever_options, "sprout": sprout,
+            "sprout_weights": sprout_weights, "ray": ray, "newlines": newlines,
+            "max_file_size": max_file_size, "sentence_vectors": sentence_vectors,
+            "sentence_embedding": sentence_embedding})
+        model, limit = check_build(settings)  # fail before any work
         report = report if report is not None else IndexReport()
-        documents: Iterable[SourceDocument | Skipped] = iter_documents(
-            paths, newlines=newlines, max_file_size=max_file_size)
+        built, documents = cls._open_for_build(
+            index, model, settings, paths,
+            iter_documents(paths, newlines=settings.newlines, max_file_size=limit), report)
+        update_settings(built, settings)
+        built.last_report = built.ingest(documents, show_progress=settings.show_progress,
+                                         prune=settings.prune, report=report, ray=settings.ray)
+        if settings.sprout or settings.sprout_weights is not None:
+            built.build_sprout_trees(weights=settings.sprout_weights,
+                                     show_progress=settings.show_progress)
+        return built
+
+    @classmethod
+    def _open_for_build(
+        cls, index: str | Path, model: Embedder, settings: BuildOptions,
+        paths: Sequence[str | Path], documents: Iterable[SourceDocument | Skipped],
+        report: IndexReport,
+    ) -> tuple[Index, Iterable[SourceDocument | Skipped]]:
+        """The index `build` writes into: the existing one, checked against the build's
+        settings, else a new one (from the first document with text), with the documents
+        still to index."""
+        embedder_options = dict(settings.embedder_options or {})
         try:
-            built = cls.open(index, store=store, embedder_options=options)
-            if built.store.owner:  # attached: its settings are the framework's, not ours
-                raise ConfigurationError(
-                    f"{built.store.location} is read-only for suture: its chunks are "
-                    f"written by {built.store.owner}. Add documents with "
-                    f"{built.store.owner} itself, or index them into a suture store "
-                    "(a --store without attach=)")
+            built = cls.open(index, store=settings.store, embedder_options=embedder_options)
+            refuse_attached(built.store)
             built._check_embedder(model)
             built._embedder = model
-            built._check_settings(chunk_size, chunk_overlap, contextual)
-            if kind is not None:
-                built._check_sentence_embedding(kind)
-        except IndexError_ as exc:
-            if not _is_missing(exc):
-                raise
-            first, documents = _first_document(documents, report)
-            if first is None:
-                raise NothingToIndexError(
-                    f"nothing could be indexed from {', '.join(map(str, paths))}: "
-                    f"{_skip_summary(report)}; no index was created",
-                    report,
-                ) from None
-            manifest = Manifest(
-                suture_version=__version__,
-                embedder=model.name,
-                dimension=model.dimension,
-                chunk_size=chunk_size,
-                chunk_overlap=chunk_overlap,
-                contextual=contextual,
-                embedder_options={
-                    **{k: v for k, v in options.items() if k not in _UNRECORDED_OPTIONS},
-                    **model.identity(),
-                },
-                embedder_key=model.key,
-                retriever=retriever or RetrieverName.DENSE.value,
-                retriever_options=dict(retriever_options or {}),
-                sentence_vectors=True if sentence_vectors is None else sentence_vectors,
-                sentence_embedding=(DEFAULT_SENTENCE_EMBEDDING if kind is None else kind).value,
-            )
-            built = cls(create_store(str(index), manifest, store), model,
-                        embedder_options=options)
+            built._check_settings(settings.chunk_size, settings.chunk_overlap,
+                                  settings.contextual)
+            check_sentence_embedding(built.store, settings)
+        except IndexNotFoundError:
+            manifest, documents = new_manifest(model, settings, paths, documents, report)
+            built = cls(create_store(str(index), manifest, settings.store), model,
+                        embedder_options=embedder_options)
             built._check_embedder(model)
-        if retriever is not None and (
-            retriever != built.manifest.retriever
-            or dict(retriever_options or {}) != dict(built.manifest.retriever_options)
-        ):
-            built.with_manifest(retriever=retriever,
-                                retriever_options=dict(retriever_options or {}))
-        if sentence_vectors is not None and sentence_vectors != built.manifest.sentence_vectors:
-            built.with_manifest(sentence_vectors=sentence_vectors)
-        built.last_report = built.ingest(documents, show_progress=show_progress, prune=prune,
-                                         report=report, ray=ray)
-        if sprout or sprout_weights is not None:
-            built.build_sprout_trees(weights=sprout_weights, show_progress=show_progress)
-        return built
+        return built, documents
 
     @classmethod
     def open(
@@ -282,7 +229,7 @@ class Index:
         m = self.manifest
         cls = embedder_class(m.embedder)
         recorded = {k: v for k, v in m.embedder_options.items()
-                    if k not in cls.location_options and k not in _UNRECORDED_OPTIONS}
+                    if k not in cls.location_options and k not in UNRECORDED_OPTIONS}
         takes = embedder_parameters(cls)
         unknown = sorted(set(recorded) - takes) if takes is not None else []
         if unknown:
@@ -323,16 +270,6 @@ class Index:
                 f"this call used {model.key} ({model.dimension}-d){hint}. Use the index's "
                 "embedder, or build a new index"
             )
-
-    def _check_sentence_embedding(self, kind: SentenceEmbedding) -> None:
-        """Refuse to make sentence vectors another way than the index's own."""
-        held = self.manifest.sentence_embedding
-        if kind.value != held:
-            raise ConfigurationError(
-                f"the index at {self.store.location} holds {held} sentence vectors; this call "
-                f"asked for {kind.value} ones, and one index holds one kind. Leave out "
-                f"--sentence-embedding (Python: sentence_embedding=None) to keep {held}, or "
-                f"build a new index with --sentence-embedding {kind.value}")
 
     def _check_settings(self, chunk_size: int, chunk_overlap: int, contextual: bool) -> None:
         m = self.manifest
@@ -382,71 +319,8 @@ class Index:
         (`suture.documents.ids`) raises `DocumentIdError`: for a list, before anything is
         written; for a stream, when that document is reached.
         """
-        if ray is not None and before_write is not None:
-            raise ConfigurationError("before_write is not available with ray: its writes "
-                                     "run on the Ray workers")
-        if isinstance(documents, Sequence):
-            for item in documents:
-                if not isinstance(item, Skipped):
-                    check_doc_id(item.doc_id)
-        report = report if report is not None else IndexReport()
-        seen: set[str] = set()
-
-        def noted(items: Iterable[SourceDocument | Skipped]
-                  ) -> Iterator[SourceDocument | Skipped]:
-            for item in items:
-                if not isinstance(item, Skipped):
-                    seen.add(item.doc_id)
-                yield item
-
-        stored = set(self.store.document_hashes()) if prune else set()
-        # the default pipeline reads sentence vectors: embedded and written with the chunks
-        sentences = self.manifest.sentence_vectors and policy_needs_sentences(DEFAULT_POLICY)
-        if sentences:
-            self._check_can_make_sentences(ray is not None)
-        if ray is None:
-            ingest(self.store, self.embedder, noted(documents), report,
-                   show_progress=show_progress, before_write=before_write, sentences=sentences)
-        else:
-            from suture.distributed import ingest_with_ray
-
-            name, options = self.embedder_spec()
-            ingest_with_ray(self.store, noted(documents), report,
-                            replace(ray, embedder=name, embedder_options=options),
-                            self.embedder.key, show_progress=show_progress is True,
-                            sentences=sentences)
-        if prune:  # a file reached under another id keeps its stored copy
-            kept = seen | set(report.already_indexed.values())
-            report.deleted = self.delete(sorted(stored - kept))
-        # Pay for derived structures (search structures, lexical index, SproutRAG trees)
-        # now rather than at the first query; trees are rebuilt only for documents that
-        # changed.
-        if ray is None and sentences:
-            # documents stored without them (by an older suture, or with sentence vectors
-            # off); with Ray they are left to the first query that needs them (or `suture
-            # serve`'s warm-up) rather than embedded here by one process
-            self._embed_sentences(report, show_progress=show_progress)
-        self.store.prepare(show_progress=show_progress is True)
-        self.retriever().prepare(show_progress=show_progress is True)
-        if self.has_sprout_trees():
-            self.build_sprout_trees(show_progress=show_progress is True)
-        return report
-
-    def _check_can_make_sentences(self, with_ray: bool) -> None:
-        """Refuse a write that cannot make sentence vectors the index's way, before any."""
-        kind = _sentence_kind(self.manifest.sentence_embedding)
-        if kind is not SentenceEmbedding.POOLED:
-            return
-        if with_ray:
-            raise ConfigurationError(
-                f"the index at {self.store.location} pools its sentence vectors from its "
-                "chunks' model passes, which --ray does not do yet; index without --ray, "
-                "or into an index built with --sentence-embedding separate")
-        if not self.embedder.pools_spans:
-            raise ConfigurationError(
-                f"the index at {self.store.location} pools its sentence vectors from its "
-                f"chunks' model passes, which the {self.embedder.name} embedder cannot; "
-                "use the minilm embedder, or --sentence-embedding separate")
+        return ingest_documents(self, documents, show_progress=show_progress, prune=prune,
+                                report=report, ray=ray, before_write=before_write)
 
     def has_sprout_trees(self) -> bool:
         """Whether SproutRAG trees were ever built for this index."""
@@ -476,59 +350,17 @@ class Index:
     ) -> Retriever:
         """The first-stage retriever by name and options (default: the index's own; the
         index's own retriever named without options keeps the index's options)."""
-        if name is None:
-            name = self.manifest.retriever
-        if options is None and name == self.manifest.retriever:
-            options = self.manifest.retriever_options
-        chosen = dict(options or {})
-        key = (name, repr(sorted(chosen.items())))
-        own = not chosen or (name == self.manifest.retriever
-                             and chosen == dict(self.manifest.retriever_options))
-        kept = self._retrievers if own else self._variants
-        with self._retrievers_lock:
-            made = kept.get(key)
-            if made is None:
-                made = get_retriever(name, self.store, embedder=lambda: self.embedder, **chosen)
-                for held in [*self._retrievers.values(), *self._variants.values()]:
-                    made.share_from(held)  # one copy of sentence vectors, of each BM25 index
-                kept[key] = made
-            if not own:
-                self._variants.move_to_end(key)
-                while len(self._variants) > RETRIEVER_VARIANTS_KEPT:
-                    self._variants.popitem(last=False)
-        return made
-
-    def _embed_sentences(self, report: IndexReport, *,
-                         show_progress: bool | ProgressFactory) -> None:
-        """Build the sentence vectors of documents that have none yet, into `report`."""
-        retriever = self._sentence_retriever()
-        before, started = retriever.built_documents, time.perf_counter()
-        retriever.ensure_sentences(show_progress)
-        report.sentence_documents += retriever.built_documents - before
-        report.sentence_seconds += time.perf_counter() - started
+        return self.engine.retriever(name, options)
 
     def sentences(self, show_progress: bool | ProgressFactory = False) -> SentenceSource:
         """Where policies that walk sentences read the index's sentence vectors, once
         every stored document has them (those missing are embedded now)."""
-        self._sentence_retriever().ensure_sentences(show_progress)
-        return self.store
+        return self.engine.sentences(show_progress)
 
     def identical_documents(self) -> IdenticalDocuments:
         """The documents whose texts are equal (copies under other names) in the store's
         current generation; `retrieve` reads copies as one (`suture.identical`)."""
-        generation = self.store.generation
-        found = self._identical
-        if found is None or found.generation != generation:
-            found = self._identical = IdenticalDocuments(
-                self.store, generation, found.digests if found is not None else None)
-        return found
-
-    def _sentence_retriever(self) -> SentenceRetriever:
-        from suture.retrievers.sentences import SentenceRetriever
-
-        retriever = self.retriever(RetrieverName.DENSE_SENTENCES)
-        assert isinstance(retriever, SentenceRetriever)
-        return retriever
+        return self.engine.identical_documents()
 
     def retrieve(
         self,
@@ -572,116 +404,10 @@ class Index:
         why assembly stopped. `k` is the number of first-stage hits: 5 without a budget;
         with one, a cap on the hits (default `BUDGET_HITS`).
         """
-        if not isinstance(query, str) or not query.strip():
-            raise ConfigurationError(
-                "the query is empty; ask a question (every chunk would score alike, so "
-                "suture does not answer an empty query)"
-            )
-        refuse_max_tokens(params)
-        limit = check_budget(budget, budget_unit)
-        k = first_stage_hits(k, limit)
-        wanted = Filter.parse(filter)  # a bad filter fails before any work
-        chosen, retriever = self._pipeline(policy, params, retriever, retriever_options)
-        first_stage = self.retriever(retriever, retriever_options)
-        if query_vector is None:
-            query_vector = self.embedder.embed_query(query)
-        # built (and stored) before the read snapshot, which refuses writes
-        sentences = self.sentences() if chosen.needs_sentences else None
-        if sentences is None and first_stage.reads_sentences:
-            self.sentences()  # a store write (embedding a document's sentences) cannot wait
-        first_stage.before_reading()  # what the snapshot below could not write
-        with self.store.reading():  # one state of the store for search, policy and assembly
-            allowed = None if wanted is None else frozenset(self.store.filter_documents(wanted))
-            if allowed is not None and not allowed:
-                return _filtered_out(query, policy if isinstance(policy, str) else chosen.name,
-                                     wanted, explain)
-            identical = self.identical_documents().within(allowed)
-
-            def search(vector: Vectors, doc_ids: Collection[str] | None = None) -> list[Hit]:
-                return distinct_hits(lambda n: first_stage.retrieve(query, vector, n, doc_ids,
-                                                                    within=allowed),
-                                     chosen.candidate_count(k), identical)
-
-            hits = search(query_vector)
-            found = self._query_focus().find(query, hits[0].chunk.doc_id) if (
-                focus and hits) else None
-            question_vector = None
-            if found is not None:  # searched again by its question, within the named document
-                question_vector = self._question_vector(found.question)
-                query_vector = focused_vector(query_vector, question_vector)
-                hits = search(query_vector, identical.group_of(found.doc_id) or (found.doc_id,))
-            if not hits and self.store.chunk_count() == 0:
-                raise IndexError_(
-                    f"the index at {self.store.location} holds no documents; add some with "
-                    f"`suture index PATH... --index {self.store.index_argument}`"
-                )
-            request = PolicyRequest(
-                query=query,
-                query_vector=query_vector,
-                hits=hits,
-                k=k,
-                store=self.store,
-                explain=explain,
-                sentences=sentences,
-                focused=found is not None,
-                allowed=allowed,
-                focus=found,
-                question_vector=question_vector,
-            )
-            if limit is None:
-                result = chosen.select(request)
-                selections, trace = result.selections, result.trace
-            else:  # the policy at k = 5, 10, ... up to k, as one ranked stream
-                result, selections, trace = select_in_tiers(chosen, request)
-            return assemble_context(
-                query=query,
-                policy=policy if isinstance(policy, str) else chosen.name,
-                selections=selections,
-                ranked=limit is not None,
-                hits=list(result.hits) if result.hits is not None else hits[:k],
-                store=self.store,
-                budget=limit,
-                candidates=k,
-                trace=[dict(row) for row in trace] if explain else None,
-                identical=identical,
-                focus=found,
-            )
-
-    def _query_focus(self) -> QueryFocus:
-        with self._question_lock:
-            if self._focus is None:
-                self._focus = QueryFocus(self.store)
-            return self._focus
-
-    def _question_vector(self, question: str) -> Vectors:
-        """The embedded question part of a focused query; the last
-        `QUESTION_VECTORS_KEPT` are kept (an evaluation asks each query many times)."""
-        with self._question_lock:
-            found = self._question_vectors.get(question)
-        if found is None:
-            found = self.embedder.embed_query(question)
-            with self._question_lock:
-                if len(self._question_vectors) >= QUESTION_VECTORS_KEPT:  # the oldest goes
-                    del self._question_vectors[next(iter(self._question_vectors))]
-                self._question_vectors[question] = found
-        return found
-
-    def _pipeline(self, policy: str | Policy, params: Mapping[str, Any], retriever: str | None,
-                  retriever_options: Mapping[str, Any] | None) -> tuple[Policy, str | None]:
-        """The policy with its settings and the first stage a query runs (None: the
-        index's own): the call's, else the index's stored defaults for that policy
-        (`suture calibrate`), else the policy's own choice (`Policy.first_stage`)."""
-        if isinstance(policy, str):  # the index's own defaults (suture calibrate), then ours
-            stored, stored_retriever = self.manifest.policy_settings(policy)
-            params = {**stored, **params}
-            if retriever is None and retriever_options is None:
-                retriever = stored_retriever
-        chosen = get_policy(policy, **params)
-        if retriever is None and retriever_options is None:
-            preferred = chosen.first_stage(self.manifest.retriever)
-            if preferred != self.manifest.retriever:  # else the index's own, with its options
-                retriever = preferred
-        return chosen, retriever
+        return self.engine.retrieve(query, policy, k, QueryOptions(
+            query_vector=query_vector, retriever=retriever, retriever_options=retriever_options,
+            budget=budget, budget_unit=budget_unit, explain=explain, focus=focus,
+            filter=filter), params)
 
     def compare(
         self,
@@ -701,16 +427,10 @@ class Index:
         """The contexts of several policies for one query, embedding the query once (each
         in the same `budget`, as `retrieve`; `filter` as in `retrieve`); `policies` defaults
         to `COMPARED_POLICIES` (as `/v1/compare` and `suture compare`)."""
-        check_budget(budget, budget_unit)  # a bad budget fails before the query is embedded
-        wanted = Filter.parse(filter)
-        if query_vector is None:
-            query_vector = self.embed_queries([query])[0]
-        return [
-            self.retrieve(query, policy, k, query_vector=query_vector, retriever=retriever,
-                          retriever_options=retriever_options, budget=budget,
-                          budget_unit=budget_unit, explain=explain, focus=focus, filter=wanted)
-            for policy in policies
-        ]
+        return self.engine.compare(query, policies, k, QueryOptions(
+            query_vector=query_vector, retriever=retriever, retriever_options=retriever_options,
+            budget=budget, budget_unit=budget_unit, explain=explain, focus=focus,
+            filter=filter))
 
     def document(self, doc_id: str) -> Document:
         """A stored document with its extracted text (span offsets index into it);
@@ -745,7 +465,7 @@ class Index:
         """What a query that names no policy runs, as the index resolves it now: "scar-sentences
         (lam=0.0, tau=0.9, radius=12, extra_hits=0, rule=ratio, focused_units=auto, ...) on
         dense-sentences"."""
-        chosen, retriever = self._pipeline(DEFAULT_POLICY, {}, None, None)
+        chosen, retriever = self.engine.pipeline(DEFAULT_POLICY, {}, None, None)
         settings = ", ".join(f"{name}={value}" for name, value in chosen.params().items())
         return f"{chosen.name} ({settings}) on {retriever or self.manifest.retriever}"
 
@@ -792,17 +512,7 @@ class Index:
                                     changes.get("retriever_options",
                                                 self.manifest.retriever_options))
         self.store.update_manifest(replace(self.manifest, **changes))
-        with self._retrievers_lock:
-            self._retrievers.clear()
-            self._variants.clear()
-
-
-def _filtered_out(query: str, policy: str, wanted: Filter | None, explain: bool) -> Context:
-    """The empty context of a query whose filter allows no stored document."""
-    described = wanted.describe() if wanted is not None else ""
-    trace = ({"decision": "filter matched no document", "filter": described},)
-    return Context(query=query, policy=policy, spans=(), chunks=0, characters=0, tokens=0,
-                   hits=(), trace=trace if explain else ())
+        self.engine.forget_retrievers()
 
 
 def check_policy_settings(policy: str, settings: Mapping[str, Any]) -> None:
@@ -811,43 +521,3 @@ def check_policy_settings(policy: str, settings: Mapping[str, Any]) -> None:
     get_policy(policy, **{k: v for k, v in settings.items() if k != POLICY_RETRIEVER})
     if POLICY_RETRIEVER in settings:
         lookup("retriever", RetrieverName, str(settings[POLICY_RETRIEVER]))
-
-
-def _is_missing(exc: IndexError_) -> bool:
-    from suture.exceptions import IndexNotFoundError
-
-    return isinstance(exc, IndexNotFoundError)
-
-
-def _first_document(
-    documents: Iterable[SourceDocument | Skipped], report: IndexReport
-) -> tuple[SourceDocument | None, Iterable[SourceDocument | Skipped]]:
-    """The first readable document with text, and the stream with it put back; the
-    skips before it go into `report`."""
-    iterator = iter(documents)
-    for item in iterator:
-        if isinstance(item, Skipped):
-            report.skipped.append(item)
-        elif not is_blank(item.text):
-            return item, itertools.chain([item], iterator)
-        else:
-            report.skipped.append(Skipped(item.source or item.doc_id, "no text to index"))
-    return None, iter(())
-
-
-def _skip_summary(report: IndexReport) -> str:
-    if not report.skipped:
-        return "no supported files were found"
-    shown = "; ".join(s.reason for s in report.skipped[:3])
-    more = f" (and {len(report.skipped) - 3} more)" if len(report.skipped) > 3 else ""
-    return f"{shown}{more}"
-
-
-def _validate_chunking(chunk_size: int, chunk_overlap: int) -> None:
-    if chunk_size < 1 or chunk_overlap < 0 or chunk_overlap >= chunk_size:
-        raise ConfigurationError(
-            f"chunk size {chunk_size} with overlap {chunk_overlap} is invalid: need "
-            "chunk_size >= 1 and 0 <= chunk_overlap < chunk_size"
-        )
-
-

@@ -22,6 +22,7 @@ from suture.stores.base import Store
 
 if TYPE_CHECKING:
     from suture.embedders.minilm import MiniLMEmbedder
+    from suture.protocols import EmbeddedIndex
 
 
 def encoder_identity(embedder: MiniLMEmbedder | None) -> str:
@@ -169,7 +170,8 @@ class BuildReport:
     location: str
 
 
-def _store_and_embedder(index_or_store: Any) -> tuple[Store, MiniLMEmbedder | None]:
+def _store_and_embedder(index_or_store: EmbeddedIndex | Store
+                        ) -> tuple[Store, MiniLMEmbedder | None]:
     """The store, and the MiniLM whose weights build the trees (None: the bundled one).
 
     An `Index` lends its own embedder when it is a MiniLM (the bundled model or a
@@ -179,19 +181,19 @@ def _store_and_embedder(index_or_store: Any) -> tuple[Store, MiniLMEmbedder | No
     """
     from suture.embedders.minilm import MiniLMEmbedder
 
-    store = getattr(index_or_store, "store", index_or_store)
+    if isinstance(index_or_store, Store):
+        if index_or_store.manifest.embedder_options.get("fingerprint"):
+            raise ConfigurationError(
+                "this index was built with a fine-tuned MiniLM; build its trees from the "
+                "Index opened with that model (`suture sprout-index --index DIR --embedder "
+                "PATH`)")
+        return index_or_store, None
+    store = getattr(index_or_store, "store", None)
     if not isinstance(store, Store):
         raise ConfigurationError(
             f"build_sprout_trees needs an Index or a Store, got {type(index_or_store).__name__}")
-    if store is not index_or_store:
-        embedder = index_or_store.embedder
-        if isinstance(embedder, MiniLMEmbedder):
-            return store, embedder
-    elif store.manifest.embedder_options.get("fingerprint"):
-        raise ConfigurationError(
-            "this index was built with a fine-tuned MiniLM; build its trees from the Index "
-            "opened with that model (`suture sprout-index --index DIR --embedder PATH`)")
-    return store, None
+    embedder = index_or_store.embedder
+    return store, embedder if isinstance(embedder, MiniLMEmbedder) else None
 
 
 def resolve_alpha(weights: str | Path | npt.ArrayLike | None,
@@ -212,7 +214,7 @@ def resolve_alpha(weights: str | Path | npt.ArrayLike | None,
 
 
 def build_sprout_trees(
-    index_or_store: Any,
+    index_or_store: EmbeddedIndex | Store,
     doc_ids: Iterable[str] | None = None,
     *,
     weights: str | Path | npt.ArrayLike | None = None,
