@@ -65,6 +65,9 @@ class Policy(ABC):
     #: its settings (`suture.settings`): what the registry, `suture policies`, `--param`,
     #: the service and calibrate read; none by default
     settings_type: ClassVar[type[Settings]] = Settings
+    #: settings `suture calibrate` judges beside the one it chooses, by label: (policy,
+    #: parameters); none by default
+    named_settings: ClassVar[Mapping[str, tuple[str, Mapping[str, Any]]]] = {}
 
     def __init__(self, settings: Settings | None = None, /, **params: Any) -> None:
         """Settings given whole, or built from keyword parameters (flat or dotted names),
