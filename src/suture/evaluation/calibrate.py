@@ -427,7 +427,8 @@ def calibrate(
     pinned to `fixed` or the policy's own defaults, so an index's stored defaults never
     leak into a grid point. `policy` is "scar" or "scar-sentences"; it runs on the first
     stage `retriever`, window and topk on `reference_retriever` (default: the same), and
-    `named` (default the policy's own, `Policy.named_settings`) are judged beside the chosen setting. With
+    `named` (default: the policy's own, `Policy.named_settings`) are judged beside the
+    chosen setting. With
     several first stages the grid runs on each, the rule chooses among all their points
     (so it chooses the first stage too), window runs on the index's own unless
     `reference_retriever` says otherwise, and the named settings on the chosen stage.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from suture._registry import load_class, lookup
 from suture.exceptions import ConfigurationError
-from suture.policies.base import Policy, PolicyRequest, PolicyResult
+from suture.policies.base import NamedSettings, Policy, PolicyRequest, PolicyResult
 from suture.settings import Settings, describe
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def policy_named_settings(name: str) -> dict[str, tuple[str, dict[str, Any]]]:
     """The settings `suture calibrate` judges beside its choice for a policy
     (`Policy.named_settings`): label -> (policy, parameters)."""
     cls, _ = _policy_class(name)
-    named: Mapping[str, tuple[str, Mapping[str, Any]]] = cls.named_settings
+    named: NamedSettings = cls.named_settings
     return {label: (policy, dict(params)) for label, (policy, params) in named.items()}
 
 
@@ -170,8 +170,8 @@ __all__ = [
     "get_policy",
     "policy_grid",
     "policy_missing",
-    "policy_names",
     "policy_named_settings",
+    "policy_names",
     "policy_needs_sentences",
     "policy_parameters",
     "policy_settings",

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from suture.stores.sentences import SentenceSource
 
 
+#: settings by label: (policy, parameters) (`Policy.named_settings`)
+NamedSettings = Mapping[str, tuple[str, Mapping[str, Any]]]
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyRequest:
     """Everything a policy may look at for one query."""
@@ -67,7 +71,7 @@ class Policy(ABC):
     settings_type: ClassVar[type[Settings]] = Settings
     #: settings `suture calibrate` judges beside the one it chooses, by label: (policy,
     #: parameters); none by default
-    named_settings: ClassVar[Mapping[str, tuple[str, Mapping[str, Any]]]] = {}
+    named_settings: ClassVar[NamedSettings] = {}
 
     def __init__(self, settings: Settings | None = None, /, **params: Any) -> None:
         """Settings given whole, or built from keyword parameters (flat or dotted names),

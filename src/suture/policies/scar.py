@@ -42,9 +42,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
+from suture.policies.base import (
+    NamedSettings,
+    Policy,
+    PolicyRequest,
+    PolicyResult,
+    hit_selection,
+)
 from suture.policies.links import ChunkLinks, parse_link_kinds
 from suture.settings import Settings, setting
 from suture.stores.table import ChunkTable
@@ -122,7 +128,7 @@ class ScarPolicy(Policy):
     expands = True
     settings_type = ScarSettings
     settings: ScarSettings
-    named_settings = {
+    named_settings: ClassVar[NamedSettings] = {
         "default": NAMED_DEFAULT,
         "paper main": ("scar", {**MAIN_SETTING, "radius": 1}),
         "paper transfer": ("scar", {**TRANSFER_SETTING, "radius": 1}),

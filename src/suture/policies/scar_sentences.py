@@ -60,13 +60,14 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.policies.base import (
+    NamedSettings,
     Policy,
     PolicyRequest,
     PolicyResult,
@@ -172,7 +173,7 @@ class SentenceScarPolicy(Policy):
     settings: SentenceScarSettings
     #: its default (the contracts setting), the prose setting, its default before the
     #: current one and chunk scar's default
-    named_settings = {
+    named_settings: ClassVar[NamedSettings] = {
         "default (0, 0.9, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.9, "radius": 12}),
         "prose (0, 0.5, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 12}),
         "earlier default (0, 0.5, 6)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 6}),
