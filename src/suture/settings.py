@@ -183,6 +183,18 @@ class Settings:
                 f"are: {describe(cls.defaults())}")
         return _assemble(cls, (), values)
 
+    @classmethod
+    def given(cls: type[SettingsT], owner: str, settings: SettingsT | None,
+              params: Mapping[str, Any]) -> SettingsT:
+        """What a plug-in's constructor was handed: `settings` whole, or these settings
+        built from keyword `params` (`build`), never both."""
+        if settings is None:
+            return cls.build(owner, params)
+        if params:
+            raise ConfigurationError(
+                f"{cls.family} {owner!r} takes its settings whole or as {cls.noun}s, not both")
+        return settings
+
     def verify(self, owner: str) -> None:
         """Check every value held by its field's `Spec` (settings made directly rather
         than through `build`, as BM25's are by the stores)."""

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from suture.embedders.base import Vectors
-from suture.exceptions import ConfigurationError
 from suture.settings import Settings
 from suture.stores.base import Store
 from suture.types import Focus, Hit, Selection
@@ -76,12 +75,7 @@ class Policy(ABC):
     def __init__(self, settings: Settings | None = None, /, **params: Any) -> None:
         """Settings given whole, or built from keyword parameters (flat or dotted names),
         each checked by its field."""
-        if settings is None:
-            settings = self.settings_type.build(self.name, params)
-        elif params:
-            raise ConfigurationError(
-                f"policy {self.name!r} takes its settings whole or as parameters, not both")
-        self.settings = settings
+        self.settings = self.settings_type.given(self.name, settings, params)
 
     def first_stage(self, index_retriever: str) -> str:
         """The first stage this policy runs on when neither the call nor the index's own

@@ -77,12 +77,6 @@ from suture.server.settings import ServerSettings
 
 log = logging.getLogger("suture.server")
 STATIC = Path(__file__).parent / "static"
-#: the retriever options a request may set (`retriever_options`), as each retriever
-#: declares them (`Retriever.request_options`)
-REQUEST_RETRIEVER_OPTIONS: dict[RetrieverName, tuple[str, ...]] = {
-    name: options for name in RetrieverName
-    if (options := retriever_request_options(name.value))
-}
 
 
 #: `?id=`: a document named in the query string, which carries any id (a path segment
@@ -150,7 +144,8 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             "policies": policy_names(),
             "retrievers": [r.value for r in RetrieverName],
             "request_retriever_options": {
-                name.value: list(options) for name, options in REQUEST_RETRIEVER_OPTIONS.items()},
+                name.value: list(options) for name in RetrieverName
+                if (options := retriever_request_options(name.value))},
             "request_policy_parameters": {
                 name: [item.name for item in policy_settings(name).fields() if item.spec.request]
                 for name in policy_names()},
@@ -420,7 +415,7 @@ def _retriever_options(retriever: str | None, options: dict[str, Any]
                        '{"retriever": "dense-sentences", "retriever_options": '
                        '{"lexical_weight": 0.3}}')
     name = lookup("retriever", RetrieverName, retriever)
-    allowed = REQUEST_RETRIEVER_OPTIONS.get(name, ())
+    allowed = retriever_request_options(name.value)
     refused = sorted(set(options) - set(allowed))
     if refused:
         may = (f"a request may set {', '.join(allowed)}" if allowed
