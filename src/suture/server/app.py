@@ -55,7 +55,7 @@ from suture.policies import (
     policy_settings,
 )
 from suture.policies.budget import DEFAULT_BUDGET
-from suture.retrievers import RetrieverName, retriever_request_options
+from suture.retrievers import RetrieverName, retriever_request_options, retriever_settings
 from suture.server import reports
 from suture.server.auth import Scope
 from suture.server.limits import MAX_JSON_DEPTH, BodyLimit, JsonDepthLimit, JsonRefused, read_json
@@ -418,11 +418,14 @@ def _retriever_options(retriever: str | None, options: dict[str, Any]
     allowed = retriever_request_options(name.value)
     refused = sorted(set(options) - set(allowed))
     if refused:
+        fields = [retriever_settings(name.value).resolve(option) for option in refused]
+        why = "".join(f"{note}; " for note in dict.fromkeys(
+            item.spec.request_note for item in fields if item and item.spec.request_note))
         may = (f"a request may set {', '.join(allowed)}" if allowed
                else "a request may set none of its options")
         raise ApiError(400, "invalid_request",
                        f"retriever {name.value!r}: {', '.join(map(repr, refused))} cannot be "
-                       f"set by a request ({may}); set it on the index: suture index "
+                       f"set by a request ({why}{may}); set it on the index: suture index "
                        f"--retriever {name.value} --retriever-param NAME=VALUE")
     return options
 
