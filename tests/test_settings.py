@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +15,10 @@ from hypothesis import strategies as st
 from suture.evaluation.calibrate import calibration_grid, default_grid
 from suture.exceptions import ConfigurationError
 from suture.policies import (
+    Policy,
     calibrated_policies,
     get_policy,
+    policy_named_settings,
     policy_names,
     policy_parameters,
     policy_settings,
@@ -132,3 +135,41 @@ def test_calibrate_reads_a_dotted_pin_as_its_flat_name() -> None:
     with pytest.raises(ConfigurationError, match="focused_units is given as values to try"):
         calibration_grid("scar-sentences", {"focused_units": "auto,chunks"},
                          {"focused.units": "auto"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Shown(Settings):
+    path: str = setting("a", "text", report=str.upper)
+    how: str = setting("x", "choice", choices=["x", "y"], reported=False)
+
+
+def test_a_report_shows_each_field_as_its_spec_says() -> None:
+    """`reported=False` leaves a field out of reports, `report` spells its value; the
+    settings themselves hold what was given."""
+    built = _Shown.build("probe", {"how": "y", "path": "b"})
+    assert built.read() == {"path": "B"}
+    assert built.flat() == {"path": "b", "how": "y"}
+
+
+def test_scar_and_rerank_report_through_their_fields(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base `Policy.params` alone: scar's links spelled out, rerank's model as the
+    folder it resolves to and its backend (the same scores either way) left out."""
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setenv("SUTURE_RERANKER", str(tmp_path))
+    for name in ("scar", "rerank"):
+        assert type(get_policy(name)).params is Policy.params
+    assert get_policy("scar", links="term+all").params()["links"] == "section,reference,term"
+    assert get_policy("rerank", backend="transformers").params() == {
+        "model": str(tmp_path.resolve()), "candidates": 20, "batch_size": 16,
+        "max_length": 512}
+
+
+@pytest.mark.parametrize("policy", calibrated_policies())
+def test_calibrate_judges_the_named_settings_each_policy_declares(policy: str) -> None:
+    """Read from the policy (`Policy.named_settings`), each one a setting it takes."""
+    named = policy_named_settings(policy)
+    assert named and named == {label: (name, dict(params)) for label, (name, params)
+                               in type(get_policy(policy)).named_settings.items()}
+    for name, params in named.values():
+        get_policy(name, **params)

@@ -1,9 +1,12 @@
-"""Typed settings of a plug-in: one frozen dataclass per policy, its fields the one source.
+"""Typed settings of a plug-in: one frozen dataclass per policy or retriever, its fields
+the one source.
 
-A plug-in declares `Settings` (a subclass of `Settings` here) whose fields are made by
-`setting(...)`: the default, the valid range or choices, whether a request to the service
-may set it, and the values `suture calibrate` searches. The registry, `suture policies`,
-`--param`, the service and calibrate read those fields, so a new parameter is one field.
+A plug-in declares `Settings` (a subclass of `Settings` here; a retriever's of
+`RetrieverSettings`) whose fields are made by `setting(...)`: the default, the valid range
+or choices, whether a request to the service may set it, how reports show it, and the
+values `suture calibrate` searches. The registries, `suture policies`, `--param`,
+`--retriever-param`, the service and calibrate read those fields, so a new parameter or
+retriever option is one field.
 
 A field holding another `Settings` (made by `nested(prefix)`) groups a rule that is its
 own idea (scar-sentences' focused-query rule); its fields are named `PREFIX + name`
@@ -14,7 +17,7 @@ addressed as `FIELD.name` (`--param focused.tau=0.3`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -55,20 +58,29 @@ class Spec:
     #: (a sibling field's name, the values of it under which this one is read): a setting
     #: nothing reads is left out of `Settings.read` (reports, run files); None: always read
     read_when: tuple[str, tuple[Any, ...]] | None = None
+    #: whether reports and run files show it (`Settings.read`): False for a setting that
+    #: changes how, not what (rerank's backend computes the same scores either way)
+    reported: bool = True
+    #: how reports show a value (None: as held): the folder rerank's model resolves to,
+    #: scar's links spelled out
+    report: Callable[[Any], Any] | None = None
 
-    def check(self, owner: str, name: str, value: Any) -> Any:
+    def check(self, owner: str, name: str, value: Any, flag: str = "--param") -> Any:
         """`value` as this field holds it, or `ConfigurationError` naming owner, field,
-        value and what to use (`suture.numbers` for numbers)."""
+        value and what to use (`suture.numbers` for numbers; `flag`: the CLI option that
+        sets it)."""
         if value is None and self.optional:
             return None
         if self.kind == "real":
             low = -float("inf") if self.low is None else self.low
             high = float("inf") if self.high is None else self.high
             return real_number(owner, name, value, low=low, high=high,
-                               high_included=self.high_included, example=self.example)
+                               high_included=self.high_included, example=self.example,
+                               flag=flag)
         if self.kind == "whole":
             minimum = None if self.low is None else int(self.low)
-            return whole_number(owner, name, value, minimum=minimum, example=self.example)
+            return whole_number(owner, name, value, minimum=minimum, example=self.example,
+                                flag=flag)
         if self.kind == "choice" and value not in self.choices:
             why = f": {self.explain}" if self.explain else ""
             raise ConfigurationError(
@@ -81,12 +93,14 @@ def setting(default: Any, kind: Kind, *, low: float | None = None, high: float |
             optional: bool = False, request: bool = True, request_note: str = "",
             grid: Sequence[Any] | None = None, explain: str = "",
             focused_only: bool = False,
-            read_when: tuple[str, Sequence[Any]] | None = None) -> Any:
+            read_when: tuple[str, Sequence[Any]] | None = None, reported: bool = True,
+            report: Callable[[Any], Any] | None = None) -> Any:
     """A settings field: its default and what it accepts (see `Spec`)."""
     spec = Spec(kind, low, high, high_included, tuple(choices),
                 default if example is None else example, optional, request, request_note,
                 None if grid is None else tuple(grid), explain, focused_only,
-                None if read_when is None else (read_when[0], tuple(read_when[1])))
+                None if read_when is None else (read_when[0], tuple(read_when[1])),
+                reported, report)
     return dataclasses.field(default=default, metadata={_SPEC: spec})
 
 
@@ -116,6 +130,11 @@ class Settings:
     may not take the name of a method here: `fields`, `build`, `flat`, `read`, ...)."""
 
     _fields_cache: ClassVar[dict[type, tuple[Field, ...]]] = {}
+    #: what owns these settings, what it calls one, and the CLI option that sets one
+    #: (error messages)
+    family: ClassVar[str] = "policy"
+    noun: ClassVar[str] = "parameter"
+    flag: ClassVar[str] = "--param"
 
     @classmethod
     def fields(cls) -> tuple[Field, ...]:
@@ -146,8 +165,7 @@ class Settings:
         return None
 
     @classmethod
-    def build(cls: type[SettingsT], owner: str, params: Mapping[str, Any],
-              kind: str = "policy") -> SettingsT:
+    def build(cls: type[SettingsT], owner: str, params: Mapping[str, Any]) -> SettingsT:
         """These settings from keyword parameters (flat or dotted names), each checked by
         its field's `Spec`; an unknown name is refused with the list of parameters."""
         values: dict[tuple[str, ...], Any] = {}
@@ -157,12 +175,31 @@ class Settings:
             if item is None:
                 unknown.append(name)
             else:
-                values[item.path] = item.spec.check(owner, item.name, value)
+                values[item.path] = item.spec.check(owner, item.name, value, cls.flag)
         if unknown:
             raise ConfigurationError(
-                f"{kind} {owner!r} has no parameter {', '.join(map(repr, sorted(unknown)))}; "
-                f"its parameters (with defaults) are: {describe(cls.defaults())}")
+                f"{cls.family} {owner!r} has no {cls.noun} "
+                f"{', '.join(map(repr, sorted(unknown)))}; its {cls.noun}s (with defaults) "
+                f"are: {describe(cls.defaults())}")
         return _assemble(cls, (), values)
+
+    @classmethod
+    def given(cls: type[SettingsT], owner: str, settings: SettingsT | None,
+              params: Mapping[str, Any]) -> SettingsT:
+        """What a plug-in's constructor was handed: `settings` whole, or these settings
+        built from keyword `params` (`build`), never both."""
+        if settings is None:
+            return cls.build(owner, params)
+        if params:
+            raise ConfigurationError(
+                f"{cls.family} {owner!r} takes its settings whole or as {cls.noun}s, not both")
+        return settings
+
+    def verify(self, owner: str) -> None:
+        """Check every value held by its field's `Spec` (settings made directly rather
+        than through `build`, as BM25's are by the stores)."""
+        for item, value in zip(self.fields(), self.flat().values(), strict=True):
+            item.spec.check(owner, item.name, value, self.flag)
 
     def flat(self) -> dict[str, Any]:
         """{flat name: value} of every setting (what manifests hold)."""
@@ -175,12 +212,29 @@ class Settings:
         return out
 
     def read(self) -> dict[str, Any]:
-        """`flat` less the settings nothing reads as set (`Spec.read_when`): what decides
+        """`flat` less the settings nothing reads as set (`Spec.read_when`) or reports do
+        not show (`Spec.reported`), each as reports show it (`Spec.report`): what decides
         the output, for reports and run files."""
         values = self.flat()
-        unread = {item.name for item in self.fields() if item.spec.read_when is not None
-                  and values[item.spec.read_when[0]] not in item.spec.read_when[1]}
-        return {name: value for name, value in values.items() if name not in unread}
+        out: dict[str, Any] = {}
+        for item in self.fields():
+            spec = item.spec
+            if not spec.reported or (spec.read_when is not None
+                                     and values[spec.read_when[0]] not in spec.read_when[1]):
+                continue
+            value = values[item.name]
+            out[item.name] = value if spec.report is None else spec.report(value)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RetrieverSettings(Settings):
+    """Base of every first-stage retriever's settings: its options (`--retriever-param`,
+    a request's `retriever_options`)."""
+
+    family: ClassVar[str] = "retriever"
+    noun: ClassVar[str] = "option"
+    flag: ClassVar[str] = "--retriever-param"
 
 
 def describe(defaults: Mapping[str, Any]) -> str:
@@ -217,4 +271,4 @@ def _assemble(cls: type[SettingsT], path: tuple[str, ...],
     return cls(**kwargs)
 
 
-__all__ = ["Field", "Settings", "Spec", "describe", "nested", "setting"]
+__all__ = ["Field", "RetrieverSettings", "Settings", "Spec", "describe", "nested", "setting"]

@@ -420,10 +420,11 @@ def test_a_retriever_option_is_checked_before_indexing_and_kept_by_the_index(
             "--retriever", "dense-sentences"]
     bad = suture(*base, "--retriever-param", "fusion=median")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert "fusion='median' is not a fusion; choose one of ['max', 'mean']" in bad.stderr
+    assert "fusion must be one of max, mean, got 'median'" in bad.stderr
     unknown = suture(*base, "--retriever-param", "fusoin=mean")
     assert unknown.returncode == 2
-    assert "has no option 'fusoin'; it takes persist, fusion, scoped_fusion" in unknown.stderr
+    assert ("has no option 'fusoin'; its options (with defaults) are: persist=True, "
+            "fusion='max', scoped_fusion='max'") in unknown.stderr
     unnamed = suture(*base[:-2], "--retriever-param", "fusion=mean")  # no --retriever
     assert unnamed.returncode == 2 and "Traceback" not in unnamed.stderr
     assert "'fusion' were given without the retriever they are for" in unnamed.stderr

@@ -30,7 +30,7 @@ def test_registry_lists_every_retriever(contract_store: SQLiteStore) -> None:
     preset = get_retriever("document-hybrid", contract_store, head_chars=0)
     assert isinstance(preset, HybridRetriever) and preset.name == "document-hybrid"
     assert (preset.documents, preset.lexical_scope, preset.head_chars) == (1, "documents", 0)
-    assert preset.lexical.settings.stemmer == "english"  # the preset's other options stay
+    assert preset.lexical.settings.bm25.stemmer == "english"  # the preset's other options stay
     with pytest.raises(UnknownPluginError, match="dense, lexical, hybrid, document-hybrid"):
         get_retriever("sparse", contract_store)
 
@@ -251,7 +251,8 @@ def test_fusion_settings_must_be_finite_numbers_in_range(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"documents": 1, "lexical_scope": "chunks"}, "lexical_scope 'chunks'"),
+        ({"documents": 1, "lexical_scope": "chunks"},
+         "lexical_scope must be one of corpus, documents, got 'chunks'"),
         ({"lexical_scope": "documents"}, "documents=m"),
         ({"head_chars": 500}, "head_chars acts on the chosen documents"),
         ({"documents": 1, "head_chars": -1}, "head_chars must be a whole number >= 0"),

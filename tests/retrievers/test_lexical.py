@@ -202,7 +202,8 @@ def test_tokenizer_lowercases_drops_stopwords_and_single_characters() -> None:
 
 
 def test_settings_are_validated() -> None:
-    with pytest.raises(ConfigurationError, match="k1"):
+    with pytest.raises(ConfigurationError, match=r"b must be a number in \[0, 1\], got 2\.0 "
+                       r"\(e\.g\. --retriever-param b=0\.75\)"):
         LexicalSettings(b=2.0)
     with pytest.raises(ConfigurationError, match="method"):
         LexicalSettings(method="tfidf")
@@ -359,7 +360,7 @@ def test_read_only_folder_still_works(
 def test_registry_builds_lexical_with_options(contract_store: SQLiteStore) -> None:
     retriever = get_retriever("lexical", contract_store, k1=1.2)
     assert isinstance(retriever, LexicalRetriever)
-    assert retriever.settings.k1 == 1.2
+    assert retriever.settings.bm25.k1 == 1.2
 
 
 def test_stemming_needs_pystemmer_or_says_how_to_install() -> None:

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from suture.documents import SUPPORTED_SUFFIXES
 from suture.policies import policy_names, policy_parameters
-from suture.retrievers import RetrieverName
-from suture.server.app import REQUEST_RETRIEVER_OPTIONS, create_app
+from suture.retrievers import RetrieverName, retriever_request_options
+from suture.server.app import create_app
 from suture.server.service import IndexService
 from suture.server.settings import ServerSettings
 from tests.server.test_hostile import small_index
@@ -72,7 +72,7 @@ def policy_and_params() -> st.SearchStrategy[dict[str, Any]]:
 
 def retriever_and_options() -> st.SearchStrategy[dict[str, Any]]:
     def options_of(retriever: str) -> st.SearchStrategy[dict[str, Any]]:
-        names = list(REQUEST_RETRIEVER_OPTIONS.get(RetrieverName(retriever), ())) or ["k1"]
+        names = list(retriever_request_options(retriever)) or ["k1"]
         return st.fixed_dictionaries({"retriever": st.just(retriever)}, optional={
             "retriever_options": st.dictionaries(st.sampled_from(names), settings_values,
                                                  max_size=2)})

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from suture.index import Index
 from suture.policies import policy_names, policy_parameters
-from suture.retrievers import RetrieverName
+from suture.retrievers import RetrieverName, retriever_request_options
 from suture.server import limits
-from suture.server.app import REQUEST_RETRIEVER_OPTIONS, create_app
+from suture.server.app import create_app
 from suture.server.limits import MAX_JSON_DEPTH, json_depth
 from suture.server.service import IndexService
 from suture.server.settings import ServerSettings
@@ -202,10 +202,11 @@ def test_every_policy_parameter_takes_or_refuses_odd_numbers(
                     refused(answer)
 
 
-@pytest.mark.parametrize("retriever", [r.value for r in REQUEST_RETRIEVER_OPTIONS])
+@pytest.mark.parametrize("retriever", [r.value for r in RetrieverName
+                                       if retriever_request_options(r.value)])
 def test_every_request_retriever_option_takes_or_refuses_odd_numbers(
         client: TestClient, retriever: str) -> None:
-    for name in REQUEST_RETRIEVER_OPTIONS[RetrieverName(retriever)]:
+    for name in retriever_request_options(retriever):
         for number in ODD_NUMBERS:
             answer = client.post("/v1/retrieve", headers=JSON, content=(
                 f'{{"query": "{QUESTION}", "policy": "topk", "retriever": "{retriever}", '
@@ -249,7 +250,7 @@ def test_a_setting_kept_from_requests_is_refused_with_what_sets_it(client: TestC
 def test_request_retriever_options_are_what_each_retriever_declares(
         client: TestClient, retriever: str) -> None:
     """Each option a request may set is one the retriever takes; /v1/info lists them."""
-    from suture.retrievers import check_retriever_options, retriever_request_options
+    from suture.retrievers import check_retriever_options
 
     declared = retriever_request_options(retriever)
     words = {"fusion": "rrf" if "alpha" in declared else "max", "scoped_fusion": "max"}

@@ -22,9 +22,10 @@ What it does, in order:
    95% interval (both from a bootstrap over the tuning part's documents);
 4. the judgement: the chosen setting against window on the judging part, with the paired
    bootstrap (`stats.paired_bootstrap`) of the recall difference and the size change;
-   the named settings (`NAMED_SETTINGS`: suture's default, the paper's two; for
-   scar-sentences its default (the contracts setting), the prose setting, its default
-   before the current one and chunk scar's default) are judged the same way beside it;
+   the named settings each policy declares (`Policy.named_settings`: scar's are suture's
+   default and the paper's two; scar-sentences' its default (the contracts setting), the
+   prose setting, its default before the current one and chunk scar's default) are
+   judged the same way beside it;
 5. `write_choice` stores the chosen parameters and the first stage they were tuned on
    in the index manifest (`Manifest.policy_defaults[policy]`), which `Index.retrieve`
    applies to every later query of that policy that does not set them itself.
@@ -67,9 +68,9 @@ from suture.policies import (
     calibrated_policies,
     flat_parameters,
     policy_grid,
+    policy_named_settings,
     policy_settings,
 )
-from suture.policies.scar import DEFAULT_SETTING, MAIN_SETTING, TRANSFER_SETTING
 
 if TYPE_CHECKING:
     from suture.index import Index
@@ -78,21 +79,6 @@ if TYPE_CHECKING:
 TARGETS = ("tokens", "chunks", "characters")
 #: the policies `calibrate` can tune
 CALIBRATED_POLICIES = calibrated_policies()
-#: settings judged beside the chosen one, per calibrated policy: label -> (policy, params)
-_SCAR_DEFAULT = ("scar", {**DEFAULT_SETTING, "radius": 1})
-NAMED_SETTINGS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
-    "scar": {
-        "default": _SCAR_DEFAULT,
-        "paper main": ("scar", {**MAIN_SETTING, "radius": 1}),
-        "paper transfer": ("scar", {**TRANSFER_SETTING, "radius": 1}),
-    },
-    "scar-sentences": {
-        "default (0, 0.9, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.9, "radius": 12}),
-        "prose (0, 0.5, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 12}),
-        "earlier default (0, 0.5, 6)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 6}),
-        "scar default": _SCAR_DEFAULT,
-    },
-}
 #: how a setting clears the recall floor on the tuning part (`--rule`): "mean": its mean
 #: recall is at most the allowed loss below window's; "se": its recall difference from
 #: window less one standard error is (the one-standard-error rule: the lower end of the
@@ -441,7 +427,8 @@ def calibrate(
     pinned to `fixed` or the policy's own defaults, so an index's stored defaults never
     leak into a grid point. `policy` is "scar" or "scar-sentences"; it runs on the first
     stage `retriever`, window and topk on `reference_retriever` (default: the same), and
-    `named` (default `NAMED_SETTINGS[policy]`) are judged beside the chosen setting. With
+    `named` (default: the policy's own, `Policy.named_settings`) are judged beside the
+    chosen setting. With
     several first stages the grid runs on each, the rule chooses among all their points
     (so it chooses the first stage too), window runs on the index's own unless
     `reference_retriever` says otherwise, and the named settings on the chosen stage.
@@ -518,7 +505,7 @@ def calibrate(
     runs: dict[str, tuple[dict[str, Any], PolicyRun]] = {}
     if chosen is not None:
         runs[chosen["label"]] = (chosen["params"], sweep.runs[chosen["label"]])
-    for name, (named_policy, params) in (NAMED_SETTINGS[policy] if named is None
+    for name, (named_policy, params) in (policy_named_settings(policy) if named is None
                                          else named).items():
         full = {**(settings if named_policy == policy else get_policy(named_policy).params()),
                 **params}
@@ -726,7 +713,6 @@ def change_text(comparison: Mapping[str, Any]) -> str:
 __all__ = [
     "CALIBRATED_POLICIES",
     "HOLDOUTS",
-    "NAMED_SETTINGS",
     "RULES",
     "TARGETS",
     "CalibrationResult",

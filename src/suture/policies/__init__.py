@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from suture._registry import load_class, lookup
 from suture.exceptions import ConfigurationError
-from suture.policies.base import Policy, PolicyRequest, PolicyResult
+from suture.policies.base import NamedSettings, Policy, PolicyRequest, PolicyResult
 from suture.settings import Settings, describe
 
 if TYPE_CHECKING:
@@ -96,6 +96,14 @@ def policy_grid(name: str) -> dict[str, list[Any]]:
     return policy_settings(name).grid()
 
 
+def policy_named_settings(name: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The settings `suture calibrate` judges beside its choice for a policy
+    (`Policy.named_settings`): label -> (policy, parameters)."""
+    cls, _ = _policy_class(name)
+    named: NamedSettings = cls.named_settings
+    return {label: (policy, dict(params)) for label, (policy, params) in named.items()}
+
+
 def calibrated_policies() -> tuple[str, ...]:
     """The policies `suture calibrate` can tune: those with a grid on some setting."""
     return tuple(name for name in policy_names() if policy_grid(name))
@@ -162,6 +170,7 @@ __all__ = [
     "get_policy",
     "policy_grid",
     "policy_missing",
+    "policy_named_settings",
     "policy_names",
     "policy_needs_sentences",
     "policy_parameters",

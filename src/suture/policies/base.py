@@ -8,13 +8,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from suture.embedders.base import Vectors
-from suture.exceptions import ConfigurationError
 from suture.settings import Settings
 from suture.stores.base import Store
 from suture.types import Focus, Hit, Selection
 
 if TYPE_CHECKING:
     from suture.stores.sentences import SentenceSource
+
+
+#: settings by label: (policy, parameters) (`Policy.named_settings`)
+NamedSettings = Mapping[str, tuple[str, Mapping[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,16 +68,14 @@ class Policy(ABC):
     #: its settings (`suture.settings`): what the registry, `suture policies`, `--param`,
     #: the service and calibrate read; none by default
     settings_type: ClassVar[type[Settings]] = Settings
+    #: settings `suture calibrate` judges beside the one it chooses, by label: (policy,
+    #: parameters); none by default
+    named_settings: ClassVar[NamedSettings] = {}
 
     def __init__(self, settings: Settings | None = None, /, **params: Any) -> None:
         """Settings given whole, or built from keyword parameters (flat or dotted names),
         each checked by its field."""
-        if settings is None:
-            settings = self.settings_type.build(self.name, params)
-        elif params:
-            raise ConfigurationError(
-                f"policy {self.name!r} takes its settings whole or as parameters, not both")
-        self.settings = settings
+        self.settings = self.settings_type.given(self.name, settings, params)
 
     def first_stage(self, index_retriever: str) -> str:
         """The first stage this policy runs on when neither the call nor the index's own

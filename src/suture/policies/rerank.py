@@ -160,15 +160,23 @@ def _load(folder: Path, backend: str, max_length: int) -> tuple[Any, Any, int]:
     return model, tokenizer, max_length
 
 
+def _folder_shown(model: str | None) -> str:
+    """What reports show for `model`: the folder it resolves to ($SUTURE_RERANKER for None)."""
+    return str(resolve_model_folder(model))
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RerankSettings(Settings):
-    #: the cross-encoder's folder (None: the bundled one); a path, so the server's to set
+    #: the cross-encoder's folder (None: $SUTURE_RERANKER); a path, so the server's to
+    #: set; reports show the folder it resolves to
     model: str | None = setting(None, "text", optional=True, request=False,
                                 request_note="the server sets it (suture serve "
-                                             "--rerank-model DIR)")
+                                             "--rerank-model DIR)",
+                                report=_folder_shown)
     candidates: int = setting(20, "whole", low=1)
     batch_size: int = setting(16, "whole", low=1)
-    backend: str = setting("auto", "choice", choices=BACKENDS)
+    #: which library runs the model: both give the same raw logits, so reports omit it
+    backend: str = setting("auto", "choice", choices=BACKENDS, reported=False)
     max_length: int = setting(DEFAULT_MAX_LENGTH, "whole", low=1)
 
 
@@ -195,14 +203,6 @@ class RerankPolicy(Policy):
 
     def candidate_count(self, k: int) -> int:
         return max(self.candidates, k)
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "model": str(self.folder),
-            "candidates": self.candidates,
-            "batch_size": self.batch_size,
-            "max_length": self.max_length,
-        }
 
     @property
     def scorer(self) -> CrossEncoderScorer:

@@ -42,9 +42,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from suture.policies.base import Policy, PolicyRequest, PolicyResult, hit_selection
+from suture.policies.base import (
+    NamedSettings,
+    Policy,
+    PolicyRequest,
+    PolicyResult,
+    hit_selection,
+)
 from suture.policies.links import ChunkLinks, parse_link_kinds
 from suture.settings import Settings, setting
 from suture.stores.table import ChunkTable
@@ -61,6 +67,8 @@ TRANSFER_SETTING = {"lam": 0.1, "tau": 0.8}
 #: docs/results.md#scar-paper: the fewest context tokens among the (λ, τ, r) grid points
 #: whose chunk recall is at most 2 points below window's (all-MiniLM-L6-v2, k = 5)
 DEFAULT_SETTING = {"lam": 1.0, "tau": 0.3}
+#: suture's default, as `suture calibrate` judges it beside its choice
+NAMED_DEFAULT: tuple[str, dict[str, Any]] = ("scar", {**DEFAULT_SETTING, "radius": 1})
 #: logical neighbours scored per seed at most (the nearest by position first)
 MAX_LINKED = 8
 
@@ -108,7 +116,8 @@ class ScarSettings(Settings):
     tau: float = setting(0.3, **TAU, grid=[0.1, 0.3, 0.5, 0.7, 0.8, 0.9])
     radius: int = setting(1, **RADIUS, grid=[1, 2])
     penalty_against: str = setting("seed", "choice", choices=PENALTY_CHOICES)
-    links: str = setting("", "text")
+    #: reports spell the kinds out in canonical order ("all": "section,reference,term")
+    links: str = setting("", "text", report=lambda value: ",".join(parse_link_kinds(value)))
     extra_hits: int = setting(0, **EXTRA_HITS, grid=[0])
 
 
@@ -119,6 +128,11 @@ class ScarPolicy(Policy):
     expands = True
     settings_type = ScarSettings
     settings: ScarSettings
+    named_settings: ClassVar[NamedSettings] = {
+        "default": NAMED_DEFAULT,
+        "paper main": ("scar", {**MAIN_SETTING, "radius": 1}),
+        "paper transfer": ("scar", {**TRANSFER_SETTING, "radius": 1}),
+    }
 
     def __init__(self, settings: ScarSettings | None = None, /, **params: Any) -> None:
         """λ = `lam`, τ = `tau`, r = `radius`; `links` adds logical neighbours of these
@@ -141,16 +155,6 @@ class ScarPolicy(Policy):
 
     def candidate_count(self, k: int) -> int:
         return seed_count(k, self.extra_hits)
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "lam": self.lam,
-            "tau": self.tau,
-            "radius": self.radius,
-            "penalty_against": self.penalty_against,
-            "links": ",".join(self.links),
-            "extra_hits": self.extra_hits,
-        }
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         hits = _unique_hits(request.hits[: seed_count(request.k, self.extra_hits)])

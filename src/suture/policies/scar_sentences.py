@@ -60,13 +60,14 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.policies.base import (
+    NamedSettings,
     Policy,
     PolicyRequest,
     PolicyResult,
@@ -77,6 +78,7 @@ from suture.policies.scar import (
     ALREADY_HIT,
     EXTRA_HITS,
     LAM,
+    NAMED_DEFAULT,
     NOT_REACHED,
     RADIUS,
     REJECTED,
@@ -169,6 +171,14 @@ class SentenceScarPolicy(Policy):
     expands = True
     settings_type = SentenceScarSettings
     settings: SentenceScarSettings
+    #: its default (the contracts setting), the prose setting, its default before the
+    #: current one and chunk scar's default
+    named_settings: ClassVar[NamedSettings] = {
+        "default (0, 0.9, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.9, "radius": 12}),
+        "prose (0, 0.5, 12)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 12}),
+        "earlier default (0, 0.5, 6)": ("scar-sentences", {"lam": 0.0, "tau": 0.5, "radius": 6}),
+        "scar default": NAMED_DEFAULT,
+    }
 
     def __init__(self, settings: SentenceScarSettings | None = None, /,
                  **params: Any) -> None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
 from suture._registry import load_class, lookup
 from suture.embedders.base import Embedder
-from suture.exceptions import ConfigurationError
 from suture.retrievers.base import Retriever
+from suture.settings import RetrieverSettings
 from suture.stores.base import Store
 
 
@@ -43,28 +42,40 @@ def retriever_names() -> list[str]:
     return [r.value for r in RetrieverName]
 
 
+def _retriever_class(name: str) -> tuple[RetrieverName, type[Retriever], dict[str, Any]]:
+    """The registry key `name` looks up, its class (imported now) and its preset options."""
+    key = lookup("retriever", RetrieverName, name)
+    module_name, class_name, preset_name = _REGISTRY[key]
+    cls: type[Retriever] = load_class(module_name, class_name)
+    preset = dict(load_class(module_name, preset_name)) if preset_name else {}
+    return key, cls, preset
+
+
+def retriever_settings(name: str) -> type[RetrieverSettings]:
+    """A registered retriever's settings class (`Retriever.settings_type`): its fields are
+    the options `--retriever-param`, the manifest and the service take."""
+    return _retriever_class(name)[1].settings_type
+
+
+def _settings(name: str, options: Mapping[str, Any]
+              ) -> tuple[RetrieverName, type[Retriever], RetrieverSettings]:
+    """Retriever `name`'s key, class and settings from `options` over its preset, each
+    checked by its field (`ConfigurationError` names the option and the fix)."""
+    key, cls, preset = _retriever_class(name)
+    return key, cls, cls.settings_type.build(key.value, {**preset, **options})
+
+
 def check_retriever_options(name: str, options: Mapping[str, Any]) -> None:
     """Raise, naming the problem and the choices, unless retriever `name` takes these
     options: checked before an index is built or its manifest changed, so a bad option
     never reaches a stored index."""
-    cls = load_class(*_REGISTRY[lookup("retriever", RetrieverName, name)][:2])
-    accepted = [p for p in inspect.signature(cls.__init__).parameters
-                if p not in ("self", "store", "embedder")]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise ConfigurationError(
-            f"retriever {name!r} has no option {', '.join(map(repr, unknown))}; it takes "
-            f"{', '.join(accepted) or 'none'}"
-        )
-    cls.check_options(options)
+    _settings(name, options)
 
 
 def retriever_request_options(name: str) -> tuple[str, ...]:
-    """The options of retriever `name` a request to the service may set
-    (`Retriever.request_options`)."""
-    cls = load_class(*_REGISTRY[lookup("retriever", RetrieverName, name)][:2])
-    options: tuple[str, ...] = cls.request_options
-    return options
+    """The options of retriever `name` a request to the service may set (its settings'
+    fields that say `request`)."""
+    return tuple(item.name for item in retriever_settings(name).fields() if item.spec.request)
 
 
 def get_retriever(name: str, store: Store, *, embedder: Callable[[], Embedder] | None = None,
@@ -74,19 +85,9 @@ def get_retriever(name: str, store: Store, *, embedder: Callable[[], Embedder] |
     `embedder` (a callable, so the model loads only when needed) reaches the retrievers
     that embed derived texts of their own (`Retriever.needs_embedder`).
     """
-    key = lookup("retriever", RetrieverName, name)
-    module_name, class_name, preset_name = _REGISTRY[key]
-    cls = load_class(module_name, class_name)
-    preset = dict(load_class(module_name, preset_name)) if preset_name else {}
-    given = {**preset, **options}
-    if cls.needs_embedder:
-        given["embedder"] = embedder
-    try:
-        retriever: Retriever = cls(store, **given)
-    except TypeError as exc:
-        raise ConfigurationError(
-            f"invalid options {sorted(options)} for retriever {name!r}: {exc}"
-        ) from None
+    key, cls, settings = _settings(name, options)
+    retriever = (cls(store, settings, embedder=embedder) if cls.needs_embedder
+                 else cls(store, settings))
     retriever.name = key.value
     return retriever
 
@@ -99,4 +100,5 @@ __all__ = [
     "get_retriever",
     "retriever_names",
     "retriever_request_options",
+    "retriever_settings",
 ]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from suture.embedders.base import Vectors
+from suture.settings import RetrieverSettings
 from suture.stores.base import Store
 from suture.types import Hit
 
@@ -24,19 +25,17 @@ class Retriever(ABC):
     #: whether it searches sentence vectors (`Index.retrieve` makes sure every document
     #: has them before a query's read snapshot, which refuses the writes)
     reads_sentences: bool = False
-    #: the options a request to the service may set (`retriever_options`): those that
-    #: change how hits are scored and build nothing new (BM25's k1, b, ... would make and
-    #: save another index of the corpus per request; they are the index's to set)
-    request_options: tuple[str, ...] = ()
+    #: its options (`suture.settings`): what the registry, `--retriever-param`, the
+    #: manifest's stored options and the service read. A request may set those whose
+    #: field says so: the ones that change how hits are scored and build nothing new
+    #: (BM25's k1, b, ... would make and save another index of the corpus per request)
+    settings_type: ClassVar[type[RetrieverSettings]] = RetrieverSettings
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, settings: RetrieverSettings | None = None, /,
+                 **options: Any) -> None:
+        """Options given whole, or built from keyword options, each checked by its field."""
         self.store = store
-
-    @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        """Raise `ConfigurationError` for option values this retriever refuses, before a
-        store exists (`check_retriever_options` has checked the names)."""
-        return None
+        self.settings = self.settings_type.given(self.name, settings, options)
 
     @abstractmethod
     def retrieve(self, query: str, query_vector: Vectors, k: int,

@@ -31,13 +31,13 @@ stemming) they were the best setting on both CUAD-mini and privacy-QA
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
-from suture.numbers import real_number, whole_number
 from suture.retrievers.base import Retriever
 from suture.retrievers.fusion import (
     DEFAULT_RRF_K,
@@ -46,82 +46,78 @@ from suture.retrievers.fusion import (
     normalised_blend,
     reciprocal_rank_fusion,
 )
-from suture.retrievers.lexical import LexicalRetriever
+from suture.retrievers.lexical import LexicalRetriever, LexicalRetrieverSettings
+from suture.settings import RetrieverSettings, nested, setting
 from suture.stores.base import Store
 from suture.types import Chunk, Hit
 
 FUSIONS = ("rrf", "blend")
-#: the CLI option that sets a retriever's options (named in error messages)
-FLAG = "--retriever-param"
 #: where BM25's idf comes from: the whole corpus, or only the chosen documents' chunks
 LEXICAL_SCOPES = ("corpus", "documents")
 #: weight of the dense stage; 0.7 was the best hybrid setting on both CUAD-mini and
 #: privacy-QA (docs/retrievers.md): the lexical stage helps less than dense there
 DEFAULT_ALPHA = 0.7
+#: the document-first options choose what is searched: the index's to set
+_INDEX_ONLY: dict[str, Any] = {"request": False,
+                               "request_note": "the document-first options are the index's"}
+
+
+@dataclass(frozen=True, slots=True)
+class HybridSettings(RetrieverSettings):
+    """How the two stages fuse (a request may set these), the document-first options and
+    the BM25 stage's own (`LexicalRetrieverSettings`, by their plain names)."""
+
+    fusion: str = setting("rrf", "choice", choices=FUSIONS)
+    #: weight of the dense stage. RRF: weights (2 alpha, 2 (1 - alpha)), so 0.5 is plain
+    #: RRF; blend: alpha * dense + (1 - alpha) * lexical
+    alpha: float = setting(DEFAULT_ALPHA, "real", low=0.0, high=1.0, high_included=True)
+    rrf_k: float = setting(DEFAULT_RRF_K, "real", low=0.0)
+    #: candidates each stage contributes (None: max(50, 4k))
+    depth: int | None = setting(None, "whole", low=1, example=50, optional=True,
+                                **_INDEX_ONLY)
+    #: restrict both stages to the chunks of the best `documents` documents
+    #: (document-level BM25, see `suture.retrievers.documents`); None: no restriction
+    documents: int | None = setting(None, "whole", low=1, example=1, optional=True,
+                                    **_INDEX_ONLY)
+    #: "documents": BM25 idf over the chosen documents' chunks only (needs `documents`)
+    lexical_scope: str = setting("corpus", "choice", choices=LEXICAL_SCOPES, **_INDEX_ONLY)
+    #: drop query terms found in the chosen documents' title and first `head_chars`
+    #: characters from the lexical query (needs `documents`); None: keep every term
+    head_chars: int | None = setting(None, "whole", low=0, example=300, optional=True,
+                                     **_INDEX_ONLY)
+    lexical: LexicalRetrieverSettings = nested(LexicalRetrieverSettings, "")  # noqa: RUF009 (a field factory)
+
+    def __post_init__(self) -> None:
+        """The options that only act together."""
+        if self.documents is None and (self.lexical_scope != "corpus"
+                                       or self.head_chars is not None):
+            option = "head_chars" if self.head_chars is not None else "lexical_scope='documents'"
+            raise ConfigurationError(
+                f"{option} acts on the chosen documents; also pass documents=m "
+                "(e.g. --retriever-param documents=1)"
+            )
+        if self.lexical_scope == "documents" and self.lexical.bm25.method != "lucene":
+            raise ConfigurationError(
+                "lexical_scope='documents' is implemented for the Lucene BM25 variant only; "
+                f"got method={self.lexical.bm25.method!r} (--retriever-param method=lucene)"
+            )
 
 
 class HybridRetriever(Retriever):
     """Dense + lexical candidates fused into one ranking."""
 
     name = "hybrid"
-    request_options = ("fusion", "alpha", "rrf_k")
+    settings_type = HybridSettings
+    settings: HybridSettings
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        fusion: str = "rrf",
-        rrf_k: float = DEFAULT_RRF_K,
-        alpha: float = DEFAULT_ALPHA,
-        depth: int | None = None,
-        documents: int | None = None,
-        lexical_scope: str = "corpus",
-        head_chars: int | None = None,
-        **lexical_options: Any,
-    ) -> None:
-        super().__init__(store)
-        if fusion not in FUSIONS:
-            raise ConfigurationError(f"unknown fusion {fusion!r}; choose one of: rrf, blend")
-        self.fusion = fusion
-        self.rrf_k = real_number(self.name, "rrf_k", rrf_k, low=0.0, example=DEFAULT_RRF_K,
-                                 flag=FLAG)
-        #: weight of the dense stage. RRF: weights (2 alpha, 2 (1 - alpha)), so 0.5 is plain
-        #: RRF; blend: alpha * dense + (1 - alpha) * lexical
-        self.alpha = real_number(self.name, "alpha", alpha, low=0.0, high=1.0,
-                                 high_included=True, example=DEFAULT_ALPHA, flag=FLAG)
-        if depth is not None:
-            depth = whole_number(self.name, "depth", depth, minimum=1, example=50, flag=FLAG)
-        if documents is not None:
-            documents = whole_number(self.name, "documents", documents, minimum=1, example=1,
-                                     flag=FLAG)
-        if head_chars is not None:
-            head_chars = whole_number(self.name, "head_chars", head_chars, minimum=0,
-                                      example=300, flag=FLAG)
-        self.depth = depth
-        #: restrict both stages to the chunks of the best `documents` documents
-        #: (document-level BM25, see `suture.retrievers.documents`); None: no restriction
-        self.documents = documents
-        if lexical_scope not in LEXICAL_SCOPES:
-            raise ConfigurationError(
-                f"unknown lexical_scope {lexical_scope!r}; choose 'corpus' or 'documents'"
-            )
-        if documents is None and (lexical_scope != "corpus" or head_chars is not None):
-            option = "head_chars" if head_chars is not None else "lexical_scope='documents'"
-            raise ConfigurationError(
-                f"{option} acts on the chosen documents; also pass documents=m "
-                "(e.g. documents=1)"
-            )
-        #: "documents": BM25 idf over the chosen documents' chunks only (needs `documents`)
-        self.lexical_scope = lexical_scope
-        #: drop query terms found in the chosen documents' title and first `head_chars`
-        #: characters from the lexical query (needs `documents`); None: keep every term
-        self.head_chars = head_chars
-        self.lexical = LexicalRetriever(store, **lexical_options)
-        if lexical_scope == "documents" and self.lexical.settings.method != "lucene":
-            raise ConfigurationError(
-                "lexical_scope='documents' is implemented for the Lucene BM25 variant only; "
-                f"got method={self.lexical.settings.method!r}"
-            )
+    def __init__(self, store: Store, settings: HybridSettings | None = None, /,
+                 **options: Any) -> None:
+        super().__init__(store, settings, **options)
+        chosen = self.settings
+        self.fusion, self.rrf_k, self.alpha = chosen.fusion, chosen.rrf_k, chosen.alpha
+        self.depth, self.documents = chosen.depth, chosen.documents
+        self.lexical_scope, self.head_chars = chosen.lexical_scope, chosen.head_chars
+        self.lexical = LexicalRetriever(store, chosen.lexical)
 
     def prepare(self, show_progress: bool = False) -> None:
         """Build (or load) the lexical index now."""

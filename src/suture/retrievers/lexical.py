@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +32,7 @@ from suture.chunking.contextual import embedding_text
 from suture.embedders.base import Vectors
 from suture.retrievers.base import Retriever
 from suture.retrievers.bm25 import LexicalIndex, Scores, top_rows
+from suture.settings import RetrieverSettings, nested, setting
 from suture.stores.base import Store
 from suture.stores.lexical import LexicalEngine, LexicalSettings, Tokenizer
 from suture.types import Chunk, Hit
@@ -41,6 +44,7 @@ __all__ = [
     "LEXICAL_PREFIX",
     "LexicalIndex",
     "LexicalRetriever",
+    "LexicalRetrieverSettings",
     "LexicalSettings",
     "MemoryLexicalEngine",
     "Tokenizer",
@@ -227,27 +231,28 @@ class MemoryLexicalEngine(LexicalEngine):
         return frozenset().union(*(heads[d] for d in doc_ids))
 
 
+@dataclass(frozen=True, slots=True)
+class LexicalRetrieverSettings(RetrieverSettings):
+    """BM25's settings (options `k1`, `b`, `method`, `stopwords`, `stemmer`) and whether
+    its index is saved in the store's derived data."""
+
+    bm25: LexicalSettings = nested(LexicalSettings, "")  # noqa: RUF009 (a field factory)
+    persist: bool = setting(True, "flag", request=False,
+                            request_note="whether the index is saved is the index's to set")
+
+
 class LexicalRetriever(Retriever):
     """BM25 top-k over the store's chunks; the index follows the store's generation."""
 
     name = "lexical"
+    settings_type = LexicalRetrieverSettings
+    settings: LexicalRetrieverSettings
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        k1: float = 1.5,
-        b: float = 0.75,
-        method: str = "lucene",
-        stopwords: str = "en",
-        stemmer: str | None = None,
-        persist: bool = True,
-    ) -> None:
-        super().__init__(store)
-        self.settings = LexicalSettings(k1=k1, b=b, method=method, stopwords=stopwords,
-                                        stemmer=stemmer)
-        self.persist = persist
-        self.engine = lexical_engine(store, self.settings, persist)
+    def __init__(self, store: Store, settings: LexicalRetrieverSettings | None = None, /,
+                 **options: Any) -> None:
+        super().__init__(store, settings, **options)
+        self.persist = self.settings.persist
+        self.engine = lexical_engine(store, self.settings.bm25, self.persist)
 
     def bm25(self) -> LexicalRetriever:
         return self
@@ -255,7 +260,7 @@ class LexicalRetriever(Retriever):
     def share_engine(self, other: LexicalRetriever | None) -> None:
         """Score with `other`'s engine when it indexes the same store the same way."""
         if (other is not None and other is not self and other.store is self.store
-                and other.settings == self.settings and other.persist == self.persist):
+                and other.settings == self.settings):
             self.engine = other.engine
 
     def prepare(self, show_progress: bool = False) -> None:

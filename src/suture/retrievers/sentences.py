@@ -69,6 +69,7 @@ from suture.retrievers.fusion import (
     reciprocal_rank_fusion,
 )
 from suture.retrievers.lexical import LexicalRetriever
+from suture.settings import RetrieverSettings, setting
 from suture.stores.base import DocumentSummary, Store, split_chunk_id
 from suture.stores.sentences import (
     SENTENCES_PREFIX,
@@ -79,7 +80,7 @@ from suture.stores.sentences import (
 from suture.types import Chunk, Hit
 
 __all__ = ["SENTENCES_PREFIX", "DocumentSentences", "Fusion", "SentenceRetriever",
-           "SentenceTable", "document_sentences"]
+           "SentenceSettings", "SentenceTable", "document_sentences"]
 
 #: chunks read at a time, and sentences embedded at a time, when a document's sentences
 #: are embedded after its chunks were stored (memory stays one window, not the document)
@@ -100,28 +101,26 @@ class Fusion(StrEnum):
         return max(cosine, sentence) if self is Fusion.MAX else (cosine + sentence) / 2
 
 
-def _fusion(option: str, value: str) -> Fusion:
-    try:
-        return Fusion(value)
-    except ValueError:
-        raise ConfigurationError(
-            f"dense-sentences {option}={value!r} is not a fusion; choose one of "
-            f"{[f.value for f in Fusion]} (e.g. `suture index --retriever dense-sentences "
-            f"--retriever-param {option}=max`)"
-        ) from None
+#: how to spell a fusion (`--retriever-param fusion=mean`): what each choice means
+_FUSION_MEANING = ("max: a chunk is the better of its own and its best sentence's cosine; "
+                   "mean: their average")
 
 
-def _lexical_weight(value: Any) -> float:
-    try:  # a bool is no weight; an int of 400 digits overflows
-        weight = float("nan") if isinstance(value, bool) else float(value)
-    except (TypeError, ValueError, OverflowError):
-        weight = float("nan")
-    if not 0.0 <= weight <= 1.0:  # also refuses nan
-        raise ConfigurationError(
-            f"dense-sentences lexical_weight={value!r} must be a number from 0 (vectors "
-            "alone) to 1 (BM25 alone), e.g. `--retriever-param lexical_weight=0.3`"
-        )
-    return weight
+@dataclass(frozen=True, slots=True)
+class SentenceSettings(RetrieverSettings):
+    """How a chunk's two cosines fuse, over the whole index and within named documents,
+    and BM25's share of a whole-index search (a request may set these three)."""
+
+    #: whether a BM25 index (`lexical_weight` > 0) is saved in the store's derived data
+    persist: bool = setting(True, "flag", request=False,
+                            request_note="whether the index is saved is the index's to set")
+    fusion: str = setting(Fusion.MAX.value, "choice", choices=[f.value for f in Fusion],
+                          explain=_FUSION_MEANING)
+    scoped_fusion: str = setting(Fusion.MAX.value, "choice",
+                                 choices=[f.value for f in Fusion], explain=_FUSION_MEANING)
+    #: BM25's weight in a whole-index search's rank fusion, from 0 (vectors alone) to 1
+    lexical_weight: float = setting(DEFAULT_LEXICAL_WEIGHT, "real", low=0.0, high=1.0,
+                                    high_included=True, example=0.3)
 
 
 @dataclass(slots=True)
@@ -142,31 +141,22 @@ class SentenceRetriever(Retriever):
     name = "dense-sentences"
     needs_embedder = True
     reads_sentences = True
-    request_options = ("fusion", "scoped_fusion", "lexical_weight")
+    settings_type = SentenceSettings
+    settings: SentenceSettings
 
-    def __init__(self, store: Store, *, embedder: Callable[[], Embedder] | None = None,
-                 persist: bool = True, fusion: str = Fusion.MAX.value,
-                 scoped_fusion: str = Fusion.MAX.value,
-                 lexical_weight: float = DEFAULT_LEXICAL_WEIGHT) -> None:
-        super().__init__(store)
+    def __init__(self, store: Store, settings: SentenceSettings | None = None, /, *,
+                 embedder: Callable[[], Embedder] | None = None, **options: Any) -> None:
+        super().__init__(store, settings, **options)
         self._embedder = embedder
-        self.persist = persist
-        self.fusion = _fusion("fusion", fusion)
-        self.scoped_fusion = _fusion("scoped_fusion", scoped_fusion)
-        self.lexical_weight = _lexical_weight(lexical_weight)
+        self.persist = self.settings.persist
+        self.fusion = Fusion(self.settings.fusion)
+        self.scoped_fusion = Fusion(self.settings.scoped_fusion)
+        self.lexical_weight = self.settings.lexical_weight
         self._cache = _SentenceCache()
         #: BM25 for `lexical_weight` > 0 (else None); made here, before any query: a server
         #: store's engine fills in its postings when made, which a query's snapshot misses
-        self.lexical = (LexicalRetriever(store, persist=persist)
+        self.lexical = (LexicalRetriever(store, persist=self.persist)
                         if self.lexical_weight > 0 else None)
-
-    @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
-        for option in ("fusion", "scoped_fusion"):
-            if option in options:
-                _fusion(option, str(options[option]))
-        if "lexical_weight" in options:
-            _lexical_weight(options["lexical_weight"])
 
     def share_sentences(self, other: SentenceRetriever) -> None:
         """Read and build sentence vectors through `other`'s cache (same store)."""

@@ -55,7 +55,7 @@ from suture.policies import (
     policy_settings,
 )
 from suture.policies.budget import DEFAULT_BUDGET
-from suture.retrievers import RetrieverName, retriever_request_options
+from suture.retrievers import RetrieverName, retriever_request_options, retriever_settings
 from suture.server import reports
 from suture.server.auth import Scope
 from suture.server.limits import MAX_JSON_DEPTH, BodyLimit, JsonDepthLimit, JsonRefused, read_json
@@ -77,12 +77,6 @@ from suture.server.settings import ServerSettings
 
 log = logging.getLogger("suture.server")
 STATIC = Path(__file__).parent / "static"
-#: the retriever options a request may set (`retriever_options`), as each retriever
-#: declares them (`Retriever.request_options`)
-REQUEST_RETRIEVER_OPTIONS: dict[RetrieverName, tuple[str, ...]] = {
-    name: options for name in RetrieverName
-    if (options := retriever_request_options(name.value))
-}
 
 
 #: `?id=`: a document named in the query string, which carries any id (a path segment
@@ -150,7 +144,8 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
             "policies": policy_names(),
             "retrievers": [r.value for r in RetrieverName],
             "request_retriever_options": {
-                name.value: list(options) for name, options in REQUEST_RETRIEVER_OPTIONS.items()},
+                name.value: list(options) for name in RetrieverName
+                if (options := retriever_request_options(name.value))},
             "request_policy_parameters": {
                 name: [item.name for item in policy_settings(name).fields() if item.spec.request]
                 for name in policy_names()},
@@ -420,14 +415,17 @@ def _retriever_options(retriever: str | None, options: dict[str, Any]
                        '{"retriever": "dense-sentences", "retriever_options": '
                        '{"lexical_weight": 0.3}}')
     name = lookup("retriever", RetrieverName, retriever)
-    allowed = REQUEST_RETRIEVER_OPTIONS.get(name, ())
+    allowed = retriever_request_options(name.value)
     refused = sorted(set(options) - set(allowed))
     if refused:
+        fields = [retriever_settings(name.value).resolve(option) for option in refused]
+        why = "".join(f"{note}; " for note in dict.fromkeys(
+            item.spec.request_note for item in fields if item and item.spec.request_note))
         may = (f"a request may set {', '.join(allowed)}" if allowed
                else "a request may set none of its options")
         raise ApiError(400, "invalid_request",
                        f"retriever {name.value!r}: {', '.join(map(repr, refused))} cannot be "
-                       f"set by a request ({may}); set it on the index: suture index "
+                       f"set by a request ({why}{may}); set it on the index: suture index "
                        f"--retriever {name.value} --retriever-param NAME=VALUE")
     return options
 

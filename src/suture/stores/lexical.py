@@ -15,42 +15,42 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError, missing_dependency
+from suture.settings import RetrieverSettings, setting
 
 #: bm25s' default token pattern: runs of two or more word characters
 TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 
 
+#: BM25 variants bm25s implements (`LexicalSettings.method`)
+METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+#: a value of each builds another BM25 index of the whole corpus (saved beside the index)
+_BUILDS: dict[str, Any] = {"request": False,
+           "request_note": "each value builds another BM25 index of the corpus"}
+
+
 @dataclass(frozen=True, slots=True)
-class LexicalSettings:
+class LexicalSettings(RetrieverSettings):
     """BM25 parameters and tokenisation; saved with the lexical index.
 
     `k1`, `b` and `method` are bm25s' defaults (Lucene variant: idf
     ``log(1 + (N - df + 0.5) / (df + 0.5))``, tf part ``tf / (tf + k1 (1 - b + b |d| / avgdl))``).
+    Options of the retrievers that rank by BM25 (`lexical`, `hybrid`), each the index's to
+    set, never a request's.
     """
 
-    k1: float = 1.5
-    b: float = 0.75
-    method: str = "lucene"
-    stopwords: str = "en"
-    stemmer: str | None = None
+    k1: float = setting(1.5, "real", low=0.0, **_BUILDS)
+    b: float = setting(0.75, "real", low=0.0, high=1.0, high_included=True, **_BUILDS)
+    method: str = setting("lucene", "choice", choices=METHODS, **_BUILDS)
+    stopwords: str = setting("en", "choice", choices=("en", "none"), **_BUILDS)
+    #: Snowball stemming ("english", needs PyStemmer); None: none
+    stemmer: str | None = setting(None, "text", optional=True, **_BUILDS)
 
     def __post_init__(self) -> None:
-        if self.k1 < 0 or not 0 <= self.b <= 1:
-            raise ConfigurationError(
-                f"BM25 needs k1 >= 0 and 0 <= b <= 1; got k1={self.k1}, b={self.b}"
-            )
-        if self.method not in ("lucene", "robertson", "atire", "bm25l", "bm25+"):
-            raise ConfigurationError(
-                f"unknown BM25 method {self.method!r}; choose lucene, robertson, atire, "
-                "bm25l or bm25+"
-            )
-        if self.stopwords not in ("en", "none"):
-            raise ConfigurationError(
-                f"unknown stopwords {self.stopwords!r}; choose 'en' or 'none'"
-            )
+        self.verify("BM25")  # made directly by the stores, not only through `build`
 
     @property
     def key(self) -> str:
