@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from suture.embedders.base import Vectors
 from suture.settings import RetrieverSettings
 from suture.stores.base import Store
 from suture.types import Hit
-
-if TYPE_CHECKING:
-    from suture.retrievers.lexical import LexicalRetriever
 
 
 class Retriever(ABC):
@@ -62,8 +59,8 @@ class Retriever(ABC):
         """Bring derived structures (e.g. a lexical index) up to date with the store."""
         return None
 
-    def bm25(self) -> LexicalRetriever | None:
-        """The BM25 retriever this one ranks with, if any."""
+    def bm25(self) -> Retriever | None:
+        """The BM25 retriever this one ranks with, if any (`LexicalRetriever`)."""
         return None
 
     def before_reading(self) -> None:
@@ -80,5 +77,5 @@ class Retriever(ABC):
         instead of building it again (a BM25 engine of the same settings, sentence
         vectors): one copy in memory however many retrievers an index serves."""
         own = self.bm25()
-        if own is not None:
-            own.share_engine(held.bm25())
+        if own is not None and own is not self:
+            own.share_from(held)

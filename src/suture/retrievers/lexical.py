@@ -257,6 +257,11 @@ class LexicalRetriever(Retriever):
     def bm25(self) -> LexicalRetriever:
         return self
 
+    def share_from(self, held: Retriever) -> None:
+        """Score with the engine of `held`'s BM25 retriever (`share_engine`)."""
+        other = held.bm25()
+        self.share_engine(other if isinstance(other, LexicalRetriever) else None)
+
     def share_engine(self, other: LexicalRetriever | None) -> None:
         """Score with `other`'s engine when it indexes the same store the same way."""
         if (other is not None and other is not self and other.store is self.store
