@@ -77,8 +77,6 @@ if TYPE_CHECKING:
 
 #: how context size can be measured (`--target`)
 TARGETS = ("tokens", "chunks", "characters")
-#: the policies `calibrate` can tune
-CALIBRATED_POLICIES = calibrated_policies()
 #: how a setting clears the recall floor on the tuning part (`--rule`): "mean": its mean
 #: recall is at most the allowed loss below window's; "se": its recall difference from
 #: window less one standard error is (the one-standard-error rule: the lower end of the
@@ -532,9 +530,10 @@ def calibrate(
 
 def default_grid(policy: str) -> dict[str, list[Any]]:
     """The grid `calibrate` searches for `policy` unless told otherwise."""
-    if policy not in CALIBRATED_POLICIES:
+    tuned = calibrated_policies()
+    if policy not in tuned:
         raise ConfigurationError(
-            f"suture calibrate tunes {' or '.join(CALIBRATED_POLICIES)}, got {policy!r} "
+            f"suture calibrate tunes {' or '.join(tuned)}, got {policy!r} "
             "(--policy)")
     return policy_grid(policy)
 
@@ -711,7 +710,6 @@ def change_text(comparison: Mapping[str, Any]) -> str:
 
 
 __all__ = [
-    "CALIBRATED_POLICIES",
     "HOLDOUTS",
     "RULES",
     "TARGETS",
