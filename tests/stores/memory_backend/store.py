@@ -195,9 +195,6 @@ class MemoryStore(Store):
     def generation(self) -> int:
         return self._state().generation
 
-    def document_hashes(self) -> dict[str, str]:
-        return {d: s.content_hash for d, s in self._state().documents.items()}
-
     def documents_summary(self) -> list[DocumentSummary]:
         return [DocumentSummary(d, s.document.title, len(s.document.text), len(s.chunks),
                                 s.content_hash)
@@ -214,12 +211,6 @@ class MemoryStore(Store):
 
     def token_map(self, doc_id: str) -> TokenMap | None:
         return self._stored(doc_id).token_map
-
-    def documents_without_token_map(self) -> set[str]:
-        return {d for d, s in self._state().documents.items() if s.token_map is None}
-
-    def chunk_count(self) -> int:
-        return sum(len(s.chunks) for s in self._state().documents.values())
 
     def search(self, query: Vectors, k: int, doc_ids: Collection[str] | None = None
                ) -> list[ScoredChunk]:
@@ -243,7 +234,3 @@ class MemoryStore(Store):
         if not seen:
             return [], np.zeros((0, self.manifest.dimension), np.float32)
         return [c for c, _ in seen.values()], np.stack([v for _, v in seen.values()])
-
-    def iter_chunks(self) -> Iterator[Chunk]:
-        for _, stored in sorted(self._state().documents.items()):
-            yield from stored.chunks
