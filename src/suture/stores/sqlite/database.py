@@ -382,3 +382,53 @@ def chunk_from_row(row: Sequence[Any]) -> Chunk:
 def decode_section_path(raw: str) -> tuple[str, ...]:
     """Decoded section path; paths repeat across a document's chunks, so decode once."""
     return tuple(json.loads(raw))
+
+
+def check_folder(folder: Path) -> None:
+    """Refuse an `--index` that names a file, or a folder this process cannot read."""
+    if folder.exists() and not folder.is_dir():
+        raise IndexError_(
+            f"--index {folder} is a file, not a folder; pass a folder for the index "
+            "(it is created when missing)"
+        )
+    check_readable(folder)
+
+
+def create_folder(folder: Path, manifest: Manifest) -> None:
+    """Make the index folder and its database holding `manifest`, unless an index is there
+    already (of two creators the first one's manifest wins; the caller then compares the
+    settings it asked for)."""
+    check_folder(folder)
+    if (folder / MANIFEST_FILE).exists():  # an existing index (perhaps from before 0.3)
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IndexError_(f"cannot create the index folder {folder}: {exc.strerror}") from exc
+    connection = connect(folder / DATABASE_FILE, read_only=False)
+    try:
+        prepare_schema(connection, folder / DATABASE_FILE)
+        # Atomic across processes: the first writer's manifest wins.
+        connection.execute(
+            "INSERT OR IGNORE INTO meta VALUES ('manifest', ?)",
+            (json.dumps(manifest.to_dict(), sort_keys=True),),
+        )
+    finally:
+        connection.close()
+
+
+def open_folder(folder: Path) -> tuple[Manifest, bool]:
+    """The manifest of the index in `folder`, and whether it is read-only to this process
+    (no write permission on the folder or its database)."""
+    database = folder / DATABASE_FILE
+    check_folder(folder)
+    if not database.is_file():
+        hint = f"(the folder is there but holds no {DATABASE_FILE})" if folder.is_dir() else ""
+        raise IndexNotFoundError(
+            f"no index at {folder} {hint}; build one with "
+            f"`suture index PATH... --index {folder}`".replace("  ", " ")
+        )
+    if not os.access(database, os.R_OK):
+        raise no_permission(folder)
+    read_only = not (os.access(folder, os.W_OK) and os.access(database, os.W_OK))
+    return read_manifest(folder, read_only), read_only

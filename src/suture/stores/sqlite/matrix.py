@@ -10,11 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import numpy.typing as npt
 
-from suture.exceptions import IndexError_
+from suture.exceptions import ConfigurationError, IndexError_
 from suture.stores.packed import pack_strings, packed_keys, unpack_strings
 from suture.stores.sqlite.database import (
     decode_section_path,
@@ -24,6 +25,8 @@ from suture.stores.sqlite.database import (
 from suture.stores.table import ChunkTable
 
 MATRIX_FILE = "matrix.npz"
+#: how `search` finds the top k (see `suture.stores.ann`)
+SEARCH_MODES = ("auto", "exact", "ann")
 #: version of matrix.npz's layout; rows are in (doc_id, position) order since 2, with
 #: their SQLite row ids since 3; ids and section paths packed (`stores.packed`) since 4
 MATRIX_LAYOUT = 4
@@ -135,3 +138,22 @@ def top_rows(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
     ordered: npt.NDArray[np.intp] = best[np.lexsort((best, -scores[best]))]
     return ordered
 
+
+def search_option(url: str | None, current: str) -> str:
+    """The search mode `--store "sqlite:?search=exact|ann|auto"` picks (`current` when the
+    URL names none)."""
+    if url is None:
+        return current
+    options = parse_qs(urlsplit(url).query)
+    unknown = sorted(set(options) - {"search"})
+    if unknown:
+        raise ConfigurationError(
+            f"unknown SQLite store option {unknown[0]!r} in {url!r}; the only option is "
+            "search=exact|ann|auto"
+        )
+    mode = options.get("search", [current])[-1]
+    if mode not in SEARCH_MODES:
+        raise ConfigurationError(
+            f"unknown SQLite search mode {mode!r} in {url!r}; choose exact, ann or auto"
+        )
+    return mode

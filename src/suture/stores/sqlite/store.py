@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.embedders.base import Vectors
-from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
+from suture.exceptions import ConfigurationError, IndexError_
 from suture.files import write_json_atomic
 from suture.filters import Filter
 from suture.stores.ann import (
@@ -66,16 +66,14 @@ from suture.stores.sqlite.database import (
     DATABASE_FILE,
     MANIFEST_FILE,
     bump_generation,
-    check_readable,
     chunk_from_row,
     connect,
+    create_folder,
     fill_blob,
     filter_sql,
     metadata_from_json,
-    no_permission,
-    prepare_schema,
+    open_folder,
     read_generation,
-    read_manifest,
     sections_from_json,
     stored_text,
     utf8_windows,
@@ -83,11 +81,13 @@ from suture.stores.sqlite.database import (
 from suture.stores.sqlite.matrix import (
     MATRIX_FILE,
     MATRIX_LAYOUT,
+    SEARCH_MODES,
     STATE_ARRAYS,
     GraphInput,
     best_of,
     make_state,
     read_arrays,
+    search_option,
     top_rows,
 )
 from suture.stores.sqlite.sentences import (
@@ -98,9 +98,6 @@ from suture.stores.sqlite.sentences import (
 from suture.stores.table import ChunkTable
 from suture.tokens import StorableTokenMap, TokenMap
 from suture.types import Chunk, Document, SourceDocument
-
-#: how `search` finds the top k (see `suture.stores.ann`)
-SEARCH_MODES = ("auto", "exact", "ann")
 
 
 class SQLiteStore(Store):
@@ -145,55 +142,14 @@ class SQLiteStore(Store):
 
     def _set_search(self, url: str | None) -> None:
         """`--store "sqlite:?search=exact|ann|auto"` picks the search (default auto)."""
-        if url is None:
-            return
-        from urllib.parse import parse_qs, urlsplit
-
-        options = parse_qs(urlsplit(url).query)
-        unknown = sorted(set(options) - {"search"})
-        if unknown:
-            raise ConfigurationError(
-                f"unknown SQLite store option {unknown[0]!r} in {url!r}; the only option is "
-                "search=exact|ann|auto"
-            )
-        mode = options.get("search", [self.search_mode])[-1]
-        if mode not in SEARCH_MODES:
-            raise ConfigurationError(
-                f"unknown SQLite search mode {mode!r} in {url!r}; choose exact, ann or auto"
-            )
-        self.search_mode = mode
+        self.search_mode = search_option(url, self.search_mode)
 
     @classmethod
     def create(cls, path: str | Path, manifest: Manifest) -> SQLiteStore:
         """Create the index in folder `path`, or join it when another writer just created
         it with the same settings; other settings are an error naming both."""
-        folder = Path(path)
-        if folder.exists() and not folder.is_dir():
-            raise IndexError_(
-                f"--index {folder} is a file, not a folder; pass a folder for the index "
-                "(it is created when missing)"
-            )
-        check_readable(folder)
-        if (folder / MANIFEST_FILE).exists():  # an existing index (perhaps from before 0.3)
-            store = cls.open(folder)
-            store.check_same_settings(manifest)
-            return store
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise IndexError_(f"cannot create the index folder {folder}: {exc.strerror}") from exc
-        connection = connect(folder / DATABASE_FILE, read_only=False)
-        try:
-            prepare_schema(connection, folder / DATABASE_FILE)
-            # Atomic across processes: the first writer's manifest wins, a later one with
-            # other settings fails below.
-            connection.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('manifest', ?)",
-                (json.dumps(manifest.to_dict(), sort_keys=True),),
-            )
-        finally:
-            connection.close()
-        store = cls.open(folder)
+        create_folder(Path(path), manifest)
+        store = cls.open(path)
         store.check_same_settings(manifest)
         return store
 
@@ -201,25 +157,7 @@ class SQLiteStore(Store):
     def open(cls, path: str | Path) -> SQLiteStore:
         """Open an existing index folder."""
         folder = Path(path)
-        database = folder / DATABASE_FILE
-        if folder.exists() and not folder.is_dir():
-            raise IndexError_(
-                f"--index {folder} is a file, not a folder; pass a folder for the index "
-                "(it is created when missing)"
-            )
-        check_readable(folder)
-        if not database.is_file():
-            hint = (
-                f"(the folder is there but holds no {DATABASE_FILE})" if folder.is_dir() else ""
-            )
-            raise IndexNotFoundError(
-                f"no index at {folder} {hint}; build one with "
-                f"`suture index PATH... --index {folder}`".replace("  ", " ")
-            )
-        if not os.access(database, os.R_OK):
-            raise no_permission(folder)
-        read_only = not (os.access(folder, os.W_OK) and os.access(database, os.W_OK))
-        manifest = read_manifest(folder, read_only)
+        manifest, read_only = open_folder(folder)
         return cls(folder, manifest, read_only=read_only)
 
     def close(self) -> None:
