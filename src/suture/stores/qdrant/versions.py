@@ -296,7 +296,6 @@ class QdrantVersions(Store):
             return found
 
 
-
 # -- helpers -----------------------------------------------------------------------------
 
 
@@ -309,7 +308,6 @@ def live_at(record: Mapping[str, Any] | None, pinned: int | None) -> Live | None
     else:  # committed at or after the pin: the version it replaced
         version, chunks = record.get("previous"), record.get("previous_chunks", 0)
     return None if version is None else Live(str(version), int(chunks or 0))
-
 
 
 def chunk_of(point: models.ScoredPoint | models.Record) -> Chunk:

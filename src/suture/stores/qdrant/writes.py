@@ -93,7 +93,6 @@ class _HeldLock:
         self.kept = True
 
 
-
 class QdrantWrites(QdrantVersions):
     """Writes, deletes and token maps of documents, each atomic (module docstring)."""
 
@@ -338,7 +337,6 @@ class QdrantWrites(QdrantVersions):
             if terms:
                 fields["doc_" + terms_field(*tokenisation)] = " ".join(map(bm25_token, terms))
         return fields
-
 
 
 def _stale(lock: Mapping[str, Any]) -> bool:

@@ -65,7 +65,6 @@ def make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> Chunk
     )
 
 
-
 def read_arrays(connection: sqlite3.Connection, folder: Path, dimension: int, own: bool
                 ) -> tuple[int, dict[str, npt.NDArray[Any]]]:
     """The current generation and its columns read from SQLite in one snapshot (a read
