@@ -60,8 +60,9 @@ RETRIEVE_BATCH = 1024
 #: chunk payload read back for hits (not the BM25 terms)
 CHUNK_FIELDS = ["doc_id", "position", "start", "end", "section_path", "text", "version"]
 RECORD_FIELDS = ["doc_id", "version", "previous", "chunks", "previous_chunks", "gen",
-                  "content_hash", "title", "characters", "token_map"]
+                 "content_hash", "title", "characters", "token_map"]
 
+#: the points of live and replaced versions, not those of retired ones
 NOT_RETIRED = models.Filter(must_not=[match("retired", True)])
 
 
@@ -92,6 +93,7 @@ class QdrantVersions(Store):
         self._derived = QdrantData(self)
         #: whether the sentence collection is known to exist (`qdrant_sentences`)
         self.sentence_collection = False
+
     # -- Qdrant calls --------------------------------------------------------------------
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return call(self._connection, method, *args, **kwargs)

@@ -345,7 +345,7 @@ def utf8_windows(text: Text) -> Iterator[bytes]:
 
 
 def fill_blob(connection: sqlite3.Connection, column: str, row: int,
-               pieces: Iterable[bytes]) -> None:
+              pieces: Iterable[bytes]) -> None:
     """Write `pieces` one after another into the `zeroblob` of their total size in
     `documents.column` of `row` (SQLite's incremental blob I/O: no copy of the whole)."""
     with connection.blobopen("documents", column, row) as blob:

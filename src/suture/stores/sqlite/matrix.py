@@ -123,7 +123,7 @@ def read_arrays(connection: sqlite3.Connection, folder: Path, dimension: int, ow
 
 
 def best_of(scores: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: int
-             ) -> list[int]:
+            ) -> list[int]:
     """Positions of the k best scores, best first; ties by row."""
     order = np.lexsort((rows, -scores))
     return [int(i) for i in order[:k]]
