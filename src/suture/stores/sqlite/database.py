@@ -14,17 +14,21 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from suture.embedders.base import Vectors
 from suture.exceptions import IndexError_, IndexNotFoundError
 from suture.files import write_json_atomic
 from suture.filters import Condition, Filter, prefix_end, value_kind
 from suture.stores.base import (
     Manifest,
 )
-from suture.stores.codecs import section_from_json
+from suture.stores.codecs import section_from_json, section_to_json
 from suture.stores.sqlite.sentences import (
     SENTENCE_SCHEMA,
 )
-from suture.types import Chunk, Section, Text
+from suture.tokens import StorableTokenMap
+from suture.types import Chunk, Section, SourceDocument, Text
 
 log = logging.getLogger("suture.stores.sqlite")
 
@@ -432,3 +436,45 @@ def open_folder(folder: Path) -> tuple[Manifest, bool]:
         raise no_permission(folder)
     read_only = not (os.access(folder, os.W_OK) and os.access(database, os.W_OK))
     return read_manifest(folder, read_only), read_only
+
+
+def insert_document(connection: sqlite3.Connection, document: SourceDocument,
+                    content_hash: str, token_map: StorableTokenMap | None) -> None:
+    """The document's row, its text and token map included (inside the caller's write)."""
+    # The text and the map go in as zero-filled blobs of their final size, filled a
+    # window at a time below: binding them whole made three text-sized copies
+    # (sqlite3's UTF-8, SQLite's record, the joined map) at the peak of indexing.
+    map_parts = token_map.stored_parts() if token_map is not None else []
+    row = connection.execute(
+        "INSERT OR REPLACE INTO documents (doc_id, content_hash, title, source, "
+        "metadata, sections, text, token_map) VALUES (?, ?, ?, ?, ?, ?, zeroblob(?), "
+        + ("zeroblob(?))" if token_map is not None else "?)"),
+        (
+            document.doc_id,
+            content_hash,
+            document.title,
+            document.source,
+            json.dumps(dict(document.metadata), sort_keys=True, default=str),
+            json.dumps([section_to_json(s) for s in document.sections]),
+            sum(len(window) for window in utf8_windows(document.text)),
+            sum(map(len, map_parts)) if token_map is not None else None,
+        ),
+    ).lastrowid
+    assert row is not None  # an INSERT always sets it
+    fill_blob(connection, "text", row, utf8_windows(document.text))
+    if token_map is not None:
+        fill_blob(connection, "token_map", row, map_parts)
+
+
+def insert_chunks(connection: sqlite3.Connection, chunks: Sequence[Chunk], vectors: Vectors
+                  ) -> None:
+    """Rows for `chunks` with their vectors (inside the caller's write)."""
+    blobs = np.ascontiguousarray(vectors, dtype=np.float32)
+    connection.executemany(
+        f"INSERT INTO chunks ({CHUNK_COLUMNS}, vector) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (c.chunk_id, c.doc_id, c.position, c.start, c.end,
+             json.dumps(list(c.section_path)), c.text, blobs[i].tobytes())
+            for i, c in enumerate(chunks)
+        ],
+    )

@@ -58,7 +58,7 @@ from suture.stores.base import (
     check_vectors,
 )
 from suture.stores.cache import DocumentCache
-from suture.stores.codecs import section_to_json, stored_token_map
+from suture.stores.codecs import stored_token_map
 from suture.stores.derived import FolderData, load_arrays, save_arrays
 from suture.stores.sentences import DocumentSentences, SentenceBackend
 from suture.stores.sqlite.database import (
@@ -71,12 +71,13 @@ from suture.stores.sqlite.database import (
     create_folder,
     fill_blob,
     filter_sql,
+    insert_chunks,
+    insert_document,
     metadata_from_json,
     open_folder,
     read_generation,
     sections_from_json,
     stored_text,
-    utf8_windows,
 )
 from suture.stores.sqlite.matrix import (
     MATRIX_FILE,
@@ -251,42 +252,10 @@ class SQLiteStore(Store):
         with self._writing() as connection:  # all of the document or none of it
             connection.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
             drop_document_sentences(connection, document.doc_id)
-            # The text and the map go in as zero-filled blobs of their final size, filled a
-            # window at a time below: binding them whole made three text-sized copies
-            # (sqlite3's UTF-8, SQLite's record, the joined map) at the peak of indexing.
-            map_parts = token_map.stored_parts() if token_map is not None else []
-            row = connection.execute(
-                "INSERT OR REPLACE INTO documents (doc_id, content_hash, title, source, "
-                "metadata, sections, text, token_map) VALUES (?, ?, ?, ?, ?, ?, zeroblob(?), "
-                + ("zeroblob(?))" if token_map is not None else "?)"),
-                (
-                    document.doc_id,
-                    content_hash,
-                    document.title,
-                    document.source,
-                    json.dumps(dict(document.metadata), sort_keys=True, default=str),
-                    json.dumps([section_to_json(s) for s in document.sections]),
-                    sum(len(window) for window in utf8_windows(document.text)),
-                    sum(map(len, map_parts)) if token_map is not None else None,
-                ),
-            ).lastrowid
-            assert row is not None  # an INSERT always sets it
-            fill_blob(connection, "text", row, utf8_windows(document.text))
-            if token_map is not None:
-                fill_blob(connection, "token_map", row, map_parts)
-            del map_parts
+            insert_document(connection, document, content_hash, token_map)
             for chunks, vectors in parts:
                 check_vectors(self, chunks, vectors)
-                blobs = np.ascontiguousarray(vectors, dtype=np.float32)
-                connection.executemany(
-                    f"INSERT INTO chunks ({CHUNK_COLUMNS}, vector) "
-                    "VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (c.chunk_id, c.doc_id, c.position, c.start, c.end,
-                         json.dumps(list(c.section_path)), c.text, blobs[i].tobytes())
-                        for i, c in enumerate(chunks)
-                    ],
-                )
+                insert_chunks(connection, chunks, vectors)
             if sentences is not None:
                 insert_sentences(connection, document.doc_id, content_hash, sentences)
             bump_generation(connection)
