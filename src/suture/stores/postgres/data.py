@@ -3,19 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from suture.stores.base import (
-    DerivedData,
-)
-from suture.stores.postgres.sql import (
-    PostgresIndex,
-    q,
-)
-
-if TYPE_CHECKING:
-
-    pass
+from suture.stores.base import DerivedData
+from suture.stores.postgres.sql import PostgresIndex, q
 
 
 class TableData(DerivedData):

@@ -1,27 +1,31 @@
-"""The tables of a new PostgreSQL index, the manifest kept in them, and filters as SQL
-over the documents table."""
+"""The tables of a PostgreSQL index: creating them, the manifest kept in them, a
+document's and its chunks' rows, and filters as SQL over the documents table."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from suture.exceptions import (
-    IndexError_,
-)
+import numpy as np
+
+from suture.embedders.base import Vectors
+from suture.exceptions import IndexError_
 from suture.filters import Condition, Filter, prefix_end, value_kind
-from suture.stores.base import (
-    Manifest,
-)
+from suture.stores.base import Manifest
+from suture.stores.codecs import section_to_json
 from suture.stores.postgres.sentences import create_sentence_tables
 from suture.stores.postgres.sql import (
     MAX_HNSW_DIMENSION,
     Connection,
     Tables,
     create_hnsw_statement,
+    pg_text,
     psycopg_driver,
     q,
 )
+from suture.tokens import StorableTokenMap
+from suture.types import Chunk, Document
 
 if TYPE_CHECKING:
     import psycopg
@@ -119,3 +123,42 @@ def read_manifest(conn: psycopg.Connection[Any], t: Tables) -> Manifest | None:
         return None
     row = conn.execute(q("SELECT manifest FROM {meta}", t)).fetchone()
     return None if row is None else Manifest.from_dict(json.loads(row[0]))
+
+
+def upsert_document(conn: psycopg.Connection[Any], t: Tables, document: Document,
+                    content_hash: str, token_map: StorableTokenMap | None) -> None:
+    """Insert or replace the document's row, its chunk count 0 until its chunks are in."""
+    conn.execute(
+        q("INSERT INTO {documents} (doc_id, content_hash, title, source, metadata, "
+          "sections, text, token_map, chunk_count) VALUES (%s, %s, %s, %s, %s, %s, "
+          "%s, %s, 0) ON CONFLICT (doc_id) DO UPDATE SET content_hash = "
+          "EXCLUDED.content_hash, title = EXCLUDED.title, source = EXCLUDED.source, "
+          "metadata = EXCLUDED.metadata, sections = EXCLUDED.sections, text = "
+          "EXCLUDED.text, token_map = EXCLUDED.token_map, chunk_count = 0", t),
+        (document.doc_id, content_hash, pg_text(document.title, document.doc_id),
+         document.source,
+         json.dumps(dict(document.metadata), sort_keys=True, default=str),
+         json.dumps([section_to_json(s) for s in document.sections]),
+         pg_text(document.text, document.doc_id),
+         token_map.to_bytes() if token_map is not None else None),
+    )
+
+
+def copy_chunks(conn: psycopg.Connection[Any], t: Tables, vector_oid: int,
+                chunks: Sequence[Chunk], vectors: Vectors) -> list[int]:
+    """COPY the chunks in (binary, with ids reserved first); returns their ids."""
+    if not chunks:
+        return []
+    ids = [int(r[0]) for r in conn.execute(
+        q("SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+          t), (f'"{t.name}_chunks"', len(chunks)))]
+    rows = np.ascontiguousarray(vectors, dtype=np.float32)
+    with conn.cursor() as cur, cur.copy(q(
+        'COPY {chunks} (id, doc_id, position, start, "end", section_path, text, embedding)'
+        " FROM STDIN (FORMAT BINARY)", t)) as copy:
+        copy.set_types(["int8", "text", "int4", "int4", "int4", "text", "text", vector_oid])
+        for i, (chunk, chunk_id) in enumerate(zip(chunks, ids, strict=True)):
+            copy.write_row((chunk_id, chunk.doc_id, chunk.position, chunk.start, chunk.end,
+                            json.dumps(list(chunk.section_path)),
+                            pg_text(chunk.text, chunk.doc_id), rows[i]))
+    return ids

@@ -62,11 +62,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from suture.embedders.base import Vectors
-from suture.exceptions import (
-    ConfigurationError,
-    IndexError_,
-    IndexNotFoundError,
-)
+from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.filters import Filter
 from suture.stores.base import (
     BulkWrites,
@@ -78,13 +74,15 @@ from suture.stores.base import (
     Store,
     check_vectors,
 )
-from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
+from suture.stores.codecs import section_from_json, stored_token_map
 from suture.stores.postgres.data import TableData
 from suture.stores.postgres.schema import (
+    copy_chunks,
     create_extension,
     create_tables,
     filter_sql,
     read_manifest,
+    upsert_document,
 )
 from suture.stores.postgres.sentences import PostgresSentences
 from suture.stores.postgres.sql import (
@@ -98,7 +96,6 @@ from suture.stores.postgres.sql import (
     chunk_from_row,
     connect,
     int4,
-    pg_text,
     q,
     text_from_pg,
     vector_adapters,
@@ -287,27 +284,14 @@ class PostgresStore(Store):
             # The upsert comes first: it locks the document's row, so a concurrent writer of
             # the same document waits here and the delete below sees what it committed. Its
             # chunk count is set once every part is in.
-            conn.execute(
-                q("INSERT INTO {documents} (doc_id, content_hash, title, source, metadata, "
-                   "sections, text, token_map, chunk_count) VALUES (%s, %s, %s, %s, %s, %s, "
-                   "%s, %s, 0) ON CONFLICT (doc_id) DO UPDATE SET content_hash = "
-                   "EXCLUDED.content_hash, title = EXCLUDED.title, source = EXCLUDED.source, "
-                   "metadata = EXCLUDED.metadata, sections = EXCLUDED.sections, text = "
-                   "EXCLUDED.text, token_map = EXCLUDED.token_map, chunk_count = 0", t),
-                (document.doc_id, content_hash, pg_text(document.title, document.doc_id),
-                 document.source,
-                 json.dumps(dict(document.metadata), sort_keys=True, default=str),
-                 json.dumps([section_to_json(s) for s in document.sections]),
-                 pg_text(document.text, document.doc_id),
-                 token_map.to_bytes() if token_map is not None else None),
-            )
+            upsert_document(conn, t, document, content_hash, token_map)
             removed = self._delete_rows(conn, document.doc_id)
             lexical = postgres_bm25.tokenisations(conn, t)
             chunk_terms: dict[int, int] = {}
             count = 0
             for chunks, vectors in parts:
                 check_vectors(self, chunks, vectors)
-                ids = self._insert_chunks(conn, chunks, vectors)
+                ids = copy_chunks(conn, t, self._vector_oid, chunks, vectors)
                 postgres_bm25.write_chunk_postings(conn, t, lexical, document, chunks, ids,
                                                    self.manifest.contextual, chunk_terms)
                 count += len(chunks)
@@ -319,27 +303,6 @@ class PostgresStore(Store):
                 self._sentences.insert(conn, document.doc_id, content_hash, sentences)
             conn.execute(q("UPDATE {meta} SET generation = generation + 1, "
                             "chunks = chunks + %s", t), (count - removed,))
-
-    def _insert_chunks(self, conn: psycopg.Connection[Any], chunks: Sequence[Chunk],
-                       vectors: Vectors) -> list[int]:
-        """COPY the chunks in (binary, with ids reserved first); returns their ids."""
-        if not chunks:
-            return []
-        t = self.tables
-        ids = [int(r[0]) for r in conn.execute(
-            q("SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-               t), (f'"{self.name}_chunks"', len(chunks)))]
-        rows = np.ascontiguousarray(vectors, dtype=np.float32)
-        with conn.cursor() as cur, cur.copy(q(
-            'COPY {chunks} (id, doc_id, position, start, "end", section_path, text, embedding)'
-            " FROM STDIN (FORMAT BINARY)", t)) as copy:
-            copy.set_types(["int8", "text", "int4", "int4", "int4", "text", "text",
-                            self._vector_oid])
-            for i, (chunk, chunk_id) in enumerate(zip(chunks, ids, strict=True)):
-                copy.write_row((chunk_id, chunk.doc_id, chunk.position, chunk.start, chunk.end,
-                                json.dumps(list(chunk.section_path)),
-                                pg_text(chunk.text, chunk.doc_id), rows[i]))
-        return ids
 
     def _delete_rows(self, conn: psycopg.Connection[Any], doc_id: str) -> int:
         """Remove a document's chunks and BM25 rows (not the document row); returns how many

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Collection, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -31,9 +31,6 @@ try:
     from qdrant_client import models
 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
     raise missing_dependency("qdrant-client", "qdrant") from exc
-
-if TYPE_CHECKING:
-    pass
 
 
 class QdrantReads(QdrantVersions):

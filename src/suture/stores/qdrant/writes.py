@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -68,8 +68,6 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
     raise missing_dependency("qdrant-client", "qdrant") from exc
 
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("suture.stores.qdrant")
 
