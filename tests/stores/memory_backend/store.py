@@ -1,9 +1,10 @@
 """`MemoryStore`: a whole store backend in dicts, written the way a third party would.
 
-It implements only the abstract members of the `Store` contract's four interfaces and
-`reading()` (one snapshot per query), and relies on the contract's defaults for the rest
-(chunks and vectors by id, neighbourhoods, sentence vectors as blobs, suture's in-memory
-BM25, no embedding cache). An index lives as long as the process, under its name; every
+It implements only the abstract members of the `Store` contract's four interfaces,
+`reading()` (one snapshot per query) and `store_argument` (how to reach it again), and
+relies on the contract's defaults for the rest (document hashes, chunk counts, every
+chunk in order, chunks and vectors by id, neighbourhoods, sentence vectors as blobs,
+suture's in-memory BM25, no embedding cache). An index lives as long as the process, under its name; every
 store opened on that name shares it, as connections to one server would.
 
 Each write makes a new immutable `_State` (documents by id, each with its chunks and
