@@ -4,8 +4,9 @@ It implements only the abstract members of the `Store` contract's four interface
 `reading()` (one snapshot per query) and `store_argument` (how to reach it again), and
 relies on the contract's defaults for the rest (document hashes, chunk counts, every
 chunk in order, chunks and vectors by id, neighbourhoods, sentence vectors as blobs,
-suture's in-memory BM25, no embedding cache). An index lives as long as the process, under its name; every
-store opened on that name shares it, as connections to one server would.
+suture's in-memory BM25, no embedding cache). An index lives as long as the process,
+under its name; every store opened on that name shares it, as connections to one server
+would.
 
 Each write makes a new immutable `_State` (documents by id, each with its chunks and
 vectors), so a reader that pinned a state keeps seeing it whole.
