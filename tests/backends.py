@@ -3,7 +3,8 @@
 `BACKENDS` names them; `StoreTarget` says how to create a fresh index in one (the
 `--index` and `--store` arguments). Fixtures in `tests/conftest.py` (`store_target`)
 hand a test one target per backend, so a test written against the `Store` contract runs
-on all of them.
+on all of them. `memory` is the tests' own backend (`tests/stores/memory_backend/`),
+registered here at run time.
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from suture.stores import register_backend
+
+#: a backend written outside suture, added the way a third party adds one: one call
+register_backend("memory", "tests.stores.memory_backend", "MemoryStore")
+
 #: every backend the contract and parity tests run on
-BACKENDS = ("sqlite", "qdrant", "postgresql")
+BACKENDS = ("sqlite", "qdrant", "postgresql", "memory")
 
 _counter = itertools.count()
 #: names this test run gives its indexes on a server, so runs never meet

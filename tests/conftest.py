@@ -68,6 +68,8 @@ def target_for(request: pytest.FixtureRequest, backend: str, folder: Path,
         return StoreTarget("qdrant", url, folder)
     if backend == "postgresql":
         return StoreTarget("postgresql", request.getfixturevalue("postgres_url"), folder)
+    if backend == "memory":  # `tests/stores/memory_backend/`, indexes by name in this process
+        return StoreTarget("memory", "memory", folder)
     raise NotImplementedError(f"no test target for backend {backend!r}")
 
 

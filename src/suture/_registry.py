@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -16,8 +17,12 @@ def lookup(kind: str, names: type[NameT], name: str) -> NameT:
     try:
         return names(name)
     except ValueError:
-        known = ", ".join(n.value for n in names)
-        raise UnknownPluginError(f"unknown {kind} {name!r}; choose one of: {known}") from None
+        raise unknown_plugin(kind, name, [n.value for n in names]) from None
+
+
+def unknown_plugin(kind: str, name: str, known: Iterable[str]) -> UnknownPluginError:
+    """The error for a plug-in name that is not registered, listing every valid name."""
+    return UnknownPluginError(f"unknown {kind} {name!r}; choose one of: {', '.join(known)}")
 
 
 def load_class(module_name: str, class_name: str) -> Any:

@@ -14,6 +14,7 @@ import pytest
 
 from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.stores import Manifest, Store, create_store, open_store
+from suture.stores.documents import DocumentsAndSearch
 from suture.tokens import TokenMap
 from suture.types import Chunk, Document, Section
 from tests.backends import StoreTarget
@@ -192,6 +193,21 @@ def test_iter_chunks_in_document_then_position_order(
     ids = [c.chunk_id for c in store.iter_chunks()]
     assert ids == [f"a.txt#{i}" for i in range(5)] + [f"b/c.txt#{i}" for i in range(3)] + [
         f"d.md#{i}" for i in range(4)]
+
+
+def test_each_backends_reads_agree_with_the_contracts_defaults(
+    filled: tuple[Store, dict[str, np.ndarray]],
+) -> None:
+    """The defaults built on `documents_summary`, `token_map` and `neighbours` (what a new
+    backend may leave out) give what each backend's own answer gives."""
+    store, _ = filled
+    doc, chunks = document("no-map.txt", 2)
+    store.write_document(doc, "hash-no-map", chunks, unit_vectors(2, 6))
+    assert DocumentsAndSearch.document_hashes(store) == store.document_hashes()
+    assert DocumentsAndSearch.chunk_count(store) == store.chunk_count() == 14
+    assert DocumentsAndSearch.documents_without_token_map(store) == \
+        store.documents_without_token_map() == {"no-map.txt"}
+    assert list(DocumentsAndSearch.iter_chunks(store)) == list(store.iter_chunks())
 
 
 def test_writes_replace_whole_documents_and_bump_the_generation(

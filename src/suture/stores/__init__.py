@@ -15,7 +15,8 @@ collection or table LangChain or LlamaIndex wrote in its default layout (attach 
 persistent folder (attach mode only, extra ``suture[chroma]``).
 
 Adding a backend is one folder (`stores/<name>/`, its store a `Store` subclass) and one
-line in `_REGISTRY` (docs/architecture.md, "Adding a backend").
+`Backend` line in `stores/registry.py`'s `BUILTIN`, or, from outside suture, one
+`register_backend(name, module, cls)` call (docs/architecture.md, "Adding a backend").
 """
 
 from __future__ import annotations
@@ -23,27 +24,22 @@ from __future__ import annotations
 from suture._registry import load_class
 from suture.exceptions import ConfigurationError
 from suture.stores.base import DerivedData, DocumentSummary, Manifest, ScoredChunk, Store
-from suture.stores.names import StoreName, store_backend
-
-_REGISTRY: dict[StoreName, tuple[str, str]] = {
-    StoreName.SQLITE: ("suture.stores.sqlite.store", "SQLiteStore"),
-    StoreName.POSTGRESQL: ("suture.stores.postgres.store", "PostgresStore"),
-    StoreName.QDRANT: ("suture.stores.qdrant.store", "QdrantStore"),
-}
+from suture.stores.registry import DEFAULT, Backend, backends, register_backend, store_backend
 
 
 def store_class(store: str | None) -> type[Store]:
-    name, _ = store_backend(store)
-    if name is not StoreName.SQLITE and "attach=" in str(store):
+    """The `Store` subclass that opens the `--store` argument `store`."""
+    backend, _ = store_backend(store)
+    if backend.name != DEFAULT and "attach=" in str(store):
         from suture.stores.attach import AttachedStore, is_attach
 
         if is_attach(store):
             return AttachedStore
-    if name not in _REGISTRY:
+    if backend.store is None:
         raise ConfigurationError(
-            f"--store {store}: suture reads {name.value} collections in attach mode only; add "
-            "?attach=langchain&embedder=NAME (docs/integrations.md, \"Attach mode\")")
-    cls: type[Store] = load_class(*_REGISTRY[name])
+            f"--store {store}: suture reads {backend.name} collections in attach mode only; "
+            "add ?attach=langchain&embedder=NAME (docs/integrations.md, \"Attach mode\")")
+    cls: type[Store] = load_class(*backend.store)
     return cls
 
 
@@ -60,13 +56,16 @@ def create_store(index: str, manifest: Manifest, store: str | None = None) -> St
 
 
 __all__ = [
+    "Backend",
     "DerivedData",
     "DocumentSummary",
     "Manifest",
     "ScoredChunk",
     "Store",
-    "StoreName",
+    "backends",
     "create_store",
     "open_store",
+    "register_backend",
     "store_backend",
+    "store_class",
 ]

@@ -83,8 +83,8 @@ from suture.stores.base import (
     PositionRange,
     ScoredChunk,
 )
-from suture.stores.names import StoreName, store_backend
 from suture.stores.readonly import ReadOnlyStore
+from suture.stores.registry import store_backend
 from suture.types import Chunk, Document
 
 #: how chunks placed by an order field (no offsets) are joined into their document
@@ -228,15 +228,6 @@ class Record:
     payload: Mapping[str, Any]
 
 
-#: attach mode's reader of each backend, by module: its `open_reader(options, collection)`
-#: (a module beside its backend, imported only when asked for)
-READERS: dict[StoreName, str] = {
-    StoreName.QDRANT: "suture.stores.qdrant.attach",
-    StoreName.POSTGRESQL: "suture.stores.postgres.attach",
-    StoreName.CHROMA: "suture.stores.chroma.attach",
-}
-
-
 class AttachedReader(ABC):
     """The backend half of attach mode: the few reads `AttachedStore` needs, each one request."""
 
@@ -314,14 +305,15 @@ class AttachedStore(ReadOnlyStore):
     def open_index(cls, index: str, url: str | None) -> AttachedStore:
         backend, _ = store_backend(url)
         assert url is not None  # attach mode is only reached through a URL
-        if backend not in READERS:
+        if backend.attach is None:
             raise ConfigurationError(
                 f"attach mode reads Qdrant and Chroma collections and pgvector tables; --store "
                 f"{url} names none (use qdrant://HOST:6333?attach=..., chroma:PATH?attach=... "
                 "or postgresql://...?attach=...)"
             )
-        options = parse_attach(url, backend.value)
-        reader: AttachedReader = load_class(READERS[backend], "open_reader")(options, index)
+        options = parse_attach(url, backend.name)
+        # the backend's reader module (`Backend.attach`), imported only when asked for
+        reader: AttachedReader = load_class(backend.attach, "open_reader")(options, index)
         return cls(reader, options, index, url)
 
     @property

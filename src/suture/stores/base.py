@@ -12,12 +12,14 @@ and the parity tests then run against it.
   the `Manifest` kept inside the store; a `generation` that grows with every write;
   per-document atomic writes and deletes (`write_document_parts`, which
   `write_document` calls with one part, and `delete_document`); documents by id
-  (`document`, `token_map`, `document_hashes`, `documents_summary`); exact or
-  approximate cosine `search`; one batched `neighbours` fetch (for many (doc_id, low,
-  high) position ranges, the chunks with their vectors, in one round trip); every chunk
-  in (doc_id, position) order (`iter_chunks`). What it may override for speed has a
-  default built on those: `chunks`, `vectors`, `neighbourhood` (a `ChunkTable` around
-  the hits: SQLite hands out its whole in-memory table), `query_cosines`, `reading`
+  (`document`, `token_map`, `documents_summary`); exact or approximate cosine
+  `search`; one batched `neighbours` fetch (for many (doc_id, low, high) position
+  ranges, the chunks with their vectors, in one round trip). What it may override for
+  speed has a default built on those: `document_hashes`, `chunk_count`,
+  `documents_without_token_map`, every chunk in (doc_id, position) order
+  (`iter_chunks`), `chunks`, `vectors`, `filter_documents`, `neighbourhood` (a
+  `ChunkTable` around the hits: SQLite hands out its whole in-memory table),
+  `query_cosines`, `reading`
   (one consistent snapshot per query) and `bulk_writes` (a large load is coming:
   PostgreSQL builds its HNSW index once at the end);
 * `BlobsAndCaches` (`stores/blobs.py`): `derived`, named blobs for data derived from

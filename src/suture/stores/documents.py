@@ -154,9 +154,10 @@ class DocumentsAndSearch(ABC):
     def generation(self) -> int:
         """Increases with every write; derived structures compare against it."""
 
-    @abstractmethod
     def document_hashes(self) -> dict[str, str]:
-        """doc_id -> content hash of every stored document."""
+        """doc_id -> content hash of every stored document (this default reads them from
+        `documents_summary`)."""
+        return {s.doc_id: s.content_hash for s in self.documents_summary()}
 
     @abstractmethod
     def documents_summary(self) -> list[DocumentSummary]:
@@ -170,9 +171,10 @@ class DocumentsAndSearch(ABC):
     def token_map(self, doc_id: str) -> TokenMap | None:
         """The document's stored token map; None when it was written without one."""
 
-    @abstractmethod
     def documents_without_token_map(self) -> set[str]:
-        """Ids of stored documents written without a token map (older indexes)."""
+        """Ids of stored documents written without a token map (older indexes); this
+        default asks `token_map` of each one."""
+        return {s.doc_id for s in self.documents_summary() if self.token_map(s.doc_id) is None}
 
     def filter_documents(self, wanted: Filter) -> list[str]:
         """The ids of the stored documents `wanted` allows, sorted (`suture.filters`).
@@ -187,8 +189,9 @@ class DocumentsAndSearch(ABC):
         return [d for d in ids if wanted.allows(d, self.document(d).metadata)]
 
     # -- chunks -------------------------------------------------------------------
-    @abstractmethod
-    def chunk_count(self) -> int: ...
+    def chunk_count(self) -> int:
+        """How many chunks are stored (this default sums `documents_summary`)."""
+        return sum(s.chunks for s in self.documents_summary())
 
     @abstractmethod
     def search(
@@ -205,9 +208,11 @@ class DocumentsAndSearch(ABC):
         duplicates removed) and their vectors, row-aligned.
         """
 
-    @abstractmethod
     def iter_chunks(self) -> Iterator[Chunk]:
-        """Every stored chunk, ordered by document id, then position."""
+        """Every stored chunk, ordered by document id, then position (this default
+        fetches one document at a time through `neighbours`)."""
+        for summary in self.documents_summary():
+            yield from self.neighbours([(summary.doc_id, 0, summary.chunks - 1)])[0]
 
     # -- derived reads with defaults --------------------------------------------------
     def chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:

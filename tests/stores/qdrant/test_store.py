@@ -27,7 +27,9 @@ from qdrant_client import QdrantClient, models
 from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.stores import create_store, open_store
 from suture.stores.lexical import LexicalSettings
-from suture.stores.qdrant.store import COMPANION_SUFFIX, QdrantStore, terms_field
+from suture.stores.qdrant.client import terms_field
+from suture.stores.qdrant.collections import COMPANION_SUFFIX
+from suture.stores.qdrant.store import QdrantStore
 from tests.cli.conftest import suture
 from tests.conftest import REPO_ROOT
 from tests.stores.test_contract import document, manifest, unit_vectors, write
@@ -93,7 +95,7 @@ def test_a_crash_before_the_commit_leaves_the_old_version_and_the_next_write_cle
     assert len(raw_points(folder, index, "a.txt")) == 5 + 2 and len(crashed) == 1
     # As if the writer had crashed on another host: its lock does not look stale yet
     # (a stand-in for waiting STALE_LOCK_S), so nothing is cleaned up at open.
-    monkeypatch.setattr("suture.stores.qdrant.store._stale", lambda lock: False)
+    monkeypatch.setattr("suture.stores.qdrant.writes._stale", lambda lock: False)
     store = open_store(index, url)
     old = document("a.txt", 5)[0].text
     assert store.document("a.txt").text == old
@@ -158,7 +160,7 @@ def test_a_failed_write_that_cannot_clean_up_keeps_its_lock_for_the_recovery(
     assert len(raw_points_open(store, "n.txt")) == 2  # the orphans, not readable
     assert store.chunk_count() == 9 and store.writes_in_flight()
     # the lock's writer (this process) still runs: as if STALE_LOCK_S had passed
-    monkeypatch.setattr("suture.stores.qdrant.store._stale", lambda lock: True)
+    monkeypatch.setattr("suture.stores.qdrant.writes._stale", lambda lock: True)
     write(store, "n.txt", 3, 4)  # takes the lock over and removes the orphans first
     store.close()
     left = raw_points(folder, index, "n.txt")
@@ -220,7 +222,7 @@ def test_a_pinned_read_keeps_its_version_while_the_document_is_rewritten(
     # versions retired longer ago than RETIRED_KEEP_S go with the next write
     versions = {str(p["version"]) for p in raw_points_open(writer, "a.txt")}
     assert len(versions) == 4  # the first, second and third retired, fourth live
-    monkeypatch.setattr("suture.stores.qdrant.store.RETIRED_KEEP_S", 0.0)
+    monkeypatch.setattr("suture.stores.qdrant.writes.RETIRED_KEEP_S", 0.0)
     write(writer, "a.txt", 2, 8, word="fifth")
     left = raw_points_open(writer, "a.txt")
     assert {str(p["text"]).split()[0] for p in left} == {"fourth", "fifth"}

@@ -11,7 +11,7 @@ import pytest
 from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.stores import Manifest
 from suture.stores.cache import DocumentCache
-from suture.stores.sqlite import store as sqlite_store
+from suture.stores.sqlite import database as sqlite_database
 from suture.stores.sqlite.store import DATABASE_FILE, MATRIX_FILE, SQLiteStore
 from suture.tokens import TokenMap, count_tokens
 from suture.types import Chunk, Document, Section
@@ -185,7 +185,7 @@ def test_document_row_is_written_in_windows_with_the_same_content(
     """The text and token map go into their blobs a window at a time (tiny windows here,
     so characters of 1 to 4 UTF-8 bytes straddle every boundary); what is stored is the
     text's UTF-8 and `TokenMap.to_bytes`, read back as the same text, map and length."""
-    monkeypatch.setattr(sqlite_store, "_TEXT_WINDOW", 7)
+    monkeypatch.setattr(sqlite_database, "TEXT_WINDOW", 7)
     text = "Section 4.2 — naïve café 漢字 😀 déjà vu. " * 40
     doc = Document("mixed.txt", text, title="Mixed")
     chunk = Chunk(Chunk.make_id("mixed.txt", 0), "mixed.txt", 0, 0, len(text), text, ())

@@ -152,5 +152,5 @@ __all__ = ["ChromaReader", "chroma_folder"]
 
 
 def open_reader(options: AttachOptions, collection: str) -> ChromaReader:
-    """Attach mode's reader of `collection` (`suture.stores.attach.READERS`)."""
+    """Attach mode's reader of `collection` (`Backend.attach`, `stores/registry.py`)."""
     return ChromaReader.open(options, collection)

@@ -148,5 +148,5 @@ class PostgresReader(AttachedReader):
 
 
 def open_reader(options: AttachOptions, collection: str) -> PostgresReader:
-    """Attach mode's reader of `collection` (`suture.stores.attach.READERS`)."""
+    """Attach mode's reader of `collection` (`Backend.attach`, `stores/registry.py`)."""
     return PostgresReader(options, collection)

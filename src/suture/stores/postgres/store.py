@@ -62,16 +62,11 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from suture.embedders.base import Vectors
-from suture.exceptions import (
-    ConfigurationError,
-    IndexError_,
-    IndexNotFoundError,
-)
-from suture.filters import Condition, Filter, prefix_end, value_kind
+from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
+from suture.filters import Filter
 from suture.stores.base import (
     BulkWrites,
     ChunkPart,
-    DerivedData,
     DocumentSummary,
     Manifest,
     PositionRange,
@@ -79,8 +74,17 @@ from suture.stores.base import (
     Store,
     check_vectors,
 )
-from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
-from suture.stores.postgres.sentences import PostgresSentences, create_sentence_tables
+from suture.stores.codecs import section_from_json, stored_token_map
+from suture.stores.postgres.data import TableData
+from suture.stores.postgres.schema import (
+    copy_chunks,
+    create_extension,
+    create_tables,
+    filter_sql,
+    read_manifest,
+    upsert_document,
+)
+from suture.stores.postgres.sentences import PostgresSentences
 from suture.stores.postgres.sql import (
     EXACT_BELOW,
     MAX_EF_SEARCH,
@@ -91,10 +95,7 @@ from suture.stores.postgres.sql import (
     check_index_name,
     chunk_from_row,
     connect,
-    create_hnsw_statement,
     int4,
-    pg_text,
-    psycopg_driver,
     q,
     text_from_pg,
     vector_adapters,
@@ -142,7 +143,7 @@ class PostgresStore(Store):
         connection = Connection.parse(url)
         name = check_index_name(index)
         with connect(connection) as conn:
-            manifest = _read_manifest(conn, Tables(name))
+            manifest = read_manifest(conn, Tables(name))
             if manifest is None:
                 raise IndexNotFoundError(
                     f"no index {name!r} in {connection.display}; build one with "
@@ -160,12 +161,12 @@ class PostgresStore(Store):
                 # One creator at a time per index name (and for the extension): the first
                 # one's manifest wins, later ones join or fail below.
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"suture:{name}",))
-                if _read_manifest(conn, tables) is None:
-                    _create_extension(conn, connection)
-                    _create_tables(conn, tables, manifest.dimension)
+                if read_manifest(conn, tables) is None:
+                    create_extension(conn, connection)
+                    create_tables(conn, tables, manifest.dimension)
                     conn.execute(q("INSERT INTO {meta} (manifest) VALUES (%s)", tables),
                                  (json.dumps(manifest.to_dict(), sort_keys=True),))
-            stored = _read_manifest(conn, tables)
+            stored = read_manifest(conn, tables)
             assert stored is not None  # written above or by the creator we waited for
             store = cls(connection, name, stored, vector_oid(conn, connection))
         try:
@@ -283,27 +284,14 @@ class PostgresStore(Store):
             # The upsert comes first: it locks the document's row, so a concurrent writer of
             # the same document waits here and the delete below sees what it committed. Its
             # chunk count is set once every part is in.
-            conn.execute(
-                q("INSERT INTO {documents} (doc_id, content_hash, title, source, metadata, "
-                   "sections, text, token_map, chunk_count) VALUES (%s, %s, %s, %s, %s, %s, "
-                   "%s, %s, 0) ON CONFLICT (doc_id) DO UPDATE SET content_hash = "
-                   "EXCLUDED.content_hash, title = EXCLUDED.title, source = EXCLUDED.source, "
-                   "metadata = EXCLUDED.metadata, sections = EXCLUDED.sections, text = "
-                   "EXCLUDED.text, token_map = EXCLUDED.token_map, chunk_count = 0", t),
-                (document.doc_id, content_hash, pg_text(document.title, document.doc_id),
-                 document.source,
-                 json.dumps(dict(document.metadata), sort_keys=True, default=str),
-                 json.dumps([section_to_json(s) for s in document.sections]),
-                 pg_text(document.text, document.doc_id),
-                 token_map.to_bytes() if token_map is not None else None),
-            )
+            upsert_document(conn, t, document, content_hash, token_map)
             removed = self._delete_rows(conn, document.doc_id)
             lexical = postgres_bm25.tokenisations(conn, t)
             chunk_terms: dict[int, int] = {}
             count = 0
             for chunks, vectors in parts:
                 check_vectors(self, chunks, vectors)
-                ids = self._insert_chunks(conn, chunks, vectors)
+                ids = copy_chunks(conn, t, self._vector_oid, chunks, vectors)
                 postgres_bm25.write_chunk_postings(conn, t, lexical, document, chunks, ids,
                                                    self.manifest.contextual, chunk_terms)
                 count += len(chunks)
@@ -315,27 +303,6 @@ class PostgresStore(Store):
                 self._sentences.insert(conn, document.doc_id, content_hash, sentences)
             conn.execute(q("UPDATE {meta} SET generation = generation + 1, "
                             "chunks = chunks + %s", t), (count - removed,))
-
-    def _insert_chunks(self, conn: psycopg.Connection[Any], chunks: Sequence[Chunk],
-                       vectors: Vectors) -> list[int]:
-        """COPY the chunks in (binary, with ids reserved first); returns their ids."""
-        if not chunks:
-            return []
-        t = self.tables
-        ids = [int(r[0]) for r in conn.execute(
-            q("SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-               t), (f'"{self.name}_chunks"', len(chunks)))]
-        rows = np.ascontiguousarray(vectors, dtype=np.float32)
-        with conn.cursor() as cur, cur.copy(q(
-            'COPY {chunks} (id, doc_id, position, start, "end", section_path, text, embedding)'
-            " FROM STDIN (FORMAT BINARY)", t)) as copy:
-            copy.set_types(["int8", "text", "int4", "int4", "int4", "text", "text",
-                            self._vector_oid])
-            for i, (chunk, chunk_id) in enumerate(zip(chunks, ids, strict=True)):
-                copy.write_row((chunk_id, chunk.doc_id, chunk.position, chunk.start, chunk.end,
-                                json.dumps(list(chunk.section_path)),
-                                pg_text(chunk.text, chunk.doc_id), rows[i]))
-        return ids
 
     def _delete_rows(self, conn: psycopg.Connection[Any], doc_id: str) -> int:
         """Remove a document's chunks and BM25 rows (not the document row); returns how many
@@ -420,7 +387,7 @@ class PostgresStore(Store):
 
     def filter_documents(self, wanted: Filter) -> list[str]:
         """One SQL query over the documents table (metadata read as jsonb), never a chunk."""
-        where, args = _filter_sql(wanted)
+        where, args = filter_sql(wanted)
         return [row[0] for row in self._conn().execute(q(
             f"SELECT doc_id FROM {{documents}} WHERE {where} ORDER BY doc_id", self.tables),
             args)]
@@ -649,141 +616,9 @@ class _Read:
     sentence_hnsw: bool | None = None
 
 
-class TableData(DerivedData):
-    """Derived-data blobs as rows of the index's ``_derived`` table."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self.store = store
-
-    def read(self, key: str) -> bytes | None:
-        row = self.store._conn().execute(
-            q("SELECT data FROM {derived} WHERE key = %s", self.store.tables),
-            (key,)).fetchone()
-        return None if row is None else bytes(row[0])
-
-    def write(self, key: str, data: bytes) -> None:
-        with self.store.side_transaction() as conn:
-            conn.execute(q(
-                "INSERT INTO {derived} (key, data) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
-                "SET data = EXCLUDED.data, version = nextval(pg_get_serial_sequence(%s, "
-                "'version'))", self.store.tables),
-                (key, data, f'"{self.store.name}_derived"'))
-
-    def delete(self, key: str) -> None:
-        with self.store.side_transaction() as conn:
-            conn.execute(q("DELETE FROM {derived} WHERE key = %s", self.store.tables), (key,))
-
-    def keys(self, prefix: str = "") -> list[str]:
-        return [r[0] for r in self.store._conn().execute(q(
-            "SELECT key FROM {derived} WHERE starts_with(key, %s) ORDER BY key",
-            self.store.tables), (prefix,))]
-
-    def stamp(self, prefix: str = "") -> tuple[tuple[str, int], ...]:
-        return tuple((r[0], int(r[1])) for r in self.store._conn().execute(q(
-            "SELECT key, version FROM {derived} WHERE starts_with(key, %s) ORDER BY key",
-            self.store.tables), (prefix,)))
-
-
-# -- helpers ------------------------------------------------------------------------------
-#: jsonb_typeof's name of each JSON type a filter compares as
-_JSONB_TYPES = {"number": "number", "string": "string"}
-_SQL_OPERATORS = {"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
-
-
-def _filter_sql(wanted: Filter) -> tuple[str, list[Any]]:
-    """`wanted` as a WHERE clause over the documents table, and its arguments. Strings
-    compare in code point order (COLLATE "C", as Python and SQLite do), numbers as
-    numeric; a value of another JSON type fails, never errs (CASE guards each cast)."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    if wanted.doc_ids is not None:
-        clauses.append("doc_id = ANY(%s)")
-        args.append(list(wanted.doc_ids))
-    if wanted.doc_id_prefixes:
-        ranges = []
-        for prefix in wanted.doc_id_prefixes:
-            end = prefix_end(prefix)
-            ranges.append('(doc_id COLLATE "C" >= %s' +
-                          ("" if end is None else ' AND doc_id COLLATE "C" < %s') + ")")
-            args += [prefix] if end is None else [prefix, end]
-        clauses.append("(" + " OR ".join(ranges) + ")")
-    for condition in wanted.metadata:
-        tests = [_value_test(condition, value, args) for value in condition.values()]
-        clauses.append("(" + " OR ".join(tests) + ")")
-    return " AND ".join(clauses) or "TRUE", args
-
-
-def _value_test(condition: Condition, value: Any, args: list[Any]) -> str:
-    field = "(metadata::jsonb -> %s)"
-    kind = value_kind(value)
-    if kind in ("bool", "null"):
-        args += [condition.key, json.dumps(value)]
-        return f"{field} = %s::jsonb"
-    op = _SQL_OPERATORS["eq" if condition.op == "in" else condition.op]
-    args += [condition.key, condition.key]
-    if kind == "number":
-        args.append(repr(value))
-        compared = f"(metadata::jsonb ->> %s)::numeric {op} %s::numeric"
-    else:
-        args.append(value)
-        compared = f'(metadata::jsonb ->> %s) COLLATE "C" {op} %s'
-    return f"CASE WHEN jsonb_typeof{field} = '{_JSONB_TYPES[kind]}' THEN {compared} ELSE FALSE END"
-
-
 def _close_all(connections: dict[int, Any]) -> None:
     for conn in connections.values():
         with contextlib.suppress(Exception):
             conn.close()
     connections.clear()
-
-
-def _create_extension(conn: psycopg.Connection[Any], connection: Connection) -> None:
-    driver = psycopg_driver()
-    try:
-        with conn.transaction():  # a savepoint: a failure here leaves the outer one usable
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except driver.Error as exc:
-        raise IndexError_(
-            f"the pgvector extension is not available in {connection.display} "
-            f"({str(exc).strip()}); install pgvector on the server and run "
-            "`CREATE EXTENSION vector;` in that database as a superuser"
-        ) from None
-
-
-def _create_tables(conn: psycopg.Connection[Any], t: Tables, dimension: int) -> None:
-    """Every table of a new index (inside the creating transaction)."""
-    from suture.stores.postgres.bm25 import create_tables as create_bm25_tables
-
-    statements = [
-        "CREATE TABLE {meta} (manifest text NOT NULL, generation bigint NOT NULL DEFAULT 0, "
-        "chunks bigint NOT NULL DEFAULT 0)",
-        'CREATE TABLE {documents} (doc_id text COLLATE "C" PRIMARY KEY, content_hash text NOT '
-        "NULL, title text NOT NULL, source text NOT NULL, metadata text NOT NULL, sections "
-        "text NOT NULL, text text NOT NULL, token_map bytea, chunk_count int NOT NULL)",
-        'CREATE TABLE {chunks} (id bigserial PRIMARY KEY, doc_id text COLLATE "C" NOT NULL, '
-        'position int NOT NULL, start int NOT NULL, "end" int NOT NULL, section_path text '
-        f"NOT NULL, text text NOT NULL, embedding vector({int(dimension)}) NOT NULL, "
-        "UNIQUE (doc_id, position))",
-        "CREATE TABLE {cache} (embedder text NOT NULL, text_hash text NOT NULL, vector bytea "
-        "NOT NULL, PRIMARY KEY (embedder, text_hash))",
-        'CREATE TABLE {derived} (key text COLLATE "C" PRIMARY KEY, data bytea NOT NULL, '
-        "version bigserial NOT NULL)",
-    ]
-    for statement in statements:
-        conn.execute(q(statement, t))
-    if dimension <= MAX_HNSW_DIMENSION:
-        conn.execute(create_hnsw_statement(t))
-    create_bm25_tables(conn, t)
-    create_sentence_tables(conn, t, dimension, dimension <= MAX_HNSW_DIMENSION)
-
-
-def _read_manifest(conn: psycopg.Connection[Any], t: Tables) -> Manifest | None:
-    """The index's manifest, or None when it has no tables."""
-    exists = conn.execute("SELECT to_regclass(%s)", (t.meta.as_string(conn),)).fetchone()
-    if exists is None or exists[0] is None:
-        return None
-    row = conn.execute(q("SELECT manifest FROM {meta}", t)).fetchone()
-    return None if row is None else Manifest.from_dict(json.loads(row[0]))
-
-
 

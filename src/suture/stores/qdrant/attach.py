@@ -121,5 +121,5 @@ class QdrantReader(AttachedReader):
 
 
 def open_reader(options: AttachOptions, collection: str) -> QdrantReader:
-    """Attach mode's reader of `collection` (`suture.stores.attach.READERS`)."""
+    """Attach mode's reader of `collection` (`Backend.attach`, `stores/registry.py`)."""
     return QdrantReader(options, collection)

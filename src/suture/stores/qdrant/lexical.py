@@ -25,7 +25,7 @@ Where a text query differs from suture's BM25, and what this engine does about i
 * a chunk without any term (only stopwords) counts in bm25s' N and average length but
   not in Qdrant's.
 
-Statistics follow the latest committed state (see `suture.stores.qdrant.store`).
+Statistics follow the latest committed state (see `suture.stores.qdrant.versions`).
 """
 
 from __future__ import annotations

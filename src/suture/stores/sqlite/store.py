@@ -24,17 +24,12 @@ documents are checked against that snapshot before use.
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import os
 import sqlite3
 import threading
-import time
-from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +37,9 @@ import numpy as np
 import numpy.typing as npt
 
 from suture.embedders.base import Vectors
-from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
+from suture.exceptions import ConfigurationError, IndexError_
 from suture.files import write_json_atomic
-from suture.filters import Condition, Filter, prefix_end, value_kind
+from suture.filters import Filter
 from suture.stores.ann import (
     GRAPH_PREFIX,
     GraphKeeper,
@@ -63,66 +58,47 @@ from suture.stores.base import (
     check_vectors,
 )
 from suture.stores.cache import DocumentCache
-from suture.stores.codecs import section_from_json, section_to_json, stored_token_map
+from suture.stores.codecs import stored_token_map
 from suture.stores.derived import FolderData, load_arrays, save_arrays
-from suture.stores.packed import pack_strings, packed_keys, unpack_strings
 from suture.stores.sentences import DocumentSentences, SentenceBackend
+from suture.stores.sqlite.database import (
+    CHUNK_COLUMNS,
+    DATABASE_FILE,
+    MANIFEST_FILE,
+    bump_generation,
+    chunk_from_row,
+    connect,
+    create_folder,
+    fill_blob,
+    filter_sql,
+    insert_chunks,
+    insert_document,
+    metadata_from_json,
+    open_folder,
+    read_generation,
+    sections_from_json,
+    stored_text,
+)
+from suture.stores.sqlite.matrix import (
+    MATRIX_FILE,
+    MATRIX_LAYOUT,
+    SEARCH_MODES,
+    STATE_ARRAYS,
+    GraphInput,
+    best_of,
+    make_state,
+    read_arrays,
+    search_option,
+    top_rows,
+)
 from suture.stores.sqlite.sentences import (
-    SENTENCE_SCHEMA,
     SQLiteSentences,
     drop_document_sentences,
     insert_sentences,
 )
 from suture.stores.table import ChunkTable
 from suture.tokens import StorableTokenMap, TokenMap
-from suture.types import Chunk, Document, Section, SourceDocument, Text
-
-log = logging.getLogger("suture.stores.sqlite")
-
-MANIFEST_FILE = "manifest.json"
-DATABASE_FILE = "store.sqlite"
-MATRIX_FILE = "matrix.npz"
-#: seconds a writer waits for another process's write to finish before failing
-BUSY_TIMEOUT_S = 60.0
-#: version of matrix.npz's layout; rows are in (doc_id, position) order since 2, with
-#: their SQLite row ids since 3; ids and section paths packed (`stores.packed`) since 4
-_MATRIX_LAYOUT = 4
-#: how `search` finds the top k (see `suture.stores.ann`)
-SEARCH_MODES = ("auto", "exact", "ann")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS documents (
-    doc_id TEXT PRIMARY KEY,
-    content_hash TEXT NOT NULL,
-    title TEXT NOT NULL,
-    source TEXT NOT NULL,
-    metadata TEXT NOT NULL,
-    sections TEXT NOT NULL,
-    text TEXT NOT NULL,
-    token_map BLOB
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY,
-    chunk_id TEXT NOT NULL UNIQUE,
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id),
-    position INTEGER NOT NULL,
-    start INTEGER NOT NULL,
-    "end" INTEGER NOT NULL,
-    section_path TEXT NOT NULL,
-    text TEXT NOT NULL,
-    vector BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks(doc_id, position);
-CREATE TABLE IF NOT EXISTS embedding_cache (
-    embedder TEXT NOT NULL,
-    text_hash TEXT NOT NULL,
-    vector BLOB NOT NULL,
-    PRIMARY KEY (embedder, text_hash)
-) WITHOUT ROWID;
-""" + SENTENCE_SCHEMA
-
-_CHUNK_COLUMNS = 'id, chunk_id, doc_id, position, start, "end", section_path, text'
+from suture.types import Chunk, Document, SourceDocument
 
 
 class SQLiteStore(Store):
@@ -167,55 +143,14 @@ class SQLiteStore(Store):
 
     def _set_search(self, url: str | None) -> None:
         """`--store "sqlite:?search=exact|ann|auto"` picks the search (default auto)."""
-        if url is None:
-            return
-        from urllib.parse import parse_qs, urlsplit
-
-        options = parse_qs(urlsplit(url).query)
-        unknown = sorted(set(options) - {"search"})
-        if unknown:
-            raise ConfigurationError(
-                f"unknown SQLite store option {unknown[0]!r} in {url!r}; the only option is "
-                "search=exact|ann|auto"
-            )
-        mode = options.get("search", [self.search_mode])[-1]
-        if mode not in SEARCH_MODES:
-            raise ConfigurationError(
-                f"unknown SQLite search mode {mode!r} in {url!r}; choose exact, ann or auto"
-            )
-        self.search_mode = mode
+        self.search_mode = search_option(url, self.search_mode)
 
     @classmethod
     def create(cls, path: str | Path, manifest: Manifest) -> SQLiteStore:
         """Create the index in folder `path`, or join it when another writer just created
         it with the same settings; other settings are an error naming both."""
-        folder = Path(path)
-        if folder.exists() and not folder.is_dir():
-            raise IndexError_(
-                f"--index {folder} is a file, not a folder; pass a folder for the index "
-                "(it is created when missing)"
-            )
-        _check_readable(folder)
-        if (folder / MANIFEST_FILE).exists():  # an existing index (perhaps from before 0.3)
-            store = cls.open(folder)
-            store.check_same_settings(manifest)
-            return store
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise IndexError_(f"cannot create the index folder {folder}: {exc.strerror}") from exc
-        connection = _connect(folder / DATABASE_FILE, read_only=False)
-        try:
-            _prepare_schema(connection, folder / DATABASE_FILE)
-            # Atomic across processes: the first writer's manifest wins, a later one with
-            # other settings fails below.
-            connection.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('manifest', ?)",
-                (json.dumps(manifest.to_dict(), sort_keys=True),),
-            )
-        finally:
-            connection.close()
-        store = cls.open(folder)
+        create_folder(Path(path), manifest)
+        store = cls.open(path)
         store.check_same_settings(manifest)
         return store
 
@@ -223,25 +158,7 @@ class SQLiteStore(Store):
     def open(cls, path: str | Path) -> SQLiteStore:
         """Open an existing index folder."""
         folder = Path(path)
-        database = folder / DATABASE_FILE
-        if folder.exists() and not folder.is_dir():
-            raise IndexError_(
-                f"--index {folder} is a file, not a folder; pass a folder for the index "
-                "(it is created when missing)"
-            )
-        _check_readable(folder)
-        if not database.is_file():
-            hint = (
-                f"(the folder is there but holds no {DATABASE_FILE})" if folder.is_dir() else ""
-            )
-            raise IndexNotFoundError(
-                f"no index at {folder} {hint}; build one with "
-                f"`suture index PATH... --index {folder}`".replace("  ", " ")
-            )
-        if not os.access(database, os.R_OK):
-            raise _no_permission(folder)
-        read_only = not (os.access(folder, os.W_OK) and os.access(database, os.W_OK))
-        manifest = _read_manifest(folder, read_only)
+        manifest, read_only = open_folder(folder)
         return cls(folder, manifest, read_only=read_only)
 
     def close(self) -> None:
@@ -276,7 +193,7 @@ class SQLiteStore(Store):
     def _connection(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            connection = _connect(self.path / DATABASE_FILE, read_only=self.read_only)
+            connection = connect(self.path / DATABASE_FILE, read_only=self.read_only)
             self._local.connection = connection
         return connection
 
@@ -309,7 +226,7 @@ class SQLiteStore(Store):
         connection = self._connection()
         connection.execute("BEGIN")
         try:
-            self._local.generation = _generation(connection, self.path)  # fixes the snapshot
+            self._local.generation = read_generation(connection, self.path)  # fixes the snapshot
             self._local.table = self._search_state()
             self._local.scores = None
             yield
@@ -335,45 +252,13 @@ class SQLiteStore(Store):
         with self._writing() as connection:  # all of the document or none of it
             connection.execute("DELETE FROM chunks WHERE doc_id = ?", (document.doc_id,))
             drop_document_sentences(connection, document.doc_id)
-            # The text and the map go in as zero-filled blobs of their final size, filled a
-            # window at a time below: binding them whole made three text-sized copies
-            # (sqlite3's UTF-8, SQLite's record, the joined map) at the peak of indexing.
-            map_parts = token_map.stored_parts() if token_map is not None else []
-            row = connection.execute(
-                "INSERT OR REPLACE INTO documents (doc_id, content_hash, title, source, "
-                "metadata, sections, text, token_map) VALUES (?, ?, ?, ?, ?, ?, zeroblob(?), "
-                + ("zeroblob(?))" if token_map is not None else "?)"),
-                (
-                    document.doc_id,
-                    content_hash,
-                    document.title,
-                    document.source,
-                    json.dumps(dict(document.metadata), sort_keys=True, default=str),
-                    json.dumps([section_to_json(s) for s in document.sections]),
-                    sum(len(window) for window in _utf8_windows(document.text)),
-                    sum(map(len, map_parts)) if token_map is not None else None,
-                ),
-            ).lastrowid
-            assert row is not None  # an INSERT always sets it
-            _fill_blob(connection, "text", row, _utf8_windows(document.text))
-            if token_map is not None:
-                _fill_blob(connection, "token_map", row, map_parts)
-            del map_parts
+            insert_document(connection, document, content_hash, token_map)
             for chunks, vectors in parts:
                 check_vectors(self, chunks, vectors)
-                blobs = np.ascontiguousarray(vectors, dtype=np.float32)
-                connection.executemany(
-                    f"INSERT INTO chunks ({_CHUNK_COLUMNS}, vector) "
-                    "VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (c.chunk_id, c.doc_id, c.position, c.start, c.end,
-                         json.dumps(list(c.section_path)), c.text, blobs[i].tobytes())
-                        for i, c in enumerate(chunks)
-                    ],
-                )
+                insert_chunks(connection, chunks, vectors)
             if sentences is not None:
                 insert_sentences(connection, document.doc_id, content_hash, sentences)
-            _bump_generation(connection)
+            bump_generation(connection)
 
     def set_token_map(self, doc_id: str, token_map: StorableTokenMap) -> None:
         with self._writing() as connection:
@@ -383,7 +268,7 @@ class SQLiteStore(Store):
                 (sum(map(len, parts)), doc_id),
             ).fetchone()
             if row is not None:
-                _fill_blob(connection, "token_map", row[0], parts)
+                fill_blob(connection, "token_map", row[0], parts)
         with self._lock:
             self._documents.discard(doc_id)
 
@@ -395,7 +280,7 @@ class SQLiteStore(Store):
             ).rowcount
             if deleted:
                 drop_document_sentences(connection, doc_id)
-                _bump_generation(connection)
+                bump_generation(connection)
         return bool(deleted)
 
     # -- embedding cache -------------------------------------------------------------
@@ -428,7 +313,7 @@ class SQLiteStore(Store):
     @property
     def generation(self) -> int:
         pinned = self._pinned_generation()
-        return pinned if pinned is not None else _generation(self._connection(), self.path)
+        return pinned if pinned is not None else read_generation(self._connection(), self.path)
 
     def document_hashes(self) -> dict[str, str]:
         return dict(self._connection().execute("SELECT doc_id, content_hash FROM documents"))
@@ -460,7 +345,7 @@ class SQLiteStore(Store):
     def filter_documents(self, wanted: Filter) -> list[str]:
         """One SQL query over the documents table: ids by the primary key (a prefix is a
         key range), metadata through `json_each`, never a chunk."""
-        where, args = _filter_sql(wanted)
+        where, args = filter_sql(wanted)
         return [row[0] for row in self._connection().execute(
             f"SELECT doc_id FROM documents WHERE {where} ORDER BY doc_id", args)]
 
@@ -510,9 +395,9 @@ class SQLiteStore(Store):
             doc_id=row[0],
             title=row[1],
             source=row[2],
-            metadata=stored("metadata", _metadata_from_json, row[3]),
-            sections=stored("sections", _sections_from_json, row[4]),
-            text=stored("text", _stored_text, row[5]),
+            metadata=stored("metadata", metadata_from_json, row[3]),
+            sections=stored("sections", sections_from_json, row[4]),
+            text=stored("text", stored_text, row[5]),
         )
         fresh = (document, stored_token_map(row[6]))
         with self._lock:
@@ -582,7 +467,7 @@ class SQLiteStore(Store):
             if len(rows) == 0:
                 return []
             scores = state.matrix[rows] @ vector
-            best = _best(scores, k)
+            best = top_rows(scores, k)
             chosen = [int(rows[i]) for i in best]
             values = [float(scores[i]) for i in best]
         elif (graph := self._active_graph(state)) is not None:
@@ -590,14 +475,14 @@ class SQLiteStore(Store):
             keys = graph.search(vector, candidate_count(k, n))
             rows = np.asarray(self._key_rows(state).rows(keys), dtype=np.int64)
             scores = state.matrix[rows] @ vector
-            ranked = _best_of(scores, rows, k)
+            ranked = best_of(scores, rows, k)
             chosen = [int(rows[i]) for i in ranked]
             values = [float(scores[i]) for i in ranked]
         else:
             scores = state.matrix @ vector
             if getattr(self._local, "table", None) is state:
                 self._local.scores = (query, scores, state)
-            best = _best(scores, k)
+            best = top_rows(scores, k)
             chosen = [int(r) for r in best]
             values = [float(scores[r]) for r in best]
         chunks = self._chunks_at(chosen, state)
@@ -605,10 +490,10 @@ class SQLiteStore(Store):
 
     def iter_chunks(self) -> Iterator[Chunk]:
         rows = self._connection().execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks ORDER BY doc_id, position"
+            f"SELECT {CHUNK_COLUMNS} FROM chunks ORDER BY doc_id, position"
         ).fetchall()
         for row in rows:
-            yield _chunk_from_row(row)
+            yield chunk_from_row(row)
 
     def size_on_disk(self) -> int:
         total = 0
@@ -652,10 +537,10 @@ class SQLiteStore(Store):
         arrays = self._load_arrays(generation)
         if arrays is None:
             generation, arrays = self._build_arrays()
-        self._active_graph(_GraphInput(generation, arrays["matrix"], arrays["keys"]),
+        self._active_graph(GraphInput(generation, arrays["matrix"], arrays["keys"]),
                            show_progress)
 
-    def _active_graph(self, state: ChunkTable | _GraphInput,
+    def _active_graph(self, state: ChunkTable | GraphInput,
                       show_progress: bool = False) -> VectorGraph | None:
         """The HNSW graph matching `state`, brought up to date first; None for exact search."""
         if state.keys is None or not uses_graph(self.search_mode, len(state)):
@@ -663,7 +548,7 @@ class SQLiteStore(Store):
         return self._graphs.current(state.generation, state.keys, state.matrix,
                                     save=not self.read_only, show_progress=show_progress)
 
-    def _key_rows(self, state: ChunkTable | _GraphInput) -> KeyRows:
+    def _key_rows(self, state: ChunkTable | GraphInput) -> KeyRows:
         assert state.keys is not None
         return self._graphs.key_rows(state.generation, state.keys)
 
@@ -699,7 +584,7 @@ class SQLiteStore(Store):
         arrays = self._load_arrays(generation)
         if arrays is None:
             generation, arrays = self._build_arrays()
-        state = _make_state(generation, arrays)
+        state = make_state(generation, arrays)
         del arrays
         with self._lock:
             if self._state is None or self._state.generation < state.generation:
@@ -709,431 +594,14 @@ class SQLiteStore(Store):
     def _load_arrays(self, generation: int) -> dict[str, npt.NDArray[Any]] | None:
         """The columns saved in matrix.npz for `generation`, or None (absent, damaged, of
         another generation or layout)."""
-        return load_arrays(self._derived, MATRIX_FILE, generation, _MATRIX_LAYOUT,
-                           _STATE_ARRAYS, unmarked_layout=1)
-
+        return load_arrays(self._derived, MATRIX_FILE, generation, MATRIX_LAYOUT,
+                           STATE_ARRAYS, unmarked_layout=1)
     def _build_arrays(self) -> tuple[int, dict[str, npt.NDArray[Any]]]:
         """The current generation and its columns read from SQLite in one snapshot, saved
         as matrix.npz (unless read-only)."""
         connection = self._connection()
         own = getattr(self._local, "table", None) is None and not connection.in_transaction
-        if own:
-            connection.execute("BEGIN")  # the generation and the rows from one snapshot
-        dim = self.manifest.dimension
-        try:
-            generation = _generation(connection, self.path)
-            count = int(connection.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
-            # Row by row into columns made to size: a list of every row (≈ 700 bytes a
-            # chunk with its vector) was the peak of indexing one very large document.
-            matrix = np.empty((count, dim), dtype=np.float32)
-            keys, positions, starts, ends, paths, docs = (array("q") for _ in range(6))
-            chunk_ids: list[str] = []
-            path_number: dict[str, int] = {}
-            doc_number: dict[str, int] = {}
-            rows = connection.execute(
-                'SELECT id, chunk_id, doc_id, position, start, "end", section_path, vector '
-                "FROM chunks ORDER BY doc_id, position"
-            )
-            for i, r in enumerate(rows):
-                if not isinstance(r[7], bytes) or len(r[7]) != 4 * dim:
-                    raise IndexError_(
-                        f"the index at {self.path} holds a vector of {_size_of(r[7])} for "
-                        f"chunk {r[1]!r} but its manifest says {dim}-d (4 bytes each); the "
-                        "index is damaged: rebuild it into a new folder"
-                    )
-                matrix[i] = np.frombuffer(r[7], dtype=np.float32)
-                keys.append(r[0])
-                positions.append(r[3])
-                starts.append(r[4])
-                ends.append(r[5])
-                paths.append(path_number.setdefault(r[6], len(path_number)))
-                chunk_ids.append(r[1])
-                docs.append(doc_number.setdefault(r[2], len(doc_number)))
-        finally:
-            if own:
-                connection.rollback()
-        # Strings packed, never as numpy's fixed-width "<U" arrays (count × longest × 4
-        # bytes: one 1M-character id made them 17 GiB); documents by number.
-        arrays: dict[str, Any] = {  # Any: numpy.savez types its keywords loosely
-            "matrix": matrix,
-            **pack_strings("chunk_ids", chunk_ids),
-            **pack_strings("doc_names", list(doc_number)),
-            "doc_numbers": np.frombuffer(docs, dtype=np.int64),
-            "positions": np.frombuffer(positions, dtype=np.int64),
-            "starts": np.frombuffer(starts, dtype=np.int64),
-            "ends": np.frombuffer(ends, dtype=np.int64),
-            "section_path_numbers": np.frombuffer(paths, dtype=np.int64),
-            **pack_strings("section_path_texts", list(path_number)),
-            "keys": np.frombuffer(keys, dtype=np.int64),
-        }
-        del chunk_ids, doc_number, path_number
+        generation, arrays = read_arrays(connection, self.path, self.manifest.dimension, own)
         if not self.read_only:
-            save_arrays(self._derived, MATRIX_FILE, generation, _MATRIX_LAYOUT, arrays)
+            save_arrays(self._derived, MATRIX_FILE, generation, MATRIX_LAYOUT, arrays)
         return generation, arrays
-
-
-#: SQLite's `json_each` type names of each JSON type a filter compares as
-_JSON_TYPES = {"number": "('integer', 'real')", "string": "('text')", "null": "('null')"}
-_SQL_OPERATORS = {"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
-
-
-def _filter_sql(wanted: Filter) -> tuple[str, list[Any]]:
-    """`wanted` as a WHERE clause over the documents table, and its arguments."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    if wanted.doc_ids is not None:
-        clauses.append("doc_id IN (SELECT value FROM json_each(?))")
-        args.append(json.dumps(list(wanted.doc_ids)))
-    if wanted.doc_id_prefixes:
-        ranges = []
-        for prefix in wanted.doc_id_prefixes:
-            end = prefix_end(prefix)
-            ranges.append("doc_id >= ?" + ("" if end is None else " AND doc_id < ?"))
-            args += [prefix] if end is None else [prefix, end]
-        clauses.append("(" + " OR ".join(ranges) + ")")
-    for condition in wanted.metadata:
-        values: list[Any] = []
-        tests = [_value_test(condition, value, values) for value in condition.values()]
-        clauses.append("EXISTS (SELECT 1 FROM json_each(documents.metadata) AS m WHERE "
-                       "m.key = ? AND (" + " OR ".join(tests) + "))")
-        args += [condition.key, *values]
-    return " AND ".join(clauses) or "1", args
-
-
-def _value_test(condition: Condition, value: Any, args: list[Any]) -> str:
-    kind = value_kind(value)
-    if kind == "bool":
-        return f"m.type = '{'true' if value else 'false'}'"
-    if kind == "null":
-        return "m.type = 'null'"
-    op = _SQL_OPERATORS["eq" if condition.op == "in" else condition.op]
-    args.append(value)
-    return f"(m.type IN {_JSON_TYPES[kind]} AND m.value {op} ?)"
-
-
-def _best_of(scores: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: int
-             ) -> list[int]:
-    """Positions of the k best scores, best first; ties by row."""
-    order = np.lexsort((rows, -scores))
-    return [int(i) for i in order[:k]]
-
-
-def _best(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
-    """Indices of the k best scores, best first; ties by index (= document id, position)."""
-    n = len(scores)
-    top = min(k, n)
-    best = np.argpartition(-scores, top - 1)[:top] if top < n else np.arange(n)
-    ordered: npt.NDArray[np.intp] = best[np.lexsort((best, -scores[best]))]
-    return ordered
-
-
-def _check_readable(folder: Path) -> None:
-    """`IndexError_` naming the fix when `folder` is there but this user may not list and
-    enter it (an index folder of mode 700 that another user owns): every path inside it
-    would raise `PermissionError`, even a test for whether a file exists."""
-    if folder.is_dir() and not os.access(folder, os.R_OK | os.X_OK):
-        raise _no_permission(folder)
-
-
-def _no_permission(folder: Path) -> IndexError_:
-    return IndexError_(f"no permission to read the index at {folder}; ask its owner to "
-                       "grant read access (chmod -R a+rX) or copy it")
-
-
-def _connect(database: Path, read_only: bool) -> sqlite3.Connection:
-    """A connection in WAL mode (or a read-only one), with a busy timeout for writers.
-
-    A file that is not an SQLite database becomes an `IndexError_` naming the file.
-    """
-    try:
-        if read_only:
-            return _connect_read_only(database)
-        connection = sqlite3.connect(database, timeout=BUSY_TIMEOUT_S,
-                                     check_same_thread=False, isolation_level=None)
-        _enter_wal(connection)
-    except sqlite3.DatabaseError as exc:
-        raise IndexError_(
-            f"{database} is not a readable suture index database ({exc}); it is damaged or "
-            "not an index: restore it from a backup, or rebuild the index in a new folder"
-        ) from None
-    return connection
-
-
-def _enter_wal(connection: sqlite3.Connection) -> None:
-    """WAL mode and a first read. Switching a new file to WAL can fail at once with
-    "database is locked" while another process switches it (SQLite does not wait on its
-    busy handler there), so that is retried for up to the busy timeout."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    while True:
-        try:
-            mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()
-            if mode is None or str(mode[0]).lower() != "wal":
-                connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
-            connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def _connect_read_only(database: Path) -> sqlite3.Connection:
-    """Read a database in a folder this process may not write.
-
-    A WAL database normally needs its shared-memory file next to it; when that cannot be
-    created, the file is opened as immutable, which is only safe when no un-checkpointed
-    writes wait in the WAL file, so that case is refused with the fix.
-    """
-    uri = database.resolve().as_uri()
-
-    def connect(query: str) -> sqlite3.Connection:
-        connection = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=BUSY_TIMEOUT_S,
-                                     check_same_thread=False, isolation_level=None)
-        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        return connection
-
-    try:
-        return connect("mode=ro")
-    except sqlite3.OperationalError:
-        pass
-    wal = database.with_name(database.name + "-wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        raise IndexError_(
-            f"the index at {database.parent} is read-only here and {wal.name} holds writes "
-            "not yet folded into the database; open it once with write access (any suture "
-            "command), or copy the folder somewhere writable"
-        )
-    return connect("mode=ro&immutable=1")
-
-
-def _prepare_schema(connection: sqlite3.Connection, database: Path) -> None:
-    """Create missing tables and add columns an older suture did not write."""
-    try:
-        connection.executescript(_SCHEMA)
-        _add_missing_columns(connection)
-    except sqlite3.DatabaseError as exc:
-        raise IndexError_(f"cannot prepare the index database {database}: {exc}") from None
-
-
-def _holds_no_documents(connection: sqlite3.Connection) -> bool:
-    try:
-        return connection.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is None
-    except sqlite3.OperationalError:  # no documents table yet
-        return True
-
-
-def _read_manifest(folder: Path, read_only: bool) -> Manifest:
-    """The manifest the database holds, checked against manifest.json (the database wins;
-    a missing manifest.json is rewritten, a contradicting one is an error)."""
-    connection = _connect(folder / DATABASE_FILE, read_only)
-    try:
-        if not read_only:
-            _prepare_schema(connection, folder / DATABASE_FILE)
-        try:
-            row = connection.execute("SELECT value FROM meta WHERE key = 'manifest'").fetchone()
-        except sqlite3.OperationalError:  # no meta table: not written by suture
-            row = None
-        path = folder / MANIFEST_FILE
-        on_disk = _manifest_file(path)
-        stored, damaged = None, False
-        if row:
-            try:
-                stored = Manifest.from_dict(json.loads(row[0]))
-            except (ValueError, TypeError, AttributeError) as exc:
-                if on_disk is None:
-                    raise IndexError_(
-                        f"the settings stored in {folder / DATABASE_FILE} are damaged ({exc}) "
-                        f"and there is no {MANIFEST_FILE} to restore them from; restore "
-                        f"{MANIFEST_FILE} from a backup, or rebuild the index") from None
-                log.warning("the settings stored in %s are damaged (%s); read from %s%s",
-                            folder / DATABASE_FILE, exc, path,
-                            "" if read_only else ", which restores them")
-                damaged = True
-        if stored is None:
-            if on_disk is None and _holds_no_documents(connection):
-                # another writer is creating this index and has not recorded its settings
-                # yet: for this call there is no index here (create-or-join follows)
-                raise IndexNotFoundError(
-                    f"no index at {folder} yet (its database is being created)")
-            if on_disk is None:
-                raise IndexError_(
-                    f"the index at {folder} records no settings (no {MANIFEST_FILE}, and its "
-                    "database predates suture 0.3); suture cannot tell which embedder made its "
-                    f"vectors. Restore {MANIFEST_FILE} from a backup, or rebuild the index"
-                )
-            _check_dimension(connection, folder, on_disk)
-            if not read_only:  # an index from before suture 0.3: keep its settings inside
-                connection.execute(
-                    f"INSERT OR {'REPLACE' if damaged else 'IGNORE'} INTO meta "
-                    "VALUES ('manifest', ?)",
-                    (json.dumps(on_disk.to_dict(), sort_keys=True),),
-                )
-            return on_disk
-        _check_dimension(connection, folder, stored)
-        if on_disk is not None and on_disk.settings() != stored.settings():
-            raise IndexError_(
-                f"{path} says {on_disk.describe_settings()} but the index database holds "
-                f"{stored.describe_settings()}; the database is authoritative: delete "
-                f"{MANIFEST_FILE} to have it rewritten from the database"
-            )
-        if on_disk != stored and not read_only:
-            write_json_atomic(path, stored.to_dict())
-        return stored
-    finally:
-        connection.close()
-
-
-def _manifest_file(path: Path) -> Manifest | None:
-    if not path.exists():
-        return None
-    try:
-        return Manifest.from_dict(json.loads(path.read_text("utf-8")))
-    except PermissionError as exc:
-        raise IndexError_(
-            f"no permission to read {path}; ask the index's owner to grant read access"
-        ) from exc
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise IndexError_(
-            f"damaged manifest at {path}: {exc}; delete it to have it rewritten from the "
-            "database"
-        ) from exc
-
-
-def _check_dimension(connection: sqlite3.Connection, folder: Path, manifest: Manifest) -> None:
-    """The first stored vector has the manifest's dimension; when it has not, either the
-    manifest is another index's or that vector is damaged (other vectors fit)."""
-    row = connection.execute("SELECT chunk_id, length(vector) FROM chunks LIMIT 1").fetchone()
-    if row is None or int(row[1]) == 4 * manifest.dimension:
-        return
-    if connection.execute("SELECT 1 FROM chunks WHERE length(vector) = ? LIMIT 1",
-                          (4 * manifest.dimension,)).fetchone():
-        raise IndexError_(
-            f"the index at {folder} holds a vector of {int(row[1])} bytes for chunk "
-            f"{row[0]!r} but its manifest says {manifest.dimension}-d (4 bytes each); the "
-            "index is damaged: rebuild it into a new folder")
-    raise IndexError_(
-        f"{folder / MANIFEST_FILE} says {manifest.describe_settings()} but the stored "
-        f"vectors are {int(row[1]) // 4}-d; restore the index's own {MANIFEST_FILE}, or "
-        "rebuild it"
-    )
-
-
-def _generation(connection: sqlite3.Connection, folder: Path) -> int:
-    row = connection.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-    if row is None:
-        return 0
-    try:
-        return int(row[0])
-    except (ValueError, TypeError):
-        raise IndexError_(
-            f"the index database {folder / DATABASE_FILE} is damaged: its generation (the "
-            f"count of writes) is {row[0]!r}, not a whole number; rebuild the index into a "
-            "new folder") from None
-
-
-def _size_of(blob: object) -> str:
-    """How long a stored vector is, for a message (it may be damaged into another type)."""
-    return f"{len(blob)} bytes" if isinstance(blob, bytes) else f"type {type(blob).__name__}"
-
-
-def _metadata_from_json(raw: str) -> dict[str, Any]:
-    metadata = json.loads(raw)
-    if not isinstance(metadata, dict):
-        raise ValueError(f"a JSON {type(metadata).__name__}, not an object")
-    return metadata
-
-
-def _sections_from_json(raw: str) -> tuple[Section, ...]:
-    return tuple(section_from_json(s) for s in json.loads(raw))
-
-
-def _bump_generation(connection: sqlite3.Connection) -> None:
-    connection.execute(
-        "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) "
-        "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
-    )
-
-
-#: characters of a document's text encoded (and written) at a time
-_TEXT_WINDOW = 1 << 20
-
-
-def _utf8_windows(text: Text) -> Iterator[bytes]:
-    """`text` in UTF-8, `_TEXT_WINDOW` characters at a time (joined: `text.encode()`)."""
-    for start in range(0, len(text), _TEXT_WINDOW):
-        yield text[start : start + _TEXT_WINDOW].encode("utf-8")
-
-
-def _fill_blob(connection: sqlite3.Connection, column: str, row: int,
-               pieces: Iterable[bytes]) -> None:
-    """Write `pieces` one after another into the `zeroblob` of their total size in
-    `documents.column` of `row` (SQLite's incremental blob I/O: no copy of the whole)."""
-    with connection.blobopen("documents", column, row) as blob:
-        for piece in pieces:
-            blob.write(piece)
-
-
-def _stored_text(value: str | bytes) -> str:
-    """A document's text as stored: TEXT in indexes written by earlier versions, UTF-8 in
-    a blob since writes were streamed (`write_document_parts`); both read as one `str`."""
-    return value.decode("utf-8") if isinstance(value, bytes) else value
-
-
-def _add_missing_columns(conn: sqlite3.Connection) -> None:
-    """Bring an index written by an older suture up to the current schema (in place)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
-    if "token_map" not in columns:  # before 0.2: token counts fall back to the tokenizer
-        conn.execute("ALTER TABLE documents ADD COLUMN token_map BLOB")
-
-
-#: the arrays of a search state, as saved in matrix.npz
-_STATE_ARRAYS = ("matrix", *packed_keys("chunk_ids"), *packed_keys("doc_names"),
-                 "doc_numbers", "positions", "starts", "ends", "section_path_numbers",
-                 *packed_keys("section_path_texts"), "keys")
-
-
-@dataclass(frozen=True, slots=True)
-class _GraphInput:
-    """What the HNSW graph of a generation is built from: its vectors and their keys."""
-
-    generation: int
-    matrix: npt.NDArray[np.float32]
-    keys: npt.NDArray[np.int64] | None
-
-    def __len__(self) -> int:
-        return len(self.matrix)
-
-
-def _make_state(generation: int, arrays: Mapping[str, npt.NDArray[Any]]) -> ChunkTable:
-    paths = [_section_path(raw) for raw in unpack_strings("section_path_texts", arrays)]
-    names = unpack_strings("doc_names", arrays)  # one str a document, shared by its rows
-    return ChunkTable.build(
-        generation=generation,
-        matrix=arrays["matrix"],
-        chunk_ids=unpack_strings("chunk_ids", arrays),
-        doc_ids=[names[i] for i in arrays["doc_numbers"].tolist()],
-        positions=arrays["positions"].tolist(),
-        starts=arrays["starts"].tolist(),
-        ends=arrays["ends"].tolist(),
-        section_paths=[paths[i] for i in arrays["section_path_numbers"].tolist()],
-        keys=arrays["keys"],
-    )
-
-
-def _chunk_from_row(row: Sequence[Any]) -> Chunk:
-    return Chunk(
-        chunk_id=row[1],
-        doc_id=row[2],
-        position=row[3],
-        start=row[4],
-        end=row[5],
-        section_path=_section_path(row[6]),
-        text=row[7],
-    )
-
-
-@functools.lru_cache(maxsize=4096)
-def _section_path(raw: str) -> tuple[str, ...]:
-    """Decoded section path; paths repeat across a document's chunks, so decode once."""
-    return tuple(json.loads(raw))
