@@ -75,7 +75,8 @@ def serve_command(
             host=host, port=port, keys=keys, cors_origins=tuple(cors_origin or ()),
             max_body_bytes=int(max_body_mb * 1024 * 1024), max_query_chars=max_query_chars,
             request_timeout_s=request_timeout, read_threads=read_threads, reports=reports,
-            rerank_model=rerank_model,
+            policy_params={} if rerank_model is None else {
+                "rerank": {"model": str(rerank_model)}},
         )
         opened = open_index(index, store, parse_params(embedder_option))
         service = IndexService(opened, read_threads=read_threads, timeout_s=request_timeout)

@@ -115,6 +115,13 @@ def policy_needs_sentences(name: str) -> bool:
     return bool(cls.needs_sentences)
 
 
+def policy_compared(name: str) -> bool:
+    """Whether `compare` runs a registered policy: it runs at its defaults alone
+    (`Policy.compared`)."""
+    cls, _ = _policy_class(name)
+    return bool(cls.compared)
+
+
 def policy_missing(name: str, store: Store) -> str | None:
     """Why a registered policy cannot run on the index `store` holds, or None
     (`Policy.missing_on`: SproutRAG without its trees)."""
@@ -168,6 +175,7 @@ __all__ = [
     "describe_parameters",
     "flat_parameters",
     "get_policy",
+    "policy_compared",
     "policy_grid",
     "policy_missing",
     "policy_named_settings",

@@ -60,6 +60,9 @@ class Policy(ABC):
 
     #: registry name, e.g. "window"
     name: ClassVar[str] = ""
+    #: whether it runs at its defaults alone, as `compare` runs every policy; False when a
+    #: setting must be given first (rerank: its cross-encoder folder)
+    compared: ClassVar[bool] = True
     #: whether `select` reads the index's sentence vectors (`PolicyRequest.sentences`)
     needs_sentences: ClassVar[bool] = False
     #: whether it adds pieces beyond the hits that stop at other hits (window, scar): under

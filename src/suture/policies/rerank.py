@@ -184,6 +184,7 @@ class RerankPolicy(Policy):
     """Re-order the top-`candidates` first-stage hits with a cross-encoder; keep the best k."""
 
     name = "rerank"
+    compared = False  # its model folder is a parameter; compare takes none
     settings_type = RerankSettings
     settings: RerankSettings
 

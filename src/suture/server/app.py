@@ -50,7 +50,7 @@ from suture.filters import Filter
 from suture.policies import (
     COMPARED_POLICIES,
     DEFAULT_POLICY,
-    PolicyName,
+    policy_compared,
     policy_names,
     policy_settings,
 )
@@ -184,8 +184,9 @@ def create_app(service: IndexService, settings: ServerSettings) -> FastAPI:
     async def compare(body: CompareRequest) -> dict[str, Any]:
         """Several policies on one question (the query is embedded once)."""
         _check_query(body.query, settings)
-        if PolicyName.RERANK in body.policies:
-            raise ApiError(400, "invalid_request", RERANK_NOT_COMPARED)
+        for name in body.policies:
+            if name in policy_names() and not policy_compared(name):
+                raise ApiError(400, "invalid_request", _not_compared(name))
         options = _retriever_options(body.retriever, body.retriever_options)
         wanted = Filter.parse(body.filter)
         contexts = await service.read(lambda: service.compare(
@@ -380,9 +381,10 @@ def _auth(settings: ServerSettings, needed: Scope) -> Any:
 
 
 # -- requests -------------------------------------------------------------------------------
-#: why /v1/compare refuses rerank (its model folder is a parameter, compare takes none)
-RERANK_NOT_COMPARED = ("compare runs policies without parameters; ask /v1/retrieve for "
-                       "rerank")
+def _not_compared(policy: str) -> str:
+    """Why /v1/compare refuses `policy` (`Policy.compared`: it needs a setting given)."""
+    return (f"compare runs policies at their defaults and {policy} needs a parameter "
+            f"first; ask /v1/retrieve for {policy}")
 
 
 def _policy_status(service: IndexService) -> dict[str, dict[str, Any]]:
@@ -391,7 +393,7 @@ def _policy_status(service: IndexService) -> dict[str, dict[str, Any]]:
     status = {}
     for name, missing in service.missing_policies().items():
         status[name] = {"available": missing is None, "reason": missing,
-                        "compare": name != PolicyName.RERANK}
+                        "compare": policy_compared(name)}
     return status
 
 
@@ -433,7 +435,7 @@ def _retriever_options(retriever: str | None, options: dict[str, Any]
 def _policy_params(policy: str, params: dict[str, Any], settings: ServerSettings
                    ) -> dict[str, Any]:
     """The request's policy parameters, less those its settings keep from requests (a path,
-    such as rerank's model, is the server's to choose: `suture serve --rerank-model`)."""
+    such as rerank's model, is the server's to choose: `ServerSettings.policy_params`)."""
     kept = policy_settings(policy)
     for name in params:
         item = kept.resolve(name)
@@ -441,9 +443,7 @@ def _policy_params(policy: str, params: dict[str, Any], settings: ServerSettings
             raise ApiError(400, "invalid_request",
                            f"a request cannot set {policy}'s {item.name}; "
                            f"{item.spec.request_note}")
-    if policy == PolicyName.RERANK and settings.rerank_model is not None:
-        return {**params, "model": str(settings.rerank_model)}
-    return params
+    return {**params, **settings.policy_params.get(policy, {})}
 
 
 async def _text_document(request: Request) -> Any:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from suture.server.auth import ApiKeys
 
@@ -23,8 +25,9 @@ class ServerSettings:
     read_threads: int = 4
     #: folder holding `suture eval` output folders, shown at /reports
     reports: Path | None = None
-    #: the rerank policy's model folder (a request may not name a path)
-    rerank_model: Path | None = None
+    #: per policy, the parameters the server chooses for every request, those a request
+    #: may not set (`suture serve --rerank-model`: {"rerank": {"model": "/folder"}})
+    policy_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 __all__ = ["ServerSettings"]
