@@ -20,12 +20,8 @@ from suture.exceptions import ConfigurationError
 from suture.index import Index
 from suture.policies import calibrated_policies, get_policy
 from suture.policies.window import WindowPolicy, WindowSettings
-from suture.server.app import create_app
-from suture.server.service import IndexService
-from suture.server.settings import ServerSettings
 from suture.settings import setting
-
-QUESTION = "When is a segment acknowledged?"
+from tests.small_service import QUESTION, build_small_index, service_client
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +39,7 @@ def spread(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    made = tmp_path_factory.mktemp("new-field")
-    docs = made / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Acks\n\n" + "The receiver acknowledges each segment. " * 40)
-    Index.build([docs], made / "index", embedder="hashing")
-    return made / "index"
+    return build_small_index(tmp_path_factory.mktemp("new-field"))
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +49,7 @@ def index(folder: Path) -> Index:
 
 @pytest.fixture
 def client(index: Index) -> Iterator[TestClient]:
-    with TestClient(create_app(IndexService(index, timeout_s=60), ServerSettings()),
-                    raise_server_exceptions=False) as http:
+    with service_client(index) as http:
         yield http
 
 

@@ -25,13 +25,9 @@ from suture.retrievers import (
     retriever_settings,
 )
 from suture.retrievers.dense import DenseRetriever
-from suture.server.app import create_app
-from suture.server.service import IndexService
-from suture.server.settings import ServerSettings
 from suture.settings import RetrieverSettings, setting
 from suture.stores.sqlite.store import SQLiteStore
-
-QUESTION = "When is a segment acknowledged?"
+from tests.small_service import QUESTION, build_small_index, service_client
 
 
 @pytest.mark.parametrize("name", retriever_names())
@@ -60,17 +56,12 @@ def boosted(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
-    folder = tmp_path_factory.mktemp("options")
-    docs = folder / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Acks\n\n" + "The receiver acknowledges each segment. " * 20)
-    return Index.build([docs], folder / "index", embedder="hashing")
+    return Index.open(build_small_index(tmp_path_factory.mktemp("options")))
 
 
 @pytest.fixture
 def client(index: Index) -> Iterator[TestClient]:
-    with TestClient(create_app(IndexService(index, timeout_s=60), ServerSettings()),
-                    raise_server_exceptions=False) as http:
+    with service_client(index) as http:
         yield http
 
 

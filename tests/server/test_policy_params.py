@@ -12,31 +12,19 @@ from fastapi.testclient import TestClient
 
 from suture.index import Index
 from suture.policies.window import WindowPolicy
-from suture.server.app import create_app
-from suture.server.service import IndexService
 from suture.server.settings import ServerSettings
+from tests.small_service import QUESTION, build_small_index, service_client
 from tests.tiny_models import tiny_cross_encoder
-
-QUESTION = "When is a segment acknowledged?"
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
-    folder = tmp_path_factory.mktemp("policy-params")
-    docs = folder / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Acks\n\n" + "The receiver acknowledges each segment. " * 40)
-    return Index.build([docs], folder / "index", embedder="hashing")
-
-
-def _client(index: Index, settings: ServerSettings) -> TestClient:
-    return TestClient(create_app(IndexService(index, timeout_s=60), settings),
-                      raise_server_exceptions=False)
+    return Index.open(build_small_index(tmp_path_factory.mktemp("policy-params")))
 
 
 @pytest.fixture
 def client(index: Index) -> Iterator[TestClient]:
-    with _client(index, ServerSettings()) as http:
+    with service_client(index) as http:
         yield http
 
 
@@ -44,7 +32,7 @@ def test_the_servers_model_folder_reaches_rerank(index: Index, tmp_path: Path) -
     pytest.importorskip("transformers")
     model = tiny_cross_encoder(tmp_path)
     settings = ServerSettings(policy_params={"rerank": {"model": str(model)}})
-    with _client(index, settings) as http:
+    with service_client(index, settings) as http:
         answer = http.post("/v1/retrieve", json={"query": QUESTION, "policy": "rerank",
                                                  "budget": None})
     assert answer.status_code == 200, answer.text
