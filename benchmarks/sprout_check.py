@@ -3,6 +3,7 @@
     python benchmarks/sprout_check.py --family scifact            # one family, judged
     python benchmarks/sprout_check.py --family scifact --limit 20 --tag smoke   # smoke run
     python benchmarks/sprout_check.py --verdict                   # the rule over every family
+    python benchmarks/sprout_check.py --verdict --plot docs/img/sprout-check.png
 
 Per family: two indexes on one encoder (`--embedder`, default the bundled
 all-MiniLM-L6-v2), one with suture's trees (one sentence a leaf) and one with the public
@@ -208,6 +209,47 @@ def verdict(root: Path, tag: str) -> str:
             f"{'met' if met else 'not met'} (needs {FAMILIES_NEEDED}, one legal)\n")
 
 
+def plot(root: Path, tag: str, out: Path) -> None:
+    """Each variant's mean as a ratio of the strongest baseline's, per family and metric,
+    with the 95% interval of the paired difference (divided by the baseline's mean), the
+    target line and the passing bars marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = [json.loads(file.read_text()) for family in FAMILIES
+               if (file := root / f"{family}-{tag}" / "summary.json").is_file()]
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(11, 4.2), dpi=110, sharey=True)
+    for ax, metric in zip(axes, METRICS, strict=True):
+        for f, result in enumerate(results):
+            tests = [t for t in result["tests"] if t["metric"] == metric]
+            width = 0.8 / len(tests)
+            for v, t in enumerate(tests):
+                x = f + (v - (len(tests) - 1) / 2) * width
+                low = 1 + t["ci_low"] / t["baseline_mean"]
+                high = 1 + t["ci_high"] / t["baseline_mean"]
+                ax.bar(x, t["ratio"], width, color=f"C{v}", hatch="//" if t["passes"] else "",
+                       edgecolor="black" if t["passes"] else f"C{v}",
+                       label=t["variant"] if f == 0 else None)
+                ax.errorbar(x, t["ratio"], [[t["ratio"] - low], [high - t["ratio"]]],
+                            color="black", linewidth=0.8, capsize=2)
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.axhline(TARGET_RATIO, color="red", linewidth=0.8, linestyle="--",
+                   label=f"target ×{TARGET_RATIO}")
+        ax.set_xticks(range(len(results)),
+                      [f"{r['family']}\n{r['queries']} queries" for r in results], fontsize=8)
+        ax.set_title(f"{metric} IE avg (strongest baseline = 1)", fontsize=10)
+    axes[0].set_ylabel("sprout variant ÷ strongest baseline")
+    axes[-1].legend(fontsize=7, loc="upper right")
+    fig.suptitle("SproutRAG, pre-registered check (hatched: passes, Holm p < 0.05)",
+                 fontsize=10)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    print(f"wrote {out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--family", choices=sorted(FAMILIES))
@@ -219,10 +261,14 @@ def main() -> None:
                         help="α for the trees (default: uniform)")
     parser.add_argument("--out-root", type=Path, default=Path("out"))
     parser.add_argument("--verdict", action="store_true", help="apply the rule and stop")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="with --verdict: also draw every family's ratios to this file")
     args = parser.parse_args()
     root = args.out_root / "sprout-check"
     if args.verdict:
         print(verdict(root, args.tag), end="")
+        if args.plot is not None:
+            plot(root, args.tag, args.plot)
         return
     if args.family is None:
         parser.error("--family is required (or --verdict)")
