@@ -358,7 +358,7 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
     if DOC_SIZE != 200:
         tag += f"doc{DOC_SIZE}_"
     name = name or f"bench_{tag}{'sentences_' if sentences else ''}{n_chunks}"
-    index = str(folder / name) if backend.value == "sqlite" else name
+    index = str(folder / name) if backend.name == "sqlite" else name
     print(f"\n{store_url} {n_chunks:,} chunks -> {index}", flush=True)
     built = build(store_url, index, n_chunks, bulk, model, sentences)
     print(f"  built: {built}", flush=True)
@@ -372,7 +372,7 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
     done = subprocess.run([sys.executable, __file__, "--query", store_url, index,
                            str(queries_file)], capture_output=True, text=True, check=True)
     measured = json.loads(done.stdout.strip().splitlines()[-1])
-    result = {"store": backend.value, "url_options": _options(store_url), "size": n_chunks,
+    result = {"store": backend.name, "url_options": _options(store_url), "size": n_chunks,
               "vectors": model, "doc_chunks": DOC_SIZE, **built, **measured}
     print(f"  queried: {measured}", flush=True)
     with open(folder / "results.jsonl", "a", encoding="utf-8") as out:
