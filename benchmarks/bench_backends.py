@@ -278,8 +278,10 @@ def make_queries(n_chunks: int, n: int, model: str = "walks") -> npt.NDArray[np.
     return normalise(picked + noise)
 
 
-def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
-    """Run in a process of its own: latency of topk and scar, neighbours, recall, memory."""
+def query(store_url: str, index: str, queries_file: Path, budget: bool = False
+          ) -> dict[str, Any]:
+    """Run in a process of its own: latency of topk and scar, neighbours, recall, memory.
+    `budget`: every policy at the default budget with no k (its tiers), not at k = `K`."""
     from suture.index import Index
 
     data = np.load(queries_file)
@@ -293,6 +295,7 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
     policies = ("topk", "scar", "default") if pipeline else ("topk", "scar")
     if pipeline:
         index_obj.retrieve("warm-up", k=K, query_vector=queries[0])
+    at: dict[str, Any] = {} if budget else {"k": K}  # no k: the default budget decides
     times: dict[str, list[float]] = {p: [] for p in policies}
     times.update(search=[], neighbours=[])
     recall: list[float] = []
@@ -303,9 +306,9 @@ def query(store_url: str, index: str, queries_file: Path) -> dict[str, Any]:
         for policy in order:
             start = time.perf_counter()
             if policy == "default":  # scar-sentences on dense-sentences
-                index_obj.retrieve("q", k=K, query_vector=vector)
+                index_obj.retrieve("q", query_vector=vector, **at)
             else:
-                index_obj.retrieve("q", policy, k=K, query_vector=vector)
+                index_obj.retrieve("q", policy, query_vector=vector, **at)
             times[policy].append(time.perf_counter() - start)
         start = time.perf_counter()
         hits = store.search(vector, 10)
@@ -352,7 +355,7 @@ def peak_rss_mb() -> float:
 
 def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
         name: str | None = None, bulk: bool = False, model: str = "walks",
-        sentences: bool = False) -> dict[str, Any]:
+        sentences: bool = False, budget: bool = False) -> dict[str, Any]:
     backend, _ = store_backend(None if store_url == "sqlite" else store_url)
     tag = "" if model == "walks" else f"{model}_"  # (walks: the names of earlier runs)
     if DOC_SIZE != 200:
@@ -370,10 +373,11 @@ def run(store_url: str, n_chunks: int, n_queries: int, folder: Path,
         print(f"  exact top-10 computed in {time.perf_counter() - started:.0f}s", flush=True)
         np.savez(queries_file, queries=queries, truth=np.array(truth))
     done = subprocess.run([sys.executable, __file__, "--query", store_url, index,
-                           str(queries_file)], capture_output=True, text=True, check=True)
+                           str(queries_file), *(["--budget"] if budget else [])],
+                          capture_output=True, text=True, check=True)
     measured = json.loads(done.stdout.strip().splitlines()[-1])
     result = {"store": backend.name, "url_options": _options(store_url), "size": n_chunks,
-              "vectors": model, "doc_chunks": DOC_SIZE, **built, **measured}
+              "vectors": model, "doc_chunks": DOC_SIZE, "budget": budget, **built, **measured}
     print(f"  queried: {measured}", flush=True)
     with open(folder / "results.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps(result) + "\n")
@@ -467,7 +471,8 @@ def plot(folder: Path, target: Path) -> None:
 def main() -> None:
     global DOC_SIZE
     if len(sys.argv) > 1 and sys.argv[1] == "--query":
-        print(json.dumps(query(sys.argv[2], sys.argv[3], Path(sys.argv[4]))))
+        print(json.dumps(query(sys.argv[2], sys.argv[3], Path(sys.argv[4]),
+                               budget="--budget" in sys.argv[5:])))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", action="append", default=[],
@@ -484,6 +489,9 @@ def main() -> None:
                         help="the synthetic vector model (module docstring)")
     parser.add_argument("--default-pipeline", action="store_true",
                         help="write sentence vectors too and time the default pipeline")
+    parser.add_argument("--budget", action="store_true",
+                        help="time every policy at the default budget (2,000 tokens, its "
+                        "k = 5, 10, 20, 50 tiers) instead of at k = 5")
     parser.add_argument("--doc-chunks", type=int, default=DOC_SIZE,
                         help="chunks a document (long documents: what a policy reading "
                         "whole documents pays for)")
@@ -508,7 +516,7 @@ def main() -> None:
     for size in args.sizes:
         for store_url in args.store or ["sqlite"]:
             run(store_url, size, args.queries, args.dir, args.index, args.bulk, args.vectors,
-                args.default_pipeline)
+                args.default_pipeline, args.budget)
     print(table(args.dir))
 
 
