@@ -55,8 +55,9 @@ def write_corpus(folder: Path, texts: int, copies: int, chunks: int) -> None:
 
 def query(store: str, index: str, questions: list[str]) -> dict[str, Any]:
     """Run in a process of its own: the default pipeline on each question."""
-    import suture
     from bench_backends import peak_rss_mb
+
+    import suture
     from suture import Index
 
     opened = Index.open(index, store=store)
