@@ -9,10 +9,10 @@ CHUNKS chunks each), then runs QUERIES queries of the default pipeline (`Index.r
 with no policy) in a fresh process per code version and reports that process's own peak
 resident memory (VmHWM: `bench_backends.peak_rss_mb`), the time of its first query (which
 looks for the copies of every document of that one length), the median of the others and
-whether the contexts agree. ``--before SRC`` is a second `src` folder to compare against, e.g. main
-extracted with ``git archive main src | tar -x -C /tmp/main``: its process runs on the
-same index in the same run. Without ``--store`` a PostgreSQL server is started by the
-`pgserver` wheel in a temporary folder and removed afterwards.
+whether the contexts agree. ``--before SRC`` is a second `src` folder to compare
+against, e.g. main extracted with ``git archive main src | tar -x -C /tmp/main``: its
+process runs on the same index in the same run. Without ``--store`` a PostgreSQL server
+is started by the `pgserver` wheel in a temporary folder and removed afterwards.
 """
 
 from __future__ import annotations
