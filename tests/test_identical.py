@@ -24,7 +24,7 @@ import pytest
 from suture import Index
 from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.loading import load_benchmark
-from suture.types import Context
+from suture.types import Chunk, Context, Document
 from tests.backends import RUN, StoreTarget
 
 ORIGINAL, COPY, SHARES_OPENING = "terms.txt", "terms (1).txt", "other.txt"
@@ -212,8 +212,6 @@ def test_texts_are_hashed_once_per_version(corpus: Path, tmp_path: Path,
     """Copies are looked for among documents of equal length only, whose digests the store
     gives in one call, and each version's text is hashed once: a later write of another
     document hashes nothing again. No text is read to find them."""
-    from suture.types import Document
-
     index = Index.build([corpus], tmp_path / "idx", embedder="hashing", chunk_size=300,
                         chunk_overlap=0)
     asked: list[list[str]] = []
@@ -270,3 +268,37 @@ def test_copies_on_postgresql_leave_the_other_texts_out_of_the_snapshot(
     context = index.retrieve(_clause(3, "a"), "topk", 1)
     assert context.spans[0].identical_in in (("a2.txt",), ("a1.txt",))
     assert snapshots and snapshots[-1] == _docs(context)
+
+
+def test_documents_of_one_length_are_kept_in_proportion_to_their_number(
+        tmp_path: Path) -> None:
+    """3,000 documents of one length (1,000 texts, three copies of each): finding their
+    copies keeps memory in proportion to their number (one tuple of 3,000 ids a document
+    was 9 million ids, 72 MB), and the store is asked for their digests once."""
+    import tracemalloc
+
+    from suture.identical import IdenticalDocuments
+    from suture.stores import create_store
+    from tests.stores.test_contract import manifest, unit_vectors
+
+    store = create_store(f"{RUN}_one_length", manifest(), "memory")
+    for text in range(1000):
+        for copy in range(3):
+            doc_id = f"t{text:04d}c{copy}"
+            body = f"text {text:04d}"
+            chunk = Chunk(Chunk.make_id(doc_id, 0), doc_id, 0, 0, len(body), body, ())
+            store.write_document(Document(doc_id, body), f"h{doc_id}", [chunk],
+                                 unit_vectors(1, text))
+    asked: list[int] = []
+    digests = store.text_digests
+    store.text_digests = lambda doc_ids: asked.append(len(doc_ids)) or digests(doc_ids)  # type: ignore[method-assign]
+    tracemalloc.start()
+    try:
+        identical = IdenticalDocuments(store, store.generation)
+        groups = identical.all_groups()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert groups == [tuple(f"t{text:04d}c{copy}" for copy in range(3)) for text in range(1000)]
+    assert asked == [3000]
+    assert peak < 8_000_000, peak

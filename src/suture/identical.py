@@ -38,12 +38,12 @@ MORE_HITS_ROUNDS = 3
 class IdenticalDocuments:
     """Copies among the documents of one store generation, found as queries meet them.
 
-    Built from one `documents_summary()` scan (ids, lengths, content hashes); a document's
-    copies are looked for the first time it is asked about, among the documents of its
-    length only, by their text digests (`Store.text_digests`, one call per length, never
-    `Store.document`). Digests are kept per content hash in `digests`, which the caller
-    hands on to the next generation's instance of the same store, so a document is hashed
-    once per version.
+    Built from one `documents_summary()` scan (ids, lengths, content hashes); copies are
+    looked for the first time a document of a length is asked about, among the documents
+    of that length only, which are all grouped then by their text digests
+    (`Store.text_digests`, one call per length, never `Store.document`). Digests are kept
+    per content hash in `digests`, which the caller hands on to the next generation's
+    instance of the same store, so a document is hashed once per version.
     """
 
     def __init__(self, store: Store, generation: int,
@@ -58,8 +58,11 @@ class IdenticalDocuments:
         live = set(self._content_hash.values())
         #: content hash -> the store's digest of the text, for the versions stored now
         self.digests = {key: value for key, value in (digests or {}).items() if key in live}
-        self._same_length = {doc_id: tuple(same) for same in by_length.values()
-                             if len(same) > 1 for doc_id in same}
+        #: doc_id -> every document of its length (one tuple per length, shared)
+        self._same_length: dict[str, tuple[str, ...]] = {}
+        for same in by_length.values():
+            if len(same) > 1:
+                self._same_length.update(dict.fromkeys(same, tuple(same)))
         self._groups: dict[str, tuple[str, ...]] = {}
         #: the only documents this view names or reads hits in (None: every document)
         self.allowed: frozenset[str] | None = None
@@ -85,11 +88,13 @@ class IdenticalDocuments:
 
     def _whole_group(self, doc_id: str) -> tuple[str, ...]:
         if doc_id not in self._groups:
-            same = self._same_length.get(doc_id, ())
-            digest = self._digests(same)
-            group = tuple(sorted(d for d in same if digest[d] == digest[doc_id]))
-            group = group if len(group) > 1 else ()
-            self._groups.update(dict.fromkeys(group or (doc_id,), group))
+            by_digest: dict[str, list[str]] = {}
+            for other, digest in self._digests(self._same_length.get(doc_id, ())).items():
+                by_digest.setdefault(digest, []).append(other)
+            for found in by_digest.values():  # the whole length at once: digests in hand
+                group = tuple(sorted(found)) if len(found) > 1 else ()
+                self._groups.update(dict.fromkeys(found, group))
+            self._groups.setdefault(doc_id, ())
         return self._groups[doc_id]
 
     def copies_of(self, doc_id: str) -> tuple[str, ...]:
