@@ -13,6 +13,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,8 @@ import pytest
 from suture import Index
 from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.loading import load_benchmark
-from suture.types import Context
+from suture.types import Chunk, Context, Document
+from tests.backends import RUN, StoreTarget
 
 ORIGINAL, COPY, SHARES_OPENING = "terms.txt", "terms (1).txt", "other.txt"
 #: a clause of the two copies that the third file does not have
@@ -83,6 +86,21 @@ def test_a_copy_is_read_once_and_named(index: Index, policy: str) -> None:
     assert len(hit_ids) == 3 == len(set(hit_ids))
     assert {hit.chunk.doc_id for hit in context.hits} <= kept
     assert Context.from_dict(json.loads(json.dumps(context.to_dict()))) == context
+
+
+@pytest.mark.parametrize("policy", ["topk", "window", "scar-sentences"])
+def test_every_backend_finds_the_same_copies(index: Index, corpus: Path,
+                                             store_target: StoreTarget, policy: str) -> None:
+    """The copies, and the contexts that read them as one, on each store backend as on
+    the default one (each backend gives its own text digests, `Store.text_digests`)."""
+    other = Index.build([corpus], store_target.index("copies"), store=store_target.store,
+                        embedder="hashing", chunk_size=300, chunk_overlap=0)
+    assert other.identical_documents().all_groups() == [(COPY, ORIGINAL)]
+    for query, k in ((_clause(ONLY_IN_COPIES), 3), (_clause(1), 4)):
+        got, expected = other.retrieve(query, policy, k), index.retrieve(query, policy, k)
+        assert [(s.doc_id, s.start, s.end, s.identical_in) for s in got.spans] == [
+            (s.doc_id, s.start, s.end, s.identical_in) for s in expected.spans]
+        assert [h.chunk.chunk_id for h in got.hits] == [h.chunk.chunk_id for h in expected.hits]
 
 
 def test_a_shared_opening_does_not_make_a_copy(index: Index) -> None:
@@ -191,31 +209,96 @@ def test_suture_info_lists_the_copies_and_the_default_pipeline(index: Index) -> 
 
 def test_texts_are_hashed_once_per_version(corpus: Path, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Copies are looked for among documents of equal length only, and each version's
-    text is hashed once: a later write of another document hashes nothing again."""
-    import suture.identical
-    from suture.types import Document
-
+    """Copies are looked for among documents of equal length only, whose digests the store
+    gives in one call, and each version's text is hashed once: a later write of another
+    document hashes nothing again. No text is read to find them."""
     index = Index.build([corpus], tmp_path / "idx", embedder="hashing", chunk_size=300,
                         chunk_overlap=0)
-    hashed: list[bytes] = []
+    asked: list[list[str]] = []
+    digests = index.store.text_digests
+    monkeypatch.setattr(index.store, "text_digests",
+                        lambda doc_ids: asked.append(sorted(doc_ids)) or digests(doc_ids))
+    read: list[str] = []
+    document = index.store.document
+    monkeypatch.setattr(index.store, "document",
+                        lambda doc_id: read.append(doc_id) or document(doc_id))
 
-    class CountingHashlib:
-        @staticmethod
-        def sha256(data: bytes) -> Any:
-            hashed.append(data)
-            return hashlib.sha256(data)
+    in_contexts: set[str] = set()
 
-    monkeypatch.setattr(suture.identical, "hashlib", CountingHashlib)
+    def asked_for(query: str) -> list[list[str]]:
+        before = len(asked)
+        in_contexts.update(_docs(index.retrieve(query, "topk", 2)))
+        return asked[before:]
 
-    def hashes_for(query: str) -> int:
-        before = len(hashed)
-        index.retrieve(query, "topk", 2)
-        return len(hashed) - before
-
-    assert hashes_for(_clause(ONLY_IN_COPIES)) == 3  # the three files of one length
-    assert hashes_for(_clause(ONLY_IN_COPIES)) == 0
+    # the three files of one length, in one call
+    assert asked_for(_clause(ONLY_IN_COPIES)) == [sorted([COPY, ORIGINAL, SHARES_OPENING])]
+    assert asked_for(_clause(ONLY_IN_COPIES)) == []
     index.ingest([Document("unrelated", _text(range(3), "u"))])  # a new generation
-    assert hashes_for(_clause(ONLY_IN_COPIES)) == 0  # the stored versions' digests carry over
-    assert hashes_for(_clause(1, "u")) == 0  # a length no other document has
+    assert asked_for(_clause(ONLY_IN_COPIES)) == []  # the stored versions' digests carry over
+    assert asked_for(_clause(1, "u")) == []  # a length no other document has
     assert index.identical_documents().all_groups() == [(COPY, ORIGINAL)]
+    assert read and set(read) <= in_contexts  # texts are read for the contexts only
+
+
+def test_copies_on_postgresql_leave_the_other_texts_out_of_the_snapshot(
+        postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL keeps every document a query reads for the rest of its snapshot: finding
+    a hit's copies among the many documents of its length hashes them in the database, so
+    the snapshot holds the context's documents only."""
+    folder = tmp_path / "contracts"
+    folder.mkdir()
+    texts = {f"{salt}{n}.txt": _text(range(6), salt) for salt in "abcdef" for n in (1, 2)}
+    texts = {name: text for name, text in texts.items() if name[0] in "ab" or name[1] == "1"}
+    assert len({len(text) for text in texts.values()}) == 1  # every one of one length
+    for name, text in texts.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    index = Index.build([folder], f"{RUN}_copies", store=postgres_url,
+                        embedder="hashing", chunk_size=300, chunk_overlap=0)
+    store: Any = index.store
+    snapshots: list[set[str]] = []
+    reading = store.reading
+
+    @contextmanager
+    def watched() -> Iterator[None]:
+        with reading():
+            yield
+            snapshots.append(set(store._local.read.documents))  # what this snapshot kept
+
+    monkeypatch.setattr(store, "reading", watched)
+    context = index.retrieve(_clause(3, "a"), "topk", 1)
+    assert context.spans[0].identical_in in (("a2.txt",), ("a1.txt",))
+    assert snapshots and snapshots[-1] == _docs(context)
+
+
+def test_documents_of_one_length_are_kept_in_proportion_to_their_number(
+        tmp_path: Path) -> None:
+    """3,000 documents of one length (1,000 texts, three copies of each): finding their
+    copies keeps memory in proportion to their number (one tuple of 3,000 ids a document
+    was 9 million ids, 72 MB), and the store is asked for their digests once."""
+    import tracemalloc
+
+    from suture.identical import IdenticalDocuments
+    from suture.stores import create_store
+    from tests.stores.test_contract import manifest, unit_vectors
+
+    store = create_store(f"{RUN}_one_length", manifest(), "memory")
+    for text in range(1000):
+        for copy in range(3):
+            doc_id = f"t{text:04d}c{copy}"
+            body = f"text {text:04d}"
+            chunk = Chunk(Chunk.make_id(doc_id, 0), doc_id, 0, 0, len(body), body, ())
+            store.write_document(Document(doc_id, body), f"h{doc_id}", [chunk],
+                                 unit_vectors(1, text))
+    asked: list[int] = []
+    digests = store.text_digests
+    store.text_digests = lambda doc_ids: asked.append(len(doc_ids)) or digests(doc_ids)  # type: ignore[method-assign]
+    tracemalloc.start()
+    try:
+        identical = IdenticalDocuments(store, store.generation)
+        groups = identical.all_groups()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert groups == [tuple(f"t{text:04d}c{copy}" for copy in range(3)) for text in range(1000)]
+    assert asked == [3000]
+    assert peak < 8_000_000, peak

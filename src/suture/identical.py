@@ -7,8 +7,10 @@ tokens, while the k hits asked for cover half as much of the corpus. `Index.retr
 therefore reads copies as one document before the policy runs:
 
 * documents are copies when their texts are equal (`IdenticalDocuments`: a document
-  met among a query's hits is compared with the documents of its length, read and
-  hashed once per version of each; a corpus whose lengths all differ reads no text);
+  met among a query's hits is compared with the documents of its length, whose text
+  digests the store gives in one call (`Store.text_digests`, computed inside PostgreSQL,
+  so no text joins the query's snapshot), once per version of each; a corpus whose
+  lengths all differ asks for none);
 * a copy's hits are read in the copy whose hit ranks first (same offsets, same text), and
   a chunk found again is dropped (`IdenticalDocuments.collapse`);
 * the first stage is asked for more hits until k distinct ones are found or it has no
@@ -23,7 +25,6 @@ header) are not copies and stay apart.
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
@@ -37,10 +38,12 @@ MORE_HITS_ROUNDS = 3
 class IdenticalDocuments:
     """Copies among the documents of one store generation, found as queries meet them.
 
-    Built from one `documents_summary()` scan (ids, lengths, content hashes); a document's
-    copies are looked for the first time it is asked about, among the documents of its
-    length only. Text digests are kept per content hash in `digests`, which the caller
-    hands on to the next generation's instance, so a document is read once per version.
+    Built from one `documents_summary()` scan (ids, lengths, content hashes); copies are
+    looked for the first time a document of a length is asked about, among the documents
+    of that length only, which are all grouped then by their text digests
+    (`Store.text_digests`, one call per length, never `Store.document`). Digests are kept
+    per content hash in `digests`, which the caller hands on to the next generation's
+    instance of the same store, so a document is hashed once per version.
     """
 
     def __init__(self, store: Store, generation: int,
@@ -53,10 +56,13 @@ class IdenticalDocuments:
             by_length.setdefault(summary.characters, []).append(summary.doc_id)
             self._content_hash[summary.doc_id] = summary.content_hash
         live = set(self._content_hash.values())
-        #: content hash -> sha256 of the text, for the versions stored now
+        #: content hash -> the store's digest of the text, for the versions stored now
         self.digests = {key: value for key, value in (digests or {}).items() if key in live}
-        self._same_length = {doc_id: tuple(same) for same in by_length.values()
-                             if len(same) > 1 for doc_id in same}
+        #: doc_id -> every document of its length (one tuple per length, shared)
+        self._same_length: dict[str, tuple[str, ...]] = {}
+        for same in by_length.values():
+            if len(same) > 1:
+                self._same_length.update(dict.fromkeys(same, tuple(same)))
         self._groups: dict[str, tuple[str, ...]] = {}
         #: the only documents this view names or reads hits in (None: every document)
         self.allowed: frozenset[str] | None = None
@@ -82,11 +88,13 @@ class IdenticalDocuments:
 
     def _whole_group(self, doc_id: str) -> tuple[str, ...]:
         if doc_id not in self._groups:
-            same = self._same_length.get(doc_id, ())
-            mine = self._digest(doc_id) if same else ""
-            group = tuple(sorted(d for d in same if self._digest(d) == mine))
-            group = group if len(group) > 1 else ()
-            self._groups.update(dict.fromkeys(group or (doc_id,), group))
+            by_digest: dict[str, list[str]] = {}
+            for other, digest in self._digests(self._same_length.get(doc_id, ())).items():
+                by_digest.setdefault(digest, []).append(other)
+            for found in by_digest.values():  # the whole length at once: digests in hand
+                group = tuple(sorted(found)) if len(found) > 1 else ()
+                self._groups.update(dict.fromkeys(found, group))
+            self._groups.setdefault(doc_id, ())
         return self._groups[doc_id]
 
     def copies_of(self, doc_id: str) -> tuple[str, ...]:
@@ -94,7 +102,7 @@ class IdenticalDocuments:
         return tuple(other for other in self.group_of(doc_id) if other != doc_id)
 
     def all_groups(self) -> list[tuple[str, ...]]:
-        """Every set of copies in the store (reads each document that shares its length)."""
+        """Every set of copies in the store (digests each document that shares its length)."""
         return sorted({group for doc_id in self._same_length
                        if (group := self.group_of(doc_id))})
 
@@ -114,12 +122,14 @@ class IdenticalDocuments:
             distinct.setdefault(hit.chunk.chunk_id, hit)
         return list(distinct.values())
 
-    def _digest(self, doc_id: str) -> str:
-        key = self._content_hash[doc_id]
-        if key not in self.digests:
-            text = self._store.document(doc_id).text
-            self.digests[key] = hashlib.sha256(text.encode()).hexdigest()
-        return self.digests[key]
+    def _digests(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """doc_id -> text digest; the versions not known yet are asked for in one call."""
+        unknown = {self._content_hash[d]: d for d in doc_ids
+                   if self._content_hash[d] not in self.digests}
+        if unknown:
+            found = self._store.text_digests(list(unknown.values()))
+            self.digests.update({key: found[d] for key, d in unknown.items()})
+        return {d: self.digests[self._content_hash[d]] for d in doc_ids}
 
 
 def distinct_hits(search: Callable[[int], list[Hit]], wanted: int,

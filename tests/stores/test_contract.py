@@ -6,11 +6,14 @@ passes them works with every policy, retriever and the index facade.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from suture.exceptions import ConfigurationError, IndexError_, IndexNotFoundError
 from suture.stores import Manifest, Store, create_store, open_store
@@ -120,6 +123,47 @@ def test_a_text_with_nul_characters_round_trips_and_counts_every_character(
         [c.text for c in chunks]
     assert [(s.doc_id, s.characters) for s in store.documents_summary()] == \
         [("nul.txt", 20_014)]
+
+
+#: texts that set the traps: NUL (PostgreSQL stores a stand-in), characters beyond the
+#: BMP, a byte order mark, accents; no CR (files are read with newlines translated) and no
+#: U+FFFF (PostgreSQL's stand-in, refused there)
+_texts = st.text(st.one_of(
+    st.sampled_from(["\x00", "\ufeff", "\U0001d538", "\U0010fffd", "é", "a", " ", "\n"]),
+    st.characters(exclude_categories=("Cs",), exclude_characters="\r\uffff")), max_size=24)
+_examples = itertools.count()
+
+
+@pytest.fixture
+def empty_store(store_target: StoreTarget) -> Store:
+    return create_store(store_target.index(), manifest(), store_target.store)
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(_texts, min_size=1, max_size=3), data=st.data())
+def test_text_digests_agree_exactly_when_texts_agree(
+    empty_store: Store, texts: list[str], data: st.DataObject,
+) -> None:
+    """Each text, a copy of it under another title and metadata, and the text with one
+    character changed: their digests are equal exactly where their texts are."""
+    store, example = empty_store, next(_examples)
+    written: dict[str, str] = {}
+    for i, text in enumerate(texts):
+        at = data.draw(st.integers(0, max(len(text) - 1, 0)))
+        edited = text[:at] + ("y" if text[at:at + 1] == "x" else "x") + text[at + 1:]
+        for kind, version in (("text", text), ("copy", text), ("edit", edited)):
+            doc_id = f"{example}/{i}/{kind}"
+            chunks = [Chunk(Chunk.make_id(doc_id, 0), doc_id, 0, 0, len(version), version, ())]
+            store.write_document(Document(doc_id, version, title=kind, metadata={"kind": kind}),
+                                 f"hash-{doc_id}", chunks, unit_vectors(1, i))
+            written[doc_id] = version
+    digests = store.text_digests(list(written))
+    assert set(digests) == set(written)
+    for a, b in itertools.combinations(written, 2):
+        assert (digests[a] == digests[b]) == (written[a] == written[b]), (a, b)
+    with pytest.raises(KeyError, match="nope"):
+        store.text_digests([next(iter(written)), "nope"])
 
 
 def test_search_is_exact_cosine_with_ties_by_document_then_position(

@@ -9,6 +9,7 @@ lexical postings.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -175,6 +176,18 @@ class DocumentsAndSearch(ABC):
         """Ids of stored documents written without a token map (older indexes); this
         default asks `token_map` of each one."""
         return {s.doc_id for s in self.documents_summary() if self.token_map(s.doc_id) is None}
+
+    def text_digests(self, doc_ids: Collection[str]) -> dict[str, str]:
+        """doc_id -> a digest of each stored text, for many documents at once, without
+        handing their texts to the caller's snapshot (copies, `suture.identical`).
+
+        Equal texts get equal digests and different texts different ones (sha256) within
+        this store only: a backend may hash the text as it stores it, so digests of two
+        stores need not agree. `KeyError` names a document that is not stored. This
+        default reads each text through `document`; PostgreSQL hashes in the database.
+        """
+        return {doc_id: hashlib.sha256(self.document(doc_id).text.encode()).hexdigest()
+                for doc_id in doc_ids}
 
     def filter_documents(self, wanted: Filter) -> list[str]:
         """The ids of the stored documents `wanted` allows, sorted (`suture.filters`).

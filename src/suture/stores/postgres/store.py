@@ -385,6 +385,21 @@ class PostgresStore(Store):
     def document(self, doc_id: str) -> Document:
         return self._document_entry(doc_id)[0]
 
+    def text_digests(self, doc_ids: Collection[str]) -> dict[str, str]:
+        """One statement for the whole list: sha256 of each stored text, computed in the
+        database, so no text comes into this process nor into the query's snapshot. The
+        stored text holds U+FFFF in place of NUL (a text holding U+FFFF is refused), so
+        equal texts still get equal digests and different texts different ones; a text
+        with NUL gets another digest than Python's sha256 of it would be."""
+        wanted = list(dict.fromkeys(doc_ids))
+        found: dict[str, str] = dict(self._conn().execute(q(
+            "SELECT doc_id, encode(sha256(convert_to(text, 'UTF8')), 'hex') FROM {documents} "
+            "WHERE doc_id = ANY(%s)", self.tables), (wanted,)).fetchall())
+        missing = [doc_id for doc_id in wanted if doc_id not in found]
+        if missing:
+            raise KeyError(f"no document {missing[0]!r} in the index at {self.location}")
+        return found
+
     def filter_documents(self, wanted: Filter) -> list[str]:
         """One SQL query over the documents table (metadata read as jsonb), never a chunk."""
         where, args = filter_sql(wanted)
