@@ -13,6 +13,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from suture.policies.budget import NOT_RUN
 from suture.types import Context
 
 #: column key -> header shown (keys not listed are shown as they are)
@@ -46,6 +47,7 @@ DECISION_STYLES: dict[str, str] = {
     "dropped": "red",
     "already a hit": "cyan",
     "not reached": "dim",
+    NOT_RUN: "dim",
     "duplicate (kept better)": "dim yellow",
     "flat: over chunks": "bold cyan",
     "stands out: walked, best hit whole": "bold cyan",

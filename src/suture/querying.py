@@ -23,15 +23,21 @@ from suture.filters import Filter
 from suture.focus import QueryFocus, focused_vector
 from suture.identical import IdenticalDocuments, distinct_hits
 from suture.policies import Policy, get_policy
-from suture.policies.assembly import assemble_context
+from suture.policies.assembly import (
+    TokenCounter,
+    assemble_context,
+    span_measure,
+    stored_token_counter,
+)
 from suture.policies.base import PolicyRequest, PolicyResult
 from suture.policies.budget import (
     DEFAULT_BUDGET,
     Budget,
+    Filled,
     check_budget,
+    fill_in_tiers,
     first_stage_hits,
     refuse_max_tokens,
-    select_in_tiers,
 )
 from suture.retrievers import Retriever, RetrieverName, get_retriever
 from suture.stores import Store
@@ -225,8 +231,10 @@ class QueryEngine:
                 focused=searched.focus is not None, allowed=allowed, focus=searched.focus,
                 question_vector=searched.question_vector,
             )
-            result, selections, trace = select(chosen, request, limit)
-            return assemble(name, request, searched, result, selections, trace, limit)
+            counter = stored_token_counter(self.store)  # one per query: it reads documents
+            result, selections, trace, filled = select(chosen, request, limit, counter)
+            return assemble(name, request, searched, result, selections, trace, filled,
+                            counter)
 
     def before_reading(self, chosen: Policy, first_stage: Retriever) -> SentenceSource | None:
         """What must be written before the read snapshot (which refuses writes): the
@@ -287,29 +295,36 @@ def check_query(query: object) -> None:
         )
 
 
-def select(chosen: Policy, request: PolicyRequest, limit: Budget | None
-           ) -> tuple[PolicyResult, Sequence[Selection], Sequence[Mapping[str, Any]]]:
-    """The policy's result, its selections and trace: as it selects without a budget,
-    else at k = 5, 10, ... up to k as one ranked stream (`select_in_tiers`)."""
+def select(chosen: Policy, request: PolicyRequest, limit: Budget | None,
+           token_counter: TokenCounter
+           ) -> tuple[PolicyResult, Sequence[Selection], Sequence[Mapping[str, Any]],
+                      Filled | None]:
+    """The policy's result, its selections and trace: as it selects without a budget, else
+    at k = 5, 10, ... up to k as one ranked stream, each tier only while the budget is not
+    full, with what the budget kept (`fill_in_tiers`; tokens counted by `token_counter`)."""
     if limit is None:
         result = chosen.select(request)
-        return result, result.selections, result.trace
-    return select_in_tiers(chosen, request)
+        return result, result.selections, result.trace, None
+    store = request.store
+    tiered = fill_in_tiers(chosen, request, limit,
+                           span_measure(store, limit.unit, token_counter),
+                           lambda doc_id: store.document(doc_id).text)
+    return tiered.result, tiered.filled.kept, tiered.trace, tiered.filled
 
 
 def assemble(policy: str, request: PolicyRequest, searched: Searched, result: PolicyResult,
              selections: Sequence[Selection], trace: Sequence[Mapping[str, Any]],
-             limit: Budget | None) -> Context:
-    """The context of the selections: budgeted, merged into spans and measured."""
+             filled: Filled | None, token_counter: TokenCounter) -> Context:
+    """The context of the selections (with a budget, those it kept): merged into spans and
+    measured."""
     return assemble_context(
         query=request.query,
         policy=policy,
         selections=selections,
-        ranked=limit is not None,
         hits=list(result.hits) if result.hits is not None else searched.hits[:request.k],
         store=request.store,
-        budget=limit,
-        candidates=request.k,
+        token_counter=token_counter,
+        filled=filled,
         trace=[dict(row) for row in trace] if request.explain else None,
         identical=searched.identical,
         focus=searched.focus,

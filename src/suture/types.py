@@ -269,6 +269,8 @@ class Context:
     tokens: int
     hits: tuple[Hit, ...] = ()
     trace: tuple[Mapping[str, Any], ...] = ()
+    #: pieces of the policy's selection the budget left out whole (under a budget: of the
+    #: tiers that ran, `suture.policies.budget.fill_in_tiers`)
     dropped: int = 0
     #: how the query was focused on its question (`suture.focus`); None: not focused
     focus: Focus | None = None

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import suture.querying
 from suture.exceptions import ConfigurationError
 from suture.index import Index
+from suture.policies import Policy, get_policy
+from suture.policies.base import PolicyRequest
 from suture.policies.budget import (
     BUDGET_HITS,
     DEFAULT_K,
+    NOT_RUN,
+    Budget,
+    Measure,
+    Tiered,
     budget_tiers,
     check_budget,
+    fill_budget,
     first_stage_hits,
     ranked_stream,
+    select_in_tiers,
     tiered_stream,
 )
 from suture.types import Context, Selection
@@ -129,6 +140,67 @@ def test_max_tokens_is_refused_with_the_fix(index: Index) -> None:
     with Client("http://127.0.0.1:9") as client, pytest.raises(  # refused before any request
             ConfigurationError, match="pass budget=300"):
         client.retrieve(QUESTIONS[0], max_tokens=300)
+
+
+# -- tiers run only while the budget is open ---------------------------------------------------
+
+
+def every_tier(policy: Policy, request: PolicyRequest, budget: Budget, measure: Measure,
+               text_of: Callable[[str], str]) -> Tiered:
+    """The budget filled as before tiers were lazy: every tier selected, then the stream cut."""
+    result, stream, trace = select_in_tiers(policy, request)
+    return Tiered(fill_budget(stream, budget, measure, text_of, request.k), result, trace, 0, 0)
+
+
+def eager(index: Index, question: str, policy: str | Policy, **options: Any) -> Context:
+    """The context of `Index.retrieve` with every tier run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suture.querying, "fill_in_tiers", every_tier)
+        return index.retrieve(question, policy, **options)
+
+
+def shown(context: Context) -> dict[str, Any]:
+    """What a context shows that does not depend on the tiers run (not its trace, nor how
+    many pieces of the tiers run it dropped)."""
+    return {key: value for key, value in context.to_dict().items()
+            if key not in ("trace", "dropped")}
+
+
+@pytest.mark.parametrize("policy", ["scar-sentences", "window", "scar"])
+def test_a_budget_the_first_tier_fills_runs_no_later_tier(
+        index: Index, policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    chosen = get_policy(policy)
+    stages: list[int] = []
+    select = type(chosen).select
+
+    def counted(self: Policy, request: PolicyRequest) -> Any:
+        stages.append(request.k)
+        return select(self, request)
+
+    monkeypatch.setattr(type(chosen), "select", counted)
+    for question in QUESTIONS:
+        stages.clear()
+        lazy = index.retrieve(question, chosen, budget=100, explain=True)
+        assert stages == [DEFAULT_K]  # a k = 5 context far larger than 100 tokens fills it
+        assert lazy.budget is not None and lazy.budget.stopped.startswith("budget full")
+        assert [row["k"] for row in lazy.trace if row["decision"] == NOT_RUN] == [10, 20, 50]
+        stages.clear()
+        assert shown(eager(index, question, chosen, budget=100, explain=True)) == shown(lazy)
+        assert stages == [5, 10, 20, 50]
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(question=st.sampled_from(QUESTIONS), policy=st.sampled_from(POLICIES),
+       unit=st.sampled_from(["tokens", "chars"]), budget=st.integers(1, 6000),
+       k=st.sampled_from([None, 3, 12]))
+def test_the_context_is_the_one_every_tier_gives(index: Index, question: str, policy: str,
+                                                 unit: str, budget: int, k: int | None) -> None:
+    lazy = index.retrieve(question, policy, k, budget=budget, budget_unit=unit, explain=True)
+    every = eager(index, question, policy, k=k, budget=budget, budget_unit=unit, explain=True)
+    assert shown(lazy) == shown(every) and lazy.dropped <= every.dropped
+    ran = [row for row in lazy.trace if row.get("decision") != NOT_RUN]
+    assert ran == list(every.trace[:len(ran)])  # the trace of the tiers that ran
 
 
 # -- checks and order ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from suture.chunking.recursive import section_path_of
 from suture.identical import IdenticalDocuments
-from suture.policies.budget import Budget, Measure, fill_budget, ranked_stream
+from suture.policies.budget import Budget, Filled, Measure, fill_budget, ranked_stream
 from suture.stores.base import Store
 from suture.tokens import TokenMap, count_tokens
 from suture.types import BudgetUse, Context, Focus, Hit, Selection, Span
@@ -133,6 +133,7 @@ def assemble_context(
     store: Store,
     token_counter: TokenCounter | None = None,
     budget: Budget | None = None,
+    filled: Filled | None = None,
     ranked: bool = False,
     candidates: int = 0,
     trace: Sequence[dict[str, object]] | None = None,
@@ -144,19 +145,19 @@ def assemble_context(
     With a `budget`, the longest prefix of the selections' ranked stream that fits in it
     (`suture.policies.budget`; `ranked`: the selections are that stream already, e.g. a
     `tiered_stream`; `candidates`: the k that capped the first-stage hits they came from,
-    for the stop reason), else every selection. Tokens are counted with
+    for the stop reason), else every selection. With `filled` (a budget filled already,
+    `fill_in_tiers`), the selections are what it kept, and its use and stop reason are the
+    context's. Tokens are counted with
     `stored_token_counter(store)` unless `token_counter` is given. With `identical` (the
     copies `Index.retrieve` collapsed), each span names the other documents holding its
     text at the same offsets. `focus` is recorded as it is.
     """
     token_counter = token_counter or stored_token_counter(store)
-    kept: Sequence[Selection] = selections
-    dropped, use = 0, None
-    if budget is not None:
+    if filled is None and budget is not None:
         filled = fill_budget(selections if ranked else ranked_stream(selections), budget,
                              span_measure(store, budget.unit, token_counter),
                              lambda doc_id: store.document(doc_id).text, candidates)
-        kept, dropped = filled.kept, filled.dropped
+    kept, dropped = (selections, 0) if filled is None else (filled.kept, filled.dropped)
     spans = merge_selections(kept, store, {h.chunk.chunk_id for h in hits})
     if identical is not None:  # a new span only where its document has copies
         spans = [replace(span, identical_in=copies) if (copies := identical.copies_of(span.doc_id))
@@ -164,9 +165,9 @@ def assemble_context(
     chunk_ids = {c for span in spans for c in span.chunk_ids}
     characters = sum(len(s.text) for s in spans)
     tokens = sum(token_counter(s.doc_id, s.start, s.end) for s in spans)
-    if budget is not None:
-        use = BudgetUse(budget.limit, budget.unit,
-                        characters if budget.unit == "chars" else tokens, filled.stopped)
+    use = None if filled is None else BudgetUse(
+        filled.budget.limit, filled.budget.unit,
+        characters if filled.budget.unit == "chars" else tokens, filled.stopped)
     return Context(
         query=query,
         policy=policy,

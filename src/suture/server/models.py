@@ -164,7 +164,9 @@ class ContextResponse(BaseModel):
     chunks: int
     characters: int
     tokens: int
-    dropped: int = Field(description="Pieces the policy selected that the budget left out.")
+    dropped: int = Field(description=(
+        "Pieces the policy selected that the budget left out (under a budget, of the "
+        "tiers that ran: a tier runs only while the budget is not full)."))
     hits: list[Hit]
     trace: list[dict[str, Any]] = Field(description="Decision rows (explain=true).")
     focus: Focus | None = Field(None, description="How the query was focused on its "
