@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from suture.index import Index
+from suture.policies.budget import NOT_RUN
 from tests.cli.conftest import suture
 from tests.evaluation.conftest import write_contract_benchmark
 
@@ -63,6 +64,11 @@ def _query(index: Path, question: str, *params: str) -> dict[str, Any]:
     return printed
 
 
+def _walked(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The walk's decision rows: not the rows of budget tiers that did not run."""
+    return [row for row in trace if row["decision"] != NOT_RUN]
+
+
 def test_later_queries_use_the_written_setting(calibrated: dict[str, Path]) -> None:
     """A later `suture query --policy scar` without --param decides by the chosen (λ, τ, r),
     as its --explain trace shows: every threshold is τ·cos(q, c) and every S is
@@ -78,8 +84,8 @@ def test_later_queries_use_the_written_setting(calibrated: dict[str, Path]) -> N
     assert differs
     for question in differs[:2]:
         printed = _query(calibrated["index"], question)
-        assert printed["trace"]
-        for row in printed["trace"]:
+        assert _walked(printed["trace"])
+        for row in _walked(printed["trace"]):
             assert row["threshold"] == pytest.approx(tau * row["cos_q_seed"])
             if row["S"] is not None:
                 assert row["S"] == pytest.approx(row["cos_q_neighbour"] - lam * row["b"])
@@ -90,7 +96,7 @@ def test_later_queries_use_the_written_setting(calibrated: dict[str, Path]) -> N
         overridden = _query(calibrated["index"], question, "--param", "lam=1.0",
                             "--param", "tau=0.3", "--param", "radius=1")
         assert all(row["threshold"] == pytest.approx(0.3 * row["cos_q_seed"])
-                   for row in overridden["trace"])
+                   for row in _walked(overridden["trace"]))
         assert [c for s in overridden["spans"] for c in s["chunk_ids"]] != list(
             expected.chunk_ids)
 
