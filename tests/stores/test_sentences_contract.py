@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from suture.stores import Store, create_store
-from suture.stores.sentences import DocumentSentences, SentenceHit
+from suture.stores.sentences import BlobSentences, DocumentSentences, SentenceHit
 from tests.backends import StoreTarget
 from tests.stores.test_contract import DIM, manifest, unit_vectors, write
 
@@ -36,6 +36,19 @@ def stored(store_target: StoreTarget) -> tuple[Store, dict[str, DocumentSentence
         store.write_sentences(summary, [held[summary.doc_id]])
     assert store.sentences_missing() == []
     return store, held
+
+
+def write_legacy_blobs(store: Store) -> dict[str, DocumentSentences]:
+    """Sentence vectors for every stored document (positions of `LAYOUT`), written as an
+    older suture kept them: derived blobs (`BlobSentences`) beside the store's own tables."""
+    legacy = BlobSentences(store)
+    kept = {}
+    for i, summary in enumerate(store.documents_summary()):
+        positions = np.arange(len(LAYOUT[summary.doc_id]), dtype=np.int64)
+        kept[summary.doc_id] = DocumentSentences(positions, positions * 5, positions * 5 + 4,
+                                                 unit_vectors(len(positions), 50 + i))
+        legacy.write(summary, kept[summary.doc_id])
+    return kept
 
 
 def brute_force(held: dict[str, DocumentSentences], query: np.ndarray,

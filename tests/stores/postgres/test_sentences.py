@@ -6,16 +6,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from suture.stores import Store, create_store, open_store
 from suture.stores.postgres.store import PostgresStore
-from suture.stores.sentences import BlobSentences, DocumentSentences
+from suture.stores.sentences import DocumentSentences
 from tests.backends import StoreTarget
 from tests.stores.postgres.test_store import with_option
 from tests.stores.test_contract import manifest, unit_vectors, write
-from tests.stores.test_sentences_contract import LAYOUT, brute_force, same, stored  # noqa: F401
+from tests.stores.test_sentences_contract import (  # noqa: F401
+    LAYOUT,
+    brute_force,
+    same,
+    stored,
+    write_legacy_blobs,
+)
 
 
 @pytest.fixture
@@ -55,14 +60,7 @@ def test_an_older_index_gets_the_table_and_its_blobs_copied_in(
             store._conn().execute(_q("DROP TABLE {t}", store.tables, t=table))
     old = open_store(store.name, store_target.store)
     assert old.search_sentences(unit_vectors(1, 1)[0], 3) == []
-    summaries = old.documents_summary()
-    legacy = BlobSentences(old)
-    kept = {}
-    for i, summary in enumerate(summaries):
-        positions = np.arange(len(LAYOUT[summary.doc_id]), dtype=np.int64)
-        kept[summary.doc_id] = DocumentSentences(positions, positions * 5, positions * 5 + 4,
-                                                 unit_vectors(len(positions), 50 + i))
-        legacy.write(summary, kept[summary.doc_id])  # the older layout: derived blobs
+    kept = write_legacy_blobs(old)  # the older layout: derived blobs
     assert old.sentences_missing() == []  # copied in, none left to embed
     old.prune_sentences()
     assert not old.derived.keys("sentences/")

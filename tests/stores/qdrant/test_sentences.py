@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from suture.stores import Store, create_store
 from suture.stores.qdrant.store import QdrantStore
-from suture.stores.sentences import BlobSentences, DocumentSentences
+from suture.stores.sentences import DocumentSentences
 from tests.backends import StoreTarget
 from tests.stores.test_contract import manifest, unit_vectors, write
-from tests.stores.test_sentences_contract import LAYOUT, brute_force, same, stored  # noqa: F401
+from tests.stores.test_sentences_contract import (  # noqa: F401
+    LAYOUT,
+    brute_force,
+    same,
+    stored,
+    write_legacy_blobs,
+)
 
 pytest.importorskip("qdrant_client")
 
@@ -56,13 +61,7 @@ def test_an_older_index_gets_the_collection_and_its_blobs_copied_in(
     store = create_store(store_target.index(), manifest(), store_target.store)
     for seed, (doc_id, per_chunk) in enumerate(LAYOUT.items()):
         write(store, doc_id, len(per_chunk), seed)
-    legacy = BlobSentences(store)
-    kept = {}
-    for i, summary in enumerate(store.documents_summary()):
-        positions = np.arange(len(LAYOUT[summary.doc_id]), dtype=np.int64)
-        kept[summary.doc_id] = DocumentSentences(positions, positions * 5, positions * 5 + 4,
-                                                 unit_vectors(len(positions), 50 + i))
-        legacy.write(summary, kept[summary.doc_id])  # the older layout: derived blobs
+    kept = write_legacy_blobs(store)  # the older layout: derived blobs
     assert store.sentences_missing() == []  # copied in, none left to embed
     store.prune_sentences()
     assert not store.derived.keys("sentences/")
