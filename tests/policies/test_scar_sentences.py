@@ -378,6 +378,55 @@ def test_a_passage_is_the_walk_and_each_hits_chunk_with_its_neighbours(index: In
     assert read_as_passage  # the fixture's questions include one read as a passage
 
 
+def _standing_from_scratch(index: Index, question: str, doc_id: str) -> float:
+    """How far the question's best sentence in `doc_id` stands above the document's mean
+    cosine, in (population) standard deviations, every sentence embedded on its own."""
+    query = np.asarray(index.embedder.embed_query(question), dtype=np.float64)
+    cosines = np.array([float(vector @ query) for _, _, vector in
+                        document_sentences(index, doc_id)])
+    return float((cosines.max() - cosines.mean()) / cosines.std())
+
+
+def test_passage_flatness_reads_a_passage_only_where_no_sentence_stands_out(
+        index: Index) -> None:
+    """With `passage_flatness` a query whose hits agree on a document reads as a passage
+    only when that document's best sentence stands fewer than that many standard
+    deviations above its mean (computed here from every sentence embedded on its own);
+    otherwise it is walked, and the explained trace says why, with the standing."""
+    walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
+    agreed = []
+    for question in QUESTIONS:
+        request = _request(index, question, 2, explain=True)
+        docs = [hit.chunk.doc_id for hit in request.hits]
+        top = max(set(docs), key=docs.count)
+        if docs.count(top) / len(docs) >= 0.5:
+            agreed.append((question, request, _standing_from_scratch(index, question, top)))
+    assert len(agreed) >= 2, "the fixture needs two questions whose hits agree"
+    standings = sorted(standing for _, _, standing in agreed)
+    line = (standings[0] + standings[-1]) / 2  # one question on either side
+    assert standings[0] < line < standings[-1]
+    policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line)
+    for question, request, standing in agreed:
+        result = policy.select(request)
+        ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
+        walked = {(s.doc_id, s.start, s.end) for s in walk.select(request).selections}
+        windowed = {(s.doc_id, s.start, s.end) for s in window.select(request).selections}
+        decision = result.trace[0]
+        assert decision["standing"] == pytest.approx(standing, rel=1e-3), question
+        assert decision["passage_flatness"] == line
+        if standing < line:
+            assert decision["decision"].startswith("passage"), question
+            assert ranges == walked | windowed
+        else:
+            assert decision["decision"].startswith("walked"), question
+            assert ranges == walked
+
+
+def test_passage_flatness_is_refused_out_of_range() -> None:
+    with pytest.raises(ConfigurationError, match=r"^scar-sentences passage_flatness "):
+        get_policy("scar-sentences", passage_share=0.5, passage_flatness=-1)
+
+
 def test_a_spread_query_is_walked_and_a_share_of_one_reads_only_one_document(
         index: Index) -> None:
     """passage_share = 1 reads a passage only when all of the first hits agree; the decision

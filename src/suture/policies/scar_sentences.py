@@ -107,6 +107,18 @@ BEST_HIT_WHOLE = "stands out: walked, best hit whole"
 PASSAGE_HITS = 10
 #: the decision an explained trace records for a query read as a passage
 PASSAGE = "passage: walked sentences, then each hit's chunk and its neighbours"
+NOT_A_PASSAGE = "walked: the hits agree on a document, but a sentence of it stands out"
+
+
+@dataclass(frozen=True, slots=True)
+class PassageReading:
+    """What the passage test saw: the share of the first hits in their most common
+    document, whether the query reads as a passage there, and how far that document's
+    best sentence stands out (None: not computed)."""
+
+    share: float
+    passage: bool
+    standing: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +173,8 @@ class SentenceScarSettings(Settings):
     focused: FocusedRule = nested(FocusedRule, "focused_")  # noqa: RUF009 (a field factory)
     passage_share: float | None = setting(None, "real", low=0.0, high=1.0,
                                           high_included=True, optional=True, example=0.5)
+    passage_flatness: float | None = setting(None, "real", low=0.0, optional=True,
+                                             example=3.0)
 
 
 class SentenceScarPolicy(Policy):
@@ -210,7 +224,12 @@ class SentenceScarPolicy(Policy):
         (`window`, best hit first, k = 5, 10, ...); otherwise more hits' walked sentences.
         At 0.5 it gains on filings and privacy policies and loses on contracts asked in
         plain questions, so it failed the check that would have made it the default
-        (docs/results.md#budgets).
+        (docs/results.md#budgets). `passage_flatness` (None: no test) keeps the passage
+        reading to a document where no sentence stands out for the query: its best
+        sentence fewer than this many standard deviations above the document's mean
+        similarity (the test `focused_flatness` makes), so a question one clause answers
+        is walked even when its hits agree on a document
+        (docs/lab/2026-12-06-flat-passage-switch.md).
         """
         super().__init__(settings, **params)
         walk, focused = self.settings.walk, self.settings.focused
@@ -222,6 +241,7 @@ class SentenceScarPolicy(Policy):
         self._focused_chunks = ScarPolicy(ScarSettings(
             lam=focused.lam, tau=focused.tau, radius=focused.radius, extra_hits=self.extra_hits))
         self.passage_share = self.settings.passage_share
+        self.passage_flatness = self.settings.passage_flatness
         self._window = WindowPolicy(width=1)
         self._walker = self if self.passage_share is None else SentenceScarPolicy(
             replace(self.settings, passage_share=None))
@@ -245,11 +265,25 @@ class SentenceScarPolicy(Policy):
     def passage(self, request: PolicyRequest) -> float | None:
         """The share of the first `PASSAGE_HITS` hits in their most common document when it
         reaches `passage_share` (the query reads as a passage there), else None."""
+        reading = self.passage_reading(request)
+        return None if reading is None or not reading.passage else reading.share
+
+    def passage_reading(self, request: PolicyRequest) -> PassageReading | None:
+        """How the passage test read `request` (None: no passage option, or no hits): the
+        share of the first `PASSAGE_HITS` hits in their most common document, and with
+        `passage_flatness` how far that document's best sentence stands out (computed only
+        when the share reaches `passage_share`)."""
         if self.passage_share is None or not request.hits:
             return None
         hits = request.hits[:PASSAGE_HITS]
-        share = Counter(hit.chunk.doc_id for hit in hits).most_common(1)[0][1] / len(hits)
-        return share if share >= self.passage_share else None
+        doc_id, count = Counter(hit.chunk.doc_id for hit in hits).most_common(1)[0]
+        share = count / len(hits)
+        if share < self.passage_share or self.passage_flatness is None:
+            return PassageReading(share, share >= self.passage_share)
+        if request.sentences is None:
+            return PassageReading(share, False)
+        standing = self._standing(request.sentences, request, doc_id)
+        return PassageReading(share, standing < self.passage_flatness, standing)
 
     def walker(self) -> SentenceScarPolicy:
         """This policy walking every query (no passage reading): the first stage of a
@@ -265,13 +299,21 @@ class SentenceScarPolicy(Policy):
         return [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
 
     def select(self, request: PolicyRequest) -> PolicyResult:
-        share = self.passage(request)
-        if share is None:
-            return self._select_walked(request)
+        reading = self.passage_reading(request)
+        if reading is None or not reading.passage:
+            walked = self._select_walked(request)
+            if reading is None or reading.standing is None or not request.explain:
+                return walked
+            decision = {"decision": NOT_A_PASSAGE, "share": reading.share,
+                        "standing": reading.standing, "passage_flatness": self.passage_flatness}
+            return replace(walked, trace=[decision, *walked.trace])
         walked = self.walker().select(request)
         windowed = self._window.select(request)
-        trace = [{"decision": PASSAGE, "share": share, "passage_share": self.passage_share},
-                 *walked.trace] if request.explain else walked.trace
+        decision = {"decision": PASSAGE, "share": reading.share,
+                    "passage_share": self.passage_share}
+        if reading.standing is not None:
+            decision |= {"standing": reading.standing, "passage_flatness": self.passage_flatness}
+        trace = [decision, *walked.trace] if request.explain else walked.trace
         return PolicyResult(selections=[*walked.selections, *windowed.selections],
                             trace=trace, hits=walked.hits)
 
@@ -286,7 +328,7 @@ class SentenceScarPolicy(Policy):
             )
         source = request.sentences
         if request.focused and self.focused_units == "auto" and request.hits:
-            standing = self._standing(source, request)
+            standing = self._standing(source, request, request.hits[0].chunk.doc_id)
             flat = standing < self.focused_flatness
             result = (self._focused_chunks.select(request) if flat else
                       _best_hit_whole(self._walk_all(source, request), request.hits[0]))
@@ -297,12 +339,12 @@ class SentenceScarPolicy(Policy):
             return replace(result, trace=[decision, *result.trace])
         return self._walk_all(source, request)
 
-    def _standing(self, source: SentenceSource, request: PolicyRequest) -> float:
-        """How far the focused query's best sentence in its document stands above the
-        document's mean similarity, in standard deviations (inf: one sentence, or all
-        alike); below `focused_flatness` no sentence stands out. The store sums the
+    def _standing(self, source: SentenceSource, request: PolicyRequest,
+                  doc_id: str) -> float:
+        """How far the query's best sentence in `doc_id` stands above the document's mean
+        similarity, in standard deviations (inf: one sentence, or all alike); below
+        `focused_flatness` (`passage_flatness`) no sentence stands out. The store sums the
         document up (`sentence_statistics`): the document's vectors stay where they are."""
-        doc_id = request.hits[0].chunk.doc_id
         found = source.sentence_statistics(_query(request), [doc_id]).get(doc_id)
         if found is None or found.count < 2:
             return math.inf

@@ -1,0 +1,155 @@
+"""A candidate default against the current one at exact token budgets, judged by a rule
+fixed before the sets run (docs/lab/2026-12-06-flat-passage-switch.md#rule).
+
+    python benchmarks/budget_check.py --set F1 --benchmark B.json --corpus FOLDER --index I \\
+        --policies scar-sentences,scar-sentences:cand,topk,window,scar \\
+        -p scar-sentences:cand.passage_share=0.5 -p scar-sentences:cand.passage_flatness=3.0 \\
+        --peers dsrag-rse-balanced,dsrag-rse-find-all --out out/budget-check/F1.json
+    python benchmarks/budget_check.py --verdict out/budget-check/F*.json \\
+        --candidate scar-sentences:cand --reference scar-sentences
+
+A set's run writes every question's recall (span recall; document recall where the
+benchmark is document-level) for every policy and peer at each budget (`--budgets`,
+default 500, 1,000, 2,000 tokens), as `suture eval --budgets` measures it: a policy
+through `Index.retrieve(budget=...)`, a peer at growing k cut at the budget; every query
+that names its document is focused, as by default.
+
+`--verdict` applies the rule over the sets given: the candidate is adopted when (a) its
+mean recall over every (set, budget) cell is at least the reference's and (b) on no set
+is it worse: the paired difference candidate − reference, each question's recall
+averaged over the budgets, has a 95% bootstrap interval (10,000 resamples, seed 0) that
+does not lie wholly below 0. It also reports the issue's target cell by cell: recall ≥
+the best peer's and ≥ the best other policy's − 2 points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from suture.evaluation.evaluator import Evaluator
+from suture.evaluation.loading import load_benchmark
+from suture.evaluation.policy_specs import (
+    PeerSpec,
+    PolicySpec,
+    parse_peer_specs,
+    parse_policy_specs,
+)
+from suture.evaluation.runner import open_or_build_index
+from suture.evaluation.stats import paired_bootstrap
+from suture.policies.budget import Budget
+
+BUDGETS = (500, 1000, 2000)
+TOLERANCE = 0.02  # the target's "best suture policy minus 2 points"
+RESAMPLES, SEED = 10_000, 0
+
+
+def run_set(args: argparse.Namespace) -> dict[str, Any]:
+    """Every policy's and peer's recall per question at each budget on one set."""
+    benchmark = load_benchmark(args.benchmark, args.corpus, split=args.split)
+    if args.limit:
+        benchmark = benchmark.subset(args.limit)
+    index = open_or_build_index(args.index, benchmark, show_progress=False)
+    evaluator = Evaluator(index, benchmark, show_progress=False)
+    metric = "doc_recall" if benchmark.level == "document" else "span_recall"
+    peers, policy_params = (parse_peer_specs(args.peers, args.param) if args.peers
+                            else ([], list(args.param)))
+    specs: list[PolicySpec | PeerSpec] = [*parse_policy_specs(args.policies, policy_params),
+                                          *peers]
+    recall: dict[str, dict[str, list[float]]] = {}
+    for spec in specs:
+        recall[spec.label] = {}
+        for budget in args.budgets:
+            run = evaluator.run_at_budget(spec, Budget(budget, "tokens"))
+            recall[spec.label][str(budget)] = [r.metrics[metric] for r in run.records]
+        means = " ".join(f"{100 * statistics.mean(v):5.1f}" for v in recall[spec.label].values())
+        print(f"{args.set:4} {spec.label:34} {means}", flush=True)
+    return {"set": args.set, "metric": metric, "queries": len(benchmark.queries),
+            "budgets": list(args.budgets), "peers": [peer.label for peer in peers],
+            "recall": recall}
+
+
+def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[str, Any]:
+    """The rule (module docstring) over `sets`."""
+    cells, per_set = [], []
+    for found in sets:
+        recall, peers = found["recall"], set(found["peers"])
+        others = [label for label in recall if label not in peers | {candidate}]
+        for budget in map(str, found["budgets"]):
+            mean = {label: statistics.mean(values[budget]) for label, values in recall.items()}
+            best_peer = max((mean[p] for p in peers), default=float("nan"))
+            best_other = max(mean[o] for o in others)
+            cells.append({"set": found["set"], "budget": int(budget),
+                          "candidate": mean[candidate], "reference": mean[reference],
+                          "best_peer": best_peer, "best_other": best_other,
+                          "target": bool(mean[candidate] >= best_peer
+                                         and mean[candidate] >= best_other - TOLERANCE)})
+        over_budgets = {label: np.mean([values[str(b)] for b in found["budgets"]], axis=0)
+                        for label, values in recall.items()}
+        compared = paired_bootstrap(over_budgets[candidate], over_budgets[reference],
+                                    resamples=RESAMPLES, seed=SEED)
+        per_set.append({"set": found["set"], "mean_diff": compared.mean_diff,
+                        "ci_low": compared.ci_low, "ci_high": compared.ci_high,
+                        "worse": bool(compared.ci_high < 0)})
+    mean_candidate = statistics.mean(c["candidate"] for c in cells)
+    mean_reference = statistics.mean(c["reference"] for c in cells)
+    adopted = mean_candidate >= mean_reference and not any(s["worse"] for s in per_set)
+    return {"cells": cells, "sets": per_set, "mean_candidate": mean_candidate,
+            "mean_reference": mean_reference, "adopted": adopted}
+
+
+def print_verdict(found: dict[str, Any]) -> None:
+    print("| set | budget | candidate | reference | best other | best peer | target |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for c in found["cells"]:
+        print(f"| {c['set']} | {c['budget']} | {100 * c['candidate']:.1f} | "
+              f"{100 * c['reference']:.1f} | {100 * c['best_other']:.1f} | "
+              f"{100 * c['best_peer']:.1f} | {'met' if c['target'] else 'not met'} |")
+    for s in found["sets"]:
+        print(f"{s['set']}: candidate − reference {100 * s['mean_diff']:+.1f} points "
+              f"[{100 * s['ci_low']:+.1f}, {100 * s['ci_high']:+.1f}]"
+              f"{' (worse)' if s['worse'] else ''}")
+    print(f"mean over cells: candidate {100 * found['mean_candidate']:.1f}, reference "
+          f"{100 * found['mean_reference']:.1f}; "
+          f"{'adopted' if found['adopted'] else 'not adopted'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", default="set", help="the set's name in the tables")
+    parser.add_argument("--benchmark", type=Path)
+    parser.add_argument("--corpus", type=Path, default=None)
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--index", type=Path)
+    parser.add_argument("--policies", default="scar-sentences,topk,window,scar")
+    parser.add_argument("-p", "--param", action="append", default=[],
+                        help="policy.name=value, as `suture eval --param`")
+    parser.add_argument("--peers", default="")
+    parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
+    parser.add_argument("--out", type=Path, help="the set's JSON")
+    parser.add_argument("--verdict", type=Path, nargs="+", help="sets' JSON files to judge")
+    parser.add_argument("--candidate", default="scar-sentences:cand")
+    parser.add_argument("--reference", default="scar-sentences")
+    args = parser.parse_args(argv)
+    if args.verdict:
+        found = verdict([json.loads(p.read_text(encoding="utf-8")) for p in args.verdict],
+                        args.candidate, args.reference)
+        print_verdict(found)
+        return 0
+    if args.benchmark is None or args.index is None or args.out is None:
+        parser.error("a set's run needs --benchmark, --index and --out (or --verdict)")
+    found = run_set(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(found, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
