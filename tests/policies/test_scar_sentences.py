@@ -357,7 +357,7 @@ def test_a_passage_is_the_walk_and_each_hits_chunk_with_its_neighbours(index: In
     """When most of the first hits lie in one document the context is the walk's sentences
     and `window`'s chunks; when they do not, the walk alone; the explained trace says which
     and with what share."""
-    policy = get_policy("scar-sentences", passage_share=0.5)
+    policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=None)
     walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
     read_as_passage = 0
     for question in QUESTIONS:
@@ -445,17 +445,21 @@ def test_a_spread_query_is_walked_and_a_share_of_one_reads_only_one_document(
 def test_a_passage_budget_starts_with_the_walk_at_k5(index: Index) -> None:
     """Under a budget a passage's stream is the walk at k = 5, then the window's chunks:
     a budget of exactly the walk's size returns the walk's context."""
+    read = 0
     for question in QUESTIONS:
         walked = index.retrieve(question, "scar-sentences", passage_share=None, k=5,
                                 retriever="dense")
         full = index.retrieve(question, "scar-sentences", retriever="dense", budget=4000,
-                              passage_share=0.5)
+                              passage_share=0.5, passage_flatness=None)
         if full.tokens <= walked.tokens:
             continue  # no passage read: nothing follows the walk
+        read += 1
         budgeted = index.retrieve(question, "scar-sentences", retriever="dense",
-                                  budget=walked.tokens, passage_share=0.5)
+                                  budget=walked.tokens, passage_share=0.5,
+                                  passage_flatness=None)
         assert ([(s.doc_id, s.start, s.end) for s in budgeted.spans]
                 == [(s.doc_id, s.start, s.end) for s in walked.spans])
+    assert read  # one of the fixture's questions reads as a passage
 
 
 @pytest.mark.parametrize("value", [1.5, -0.1, float("nan"), "half", True])

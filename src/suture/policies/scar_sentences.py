@@ -171,10 +171,9 @@ class SentenceScarSettings(Settings):
 
     walk: WalkRule = nested(WalkRule, "")  # noqa: RUF009 (a field factory)
     focused: FocusedRule = nested(FocusedRule, "focused_")  # noqa: RUF009 (a field factory)
-    passage_share: float | None = setting(None, "real", low=0.0, high=1.0,
-                                          high_included=True, optional=True, example=0.5)
-    passage_flatness: float | None = setting(None, "real", low=0.0, optional=True,
-                                             example=3.0)
+    passage_share: float | None = setting(0.5, "real", low=0.0, high=1.0,
+                                          high_included=True, optional=True)
+    passage_flatness: float | None = setting(3.0, "real", low=0.0, optional=True)
 
 
 class SentenceScarPolicy(Policy):
@@ -217,18 +216,17 @@ class SentenceScarPolicy(Policy):
         sentence walk, with the best hit handed over as its whole chunk. "chunks" assembles
         every focused query over chunks, "sentences" walks it like the rest.
 
-        `passage_share` (an option, None by default: always walk): when at least this share
-        of the first `PASSAGE_HITS` hits lie in one document, the evidence reads as a
-        passage of that document (a filing's table, a policy's section): the context is the
-        walked sentences at k = 5, then each hit's whole chunk and its neighbouring chunks
-        (`window`, best hit first, k = 5, 10, ...); otherwise more hits' walked sentences.
-        At 0.5 it gains on filings and privacy policies and loses on contracts asked in
-        plain questions, so it failed the check that would have made it the default
-        (docs/results.md#budgets). `passage_flatness` (None: no test) keeps the passage
-        reading to a document where no sentence stands out for the query: its best
-        sentence fewer than this many standard deviations above the document's mean
-        similarity (the test `focused_flatness` makes), so a question one clause answers
-        is walked even when its hits agree on a document
+        `passage_share` (0.5; None: always walk) and `passage_flatness` (3.0; None: no
+        flatness test) read a query as a passage: when at least `passage_share` of the
+        first `PASSAGE_HITS` hits lie in one document and no sentence of that document
+        stands out for the query (its best fewer than `passage_flatness` standard
+        deviations above the document's mean similarity, the test `focused_flatness`
+        makes), the evidence reads as a passage of it (a filing's table, a policy's
+        section): the context is the walked sentences at k = 5, then each hit's whole chunk
+        and its neighbouring chunks (`window`, best hit first, k = 5, 10, ...); otherwise
+        more hits' walked sentences. Without the flatness test the passage reading lost on
+        contracts asked in plain questions, which one clause answers; with it, it became
+        the default by a pre-registered check
         (docs/lab/2026-12-06-flat-passage-switch.md).
         """
         super().__init__(settings, **params)
