@@ -30,6 +30,7 @@ from suture.policies.budget import (
     select_in_tiers,
     tiered_stream,
 )
+from suture.policies.scar_sentences import NOT_A_PASSAGE, PASSAGE
 from suture.types import Context, Selection
 
 #: (file in the shared corpora, first character, last character) of each fixture document
@@ -64,6 +65,30 @@ def covered(context: Context) -> set[tuple[str, int]]:
 
 
 # -- the two guarantees, as properties over the fixture index ---------------------------------
+
+
+def test_a_budgeted_trace_says_how_the_passage_test_read_the_query(index: Index) -> None:
+    """Under a budget the explained trace opens with the passage test's decision: read as
+    a passage (the context of the passage reading without the flatness test) or walked
+    because a sentence stands out (the walk's context); a flatness line above every
+    standing reads every agreeing query as a passage, one below every standing none."""
+    passage = get_policy("scar-sentences", passage_share=0.5, passage_flatness=None)
+    walk = get_policy("scar-sentences", passage_share=None)
+    readings = []
+    for line, expected in ((1e9, PASSAGE), (0.0, NOT_A_PASSAGE)):
+        policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line)
+        for question in QUESTIONS:
+            context = index.retrieve(question, policy, budget=400, explain=True)
+            first = context.trace[0]
+            if first.get("decision") not in (PASSAGE, NOT_A_PASSAGE):
+                continue  # the hits did not agree on a document
+            assert first["decision"] == expected, question
+            assert first["passage_flatness"] == line and first["share"] >= 0.5
+            readings.append(expected)
+            same = index.retrieve(question, passage if expected == PASSAGE else walk,
+                                  budget=400)
+            assert context.spans == same.spans, question
+    assert PASSAGE in readings and NOT_A_PASSAGE in readings
 
 
 @settings(max_examples=60, deadline=None,
@@ -183,10 +208,15 @@ def test_a_budget_the_first_tier_fills_runs_no_later_tier(
         lazy = index.retrieve(question, chosen, budget=100, explain=True)
         assert stages == [DEFAULT_K]  # a k = 5 context far larger than 100 tokens fills it
         assert lazy.budget is not None and lazy.budget.stopped.startswith("budget full")
-        assert [row["k"] for row in lazy.trace if row["decision"] == NOT_RUN] == [10, 20, 50]
+        # a passage's plan is the walk at k = 5, then `window` at every tier (its first row
+        # says so); any other plan is the policy at k = 5, 10, 20, 50
+        passage = lazy.trace[0].get("decision") == PASSAGE
+        assert ([row["k"] for row in lazy.trace if row["decision"] == NOT_RUN]
+                == ([5, 10, 20, 50] if passage else [10, 20, 50]))
         stages.clear()
         assert shown(eager(index, question, chosen, budget=100, explain=True)) == shown(lazy)
-        assert stages == [5, 10, 20, 50]
+        # every stage ran (a passage's later stages are `window`'s, not counted here)
+        assert stages == ([5] if passage else [5, 10, 20, 50])
 
 
 @settings(max_examples=60, deadline=None,

@@ -105,6 +105,11 @@ class Policy(ABC):
         before choosing how to assemble them may plan other stages."""
         return [(self, tier) for tier in tiers]
 
+    def plan_trace(self, request: PolicyRequest) -> list[Mapping[str, Any]]:
+        """The trace rows that say why `budget_plan` chose its stages for `request` (read
+        only with `explain`; first in a budgeted query's trace). None by default."""
+        return []
+
     @classmethod
     def missing_on(cls, store: Store) -> str | None:
         """Why this policy cannot run on the index `store` holds (what it reads that the

@@ -210,7 +210,7 @@ def fill_in_tiers(policy: Policy, request: PolicyRequest, budget: Budget, measur
     tiers = budget_tiers(request.k) if policy.expands else [request.k]
     plan = policy.budget_plan(request, tiers)
     stream, filling = _Tiers(), _Filling(budget, measure, text_of)
-    trace: list[Mapping[str, Any]] = []
+    trace: list[Mapping[str, Any]] = policy.plan_trace(request) if request.explain else []
     results: list[PolicyResult] = []
     for stage, k in plan:
         if filling.full:
@@ -240,8 +240,10 @@ def select_in_tiers(policy: Policy, request: PolicyRequest
     tiers = budget_tiers(request.k) if policy.expands else [request.k]
     plan = policy.budget_plan(request, tiers)
     results = [stage.select(replace(request, k=k)) for stage, k in plan]
-    trace = [_stage_row(policy, stage, k, row) if len(plan) > 1 else row
-             for (stage, k), result in zip(plan, results, strict=True) for row in result.trace]
+    trace = [*(policy.plan_trace(request) if request.explain else []),
+             *(_stage_row(policy, stage, k, row) if len(plan) > 1 else row
+               for (stage, k), result in zip(plan, results, strict=True)
+               for row in result.trace)]
     return results[-1], tiered_stream([r.selections for r in results]), trace
 
 

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -296,22 +296,35 @@ class SentenceScarPolicy(Policy):
             return [(self, tier) for tier in tiers]
         return [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
 
-    def select(self, request: PolicyRequest) -> PolicyResult:
-        reading = self.passage_reading(request)
-        if reading is None or not reading.passage:
-            walked = self._select_walked(request)
-            if reading is None or reading.standing is None or not request.explain:
-                return walked
-            decision = {"decision": NOT_A_PASSAGE, "share": reading.share,
-                        "standing": reading.standing, "passage_flatness": self.passage_flatness}
-            return replace(walked, trace=[decision, *walked.trace])
-        walked = self.walker().select(request)
-        windowed = self._window.select(request)
-        decision = {"decision": PASSAGE, "share": reading.share,
-                    "passage_share": self.passage_share}
+    def plan_trace(self, request: PolicyRequest) -> list[Mapping[str, Any]]:
+        """How the passage test read the query (`passage_decision`), before a budgeted
+        query's stages."""
+        return self.passage_decision(self.passage_reading(request))
+
+    def passage_decision(self, reading: PassageReading | None) -> list[Mapping[str, Any]]:
+        """The trace row of a passage test: read as a passage (with the share, and the
+        standing where the flatness test ran), or walked because a sentence stands out;
+        none where the test did not run or the hits did not agree on a document."""
+        if reading is None or (not reading.passage and reading.standing is None):
+            return []
+        if not reading.passage:
+            return [{"decision": NOT_A_PASSAGE, "share": reading.share,
+                     "standing": reading.standing, "passage_flatness": self.passage_flatness}]
+        decision: dict[str, Any] = {"decision": PASSAGE, "share": reading.share,
+                                    "passage_share": self.passage_share}
         if reading.standing is not None:
             decision |= {"standing": reading.standing, "passage_flatness": self.passage_flatness}
-        trace = [decision, *walked.trace] if request.explain else walked.trace
+        return [decision]
+
+    def select(self, request: PolicyRequest) -> PolicyResult:
+        reading = self.passage_reading(request)
+        decision = self.passage_decision(reading) if request.explain else []
+        if reading is None or not reading.passage:
+            walked = self._select_walked(request)
+            return replace(walked, trace=[*decision, *walked.trace]) if decision else walked
+        walked = self.walker().select(request)
+        windowed = self._window.select(request)
+        trace = [*decision, *walked.trace]
         return PolicyResult(selections=[*walked.selections, *windowed.selections],
                             trace=trace, hits=walked.hits)
 
