@@ -291,9 +291,9 @@ class SentenceScarPolicy(Policy):
     def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
                     ) -> list[tuple[Policy, int]]:
         """A passage (`passage`): the walk at the first tier, then `window` at every tier;
-        otherwise the walk at every tier."""
+        otherwise the walk at every tier (the passage test is made once, here)."""
         if self.passage(request) is None:
-            return [(self, tier) for tier in tiers]
+            return [(self.walker(), tier) for tier in tiers]
         return [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
 
     def plan_trace(self, request: PolicyRequest) -> list[Mapping[str, Any]]:
