@@ -443,13 +443,22 @@ def plot(folder: Path, target: Path) -> None:
 
     rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
     series: dict[str, list[dict[str, Any]]] = {}
+    latest: dict[tuple[str, int], dict[str, Any]] = {}  # a size run again: its last run
     for r in rows:
-        name = _row_name(r)
+        latest[_row_name(r), r["chunks"]] = r
+    for (name, _), r in latest.items():
         series.setdefault(name, []).append(r)
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for axis, policy in zip(axes, ("topk", "scar"), strict=True):
+    # the default pipeline's panel where some run timed it (`--default-pipeline`)
+    policies = ("topk", "scar", *(("default",) if any(r.get("default_p50_ms") for r in rows)
+                                  else ()))
+    figure, axes = plt.subplots(1, len(policies), figsize=(5.5 * len(policies), 4.2),
+                                sharey=True)
+    for axis, policy in zip(axes, policies, strict=True):
         for name, points in sorted(series.items()):
-            points = sorted(points, key=lambda r: r["chunks"])
+            points = sorted((r for r in points if r.get(f"{policy}_p50_ms") is not None),
+                            key=lambda r: r["chunks"])
+            if not points:
+                continue
             sizes = [r["chunks"] for r in points]
             p50 = [r[f"{policy}_p50_ms"] for r in points]
             p95 = [r[f"{policy}_p95_ms"] for r in points]
