@@ -260,12 +260,6 @@ class SentenceScarPolicy(Policy):
         seeds = seed_count(k, self.extra_hits)
         return seeds if self.passage_share is None else max(seeds, PASSAGE_HITS)
 
-    def passage(self, request: PolicyRequest) -> float | None:
-        """The share of the first `PASSAGE_HITS` hits in their most common document when it
-        reaches `passage_share` (the query reads as a passage there), else None."""
-        reading = self.passage_reading(request)
-        return None if reading is None or not reading.passage else reading.share
-
     def passage_reading(self, request: PolicyRequest) -> PassageReading | None:
         """How the passage test read `request` (None: no passage option, or no hits): the
         share of the first `PASSAGE_HITS` hits in their most common document, and with
@@ -290,9 +284,10 @@ class SentenceScarPolicy(Policy):
 
     def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
                     ) -> list[tuple[Policy, int]]:
-        """A passage (`passage`): the walk at the first tier, then `window` at every tier;
-        otherwise the walk at every tier (the passage test is made once, here)."""
-        if self.passage(request) is None:
+        """A passage (`passage_reading`): the walk at the first tier, then `window` at every
+        tier; otherwise the walk at every tier (the passage test is made once, here)."""
+        reading = self.passage_reading(request)
+        if reading is None or not reading.passage:
             return [(self.walker(), tier) for tier in tiers]
         return [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
 
