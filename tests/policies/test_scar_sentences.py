@@ -422,6 +422,61 @@ def test_passage_flatness_reads_a_passage_only_where_no_sentence_stands_out(
             assert ranges == walked
 
 
+def _seed_length_from_scratch(index: Index, question: str, hits) -> float:
+    """The median length of each hit's best sentence for the question, from every sentence
+    of the hits' documents embedded on its own."""
+    query = index.embedder.embed_query(question)
+    lengths = []
+    for hit in hits:
+        own = [(float(vector @ query), end - start)
+               for (_, start, end), holder, vector in document_sentences(index, hit.chunk.doc_id)
+               if holder.chunk_id == hit.chunk.chunk_id]
+        if own:
+            lengths.append(max(own)[1])
+    return float(np.median(lengths))
+
+
+def test_passage_fragment_length_reads_a_passage_where_the_best_sentences_are_short(
+        index: Index) -> None:
+    """With `passage_fragment_length` a query whose hits agree on a document reads as a
+    passage when the median length of its hits' best sentences (computed here from
+    scratch) is below it, whatever the flatness test says (`passage_flatness` = 0: no
+    document is flat); above it the flatness test decides, and the explained trace gives
+    the length either way."""
+    walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
+    agreed = []
+    for question in QUESTIONS:
+        request = _request(index, question, 2, explain=True)
+        docs = [hit.chunk.doc_id for hit in request.hits]
+        if docs.count(max(set(docs), key=docs.count)) / len(docs) >= 0.5:
+            agreed.append((question, request,
+                           _seed_length_from_scratch(index, question, request.hits)))
+    lengths = sorted({length for _, _, length in agreed})
+    assert len(lengths) >= 2, "the fixture needs two agreeing questions of other seed lengths"
+    line = round((lengths[0] + lengths[-1]) / 2)
+    assert lengths[0] < line < lengths[-1]
+    policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=0.0,
+                        passage_fragment_length=line)
+    for question, request, length in agreed:
+        result = policy.select(request)
+        ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
+        walked = {(s.doc_id, s.start, s.end) for s in walk.select(request).selections}
+        windowed = {(s.doc_id, s.start, s.end) for s in window.select(request).selections}
+        decision = result.trace[0]
+        assert decision["seed_length"] == length, question
+        assert decision["passage_fragment_length"] == line
+        if length < line:
+            assert decision["decision"].startswith("passage"), question
+            assert "standing" not in decision  # the flatness test did not run
+            assert ranges == walked | windowed
+        else:
+            assert decision["decision"].startswith("walked"), question
+            assert ranges == walked
+    # a focused query keeps its own rule: the fragment test does not run
+    focused = policy.passage_reading(replace(agreed[0][1], focused=True))
+    assert focused is not None and focused.seed_length is None
+
+
 def test_passage_flatness_is_refused_out_of_range() -> None:
     with pytest.raises(ConfigurationError, match=r"^scar-sentences passage_flatness "):
         get_policy("scar-sentences", passage_share=0.5, passage_flatness=-1)

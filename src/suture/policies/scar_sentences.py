@@ -113,12 +113,14 @@ NOT_A_PASSAGE = "walked: the hits agree on a document, but a sentence of it stan
 @dataclass(frozen=True, slots=True)
 class PassageReading:
     """What the passage test saw: the share of the first hits in their most common
-    document, whether the query reads as a passage there, and how far that document's
-    best sentence stands out (None: not computed)."""
+    document, whether the query reads as a passage there, how far that document's best
+    sentence stands out, and the median length of the first hits' best sentences (None:
+    not computed)."""
 
     share: float
     passage: bool
     standing: float | None = None
+    seed_length: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +176,8 @@ class SentenceScarSettings(Settings):
     passage_share: float | None = setting(0.5, "real", low=0.0, high=1.0,
                                           high_included=True, optional=True)
     passage_flatness: float | None = setting(3.0, "real", low=0.0, optional=True)
+    passage_fragment_length: int | None = setting(None, "whole", low=1, optional=True,
+                                                  example=120)
 
 
 class SentenceScarPolicy(Policy):
@@ -228,6 +232,13 @@ class SentenceScarPolicy(Policy):
         contracts asked in plain questions, which one clause answers; with it, it became
         the default by a pre-registered check
         (docs/lab/2026-12-06-flat-passage-switch.md).
+
+        `passage_fragment_length` (characters; None: no fragment test) reads a query
+        whose hits agree on a document as a passage also when the hits' best sentences are
+        fragments: their median length (over the first `PASSAGE_HITS` hits) is below it.
+        A filing's table flattened to a cell a line makes "sentences" of a row label or a
+        number; a walk from one keeps that line and stops at the next, where the chunks
+        around the hit hold the table. A focused query keeps its own rule (`focused_units`).
         """
         super().__init__(settings, **params)
         walk, focused = self.settings.walk, self.settings.focused
@@ -240,6 +251,7 @@ class SentenceScarPolicy(Policy):
             lam=focused.lam, tau=focused.tau, radius=focused.radius, extra_hits=self.extra_hits))
         self.passage_share = self.settings.passage_share
         self.passage_flatness = self.settings.passage_flatness
+        self.passage_fragment_length = self.settings.passage_fragment_length
         self._window = WindowPolicy(width=1)
         self._walker = self if self.passage_share is None else SentenceScarPolicy(
             replace(self.settings, passage_share=None))
@@ -262,9 +274,10 @@ class SentenceScarPolicy(Policy):
 
     def passage_reading(self, request: PolicyRequest) -> PassageReading | None:
         """How the passage test read `request` (None: no passage option, or no hits): the
-        share of the first `PASSAGE_HITS` hits in their most common document, and with
-        `passage_flatness` how far that document's best sentence stands out (computed only
-        when the share reaches `passage_share`)."""
+        share of the first `PASSAGE_HITS` hits in their most common document; where the
+        share reaches `passage_share`, with `passage_fragment_length` the median length of
+        those hits' best sentences (a passage when below it) and then with
+        `passage_flatness` how far that document's best sentence stands out."""
         if self.passage_share is None or not request.hits:
             return None
         hits = request.hits[:PASSAGE_HITS]
@@ -274,8 +287,13 @@ class SentenceScarPolicy(Policy):
             return PassageReading(share, share >= self.passage_share)
         if request.sentences is None:
             return PassageReading(share, False)
+        seed_length = None
+        if self.passage_fragment_length is not None and not request.focused:
+            seed_length = self._seed_length(request.sentences, request, hits)
+            if seed_length < self.passage_fragment_length:
+                return PassageReading(share, True, seed_length=seed_length)
         standing = self._standing(request.sentences, request, doc_id)
-        return PassageReading(share, standing < self.passage_flatness, standing)
+        return PassageReading(share, standing < self.passage_flatness, standing, seed_length)
 
     def walker(self) -> SentenceScarPolicy:
         """This policy walking every query (no passage reading): the first stage of a
@@ -298,15 +316,18 @@ class SentenceScarPolicy(Policy):
 
     def passage_decision(self, reading: PassageReading | None) -> list[Mapping[str, Any]]:
         """The trace row of a passage test: read as a passage (with the share, and the
-        standing where the flatness test ran), or walked because a sentence stands out;
-        none where the test did not run or the hits did not agree on a document."""
+        seed length and standing where those tests ran), or walked because a sentence
+        stands out; none where the test did not run or the hits did not agree on a
+        document."""
         if reading is None or (not reading.passage and reading.standing is None):
             return []
-        if not reading.passage:
-            return [{"decision": NOT_A_PASSAGE, "share": reading.share,
-                     "standing": reading.standing, "passage_flatness": self.passage_flatness}]
-        decision: dict[str, Any] = {"decision": PASSAGE, "share": reading.share,
-                                    "passage_share": self.passage_share}
+        decision: dict[str, Any] = {"decision": PASSAGE if reading.passage else NOT_A_PASSAGE,
+                                    "share": reading.share}
+        if reading.passage:
+            decision["passage_share"] = self.passage_share
+        if reading.seed_length is not None:
+            decision |= {"seed_length": reading.seed_length,
+                         "passage_fragment_length": self.passage_fragment_length}
         if reading.standing is not None:
             decision |= {"standing": reading.standing, "passage_flatness": self.passage_flatness}
         return [decision]
@@ -357,6 +378,24 @@ class SentenceScarPolicy(Policy):
         if found.std <= 0:
             return math.inf
         return (found.best - found.mean) / found.std
+
+    @staticmethod
+    def _seed_length(source: SentenceSource, request: PolicyRequest,
+                     hits: Sequence[Hit]) -> float:
+        """The median length, in characters, of `hits`' best sentences for the query (each
+        hit's chunk's sentence nearest to it; inf where no hit's chunk has a sentence)."""
+        table = SentenceTable.of(source.sentences_around([hit.chunk.chunk_id for hit in hits], 0),
+                                 request.store.manifest.dimension)
+        query = _query(request)
+        lengths = []
+        for hit in hits:
+            group = table.group_of.get(hit.chunk.chunk_id)
+            if group is None:
+                continue
+            rows = table.rows_of(group)
+            row = rows.start + int(np.argmax(table.matrix[rows.start:rows.stop] @ query))
+            lengths.append(int(table.ends[row] - table.starts[row]))
+        return float(np.median(lengths)) if lengths else math.inf
 
     def _walk_all(self, source: SentenceSource, request: PolicyRequest) -> PolicyResult:
         """Every hit's best sentence and what its walks keep (the module docstring)."""
