@@ -37,6 +37,8 @@ HEADERS: dict[str, str] = {
     "rerank_score": "rerank score",
     "standing": "stands out (σ)",
     "flatness": "flat below",
+    "seed_length": "best sentences (chars)",
+    "passage_fragment_length": "fragments below",
 }
 
 #: decision -> rich style

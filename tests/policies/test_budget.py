@@ -76,7 +76,8 @@ def test_a_budgeted_trace_says_how_the_passage_test_read_the_query(index: Index)
     walk = get_policy("scar-sentences", passage_share=None)
     readings = []
     for line, expected in ((1e9, PASSAGE), (0.0, NOT_A_PASSAGE)):
-        policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line)
+        policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line,
+                            passage_fragment_length=None)
         for question in QUESTIONS:
             context = index.retrieve(question, policy, budget=400, explain=True)
             first = context.trace[0]

@@ -405,7 +405,8 @@ def test_passage_flatness_reads_a_passage_only_where_no_sentence_stands_out(
     standings = sorted(standing for _, _, standing in agreed)
     line = (standings[0] + standings[-1]) / 2  # one question on either side
     assert standings[0] < line < standings[-1]
-    policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line)
+    policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line,
+                        passage_fragment_length=None)
     for question, request, standing in agreed:
         result = policy.select(request)
         ranges = {(s.doc_id, s.start, s.end) for s in result.selections}

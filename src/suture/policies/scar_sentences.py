@@ -176,8 +176,7 @@ class SentenceScarSettings(Settings):
     passage_share: float | None = setting(0.5, "real", low=0.0, high=1.0,
                                           high_included=True, optional=True)
     passage_flatness: float | None = setting(3.0, "real", low=0.0, optional=True)
-    passage_fragment_length: int | None = setting(None, "whole", low=1, optional=True,
-                                                  example=120)
+    passage_fragment_length: int | None = setting(120, "whole", low=1, optional=True)
 
 
 class SentenceScarPolicy(Policy):
