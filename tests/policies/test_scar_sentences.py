@@ -19,7 +19,7 @@ from suture.exceptions import ConfigurationError
 from suture.policies import get_policy
 from suture.policies.base import PolicyRequest
 from suture.retrievers.sentences import SentenceRetriever
-from suture.types import Chunk, Context
+from suture.types import Chunk, Context, Hit
 from tests.retrievers.test_sentences import DOCS, QUESTIONS, write_docs
 from tests.stored_sentences import documents_with_sentences
 
@@ -387,20 +387,40 @@ def _standing_from_scratch(index: Index, question: str, doc_id: str) -> float:
     return float((cosines.max() - cosines.mean()) / cosines.std())
 
 
-def test_passage_flatness_reads_a_passage_only_where_no_sentence_stands_out(
-        index: Index) -> None:
-    """With `passage_flatness` a query whose hits agree on a document reads as a passage
-    only when that document's best sentence stands fewer than that many standard
-    deviations above its mean (computed here from every sentence embedded on its own);
-    otherwise it is walked, and the explained trace says why, with the standing."""
-    walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
+def _agreeing_requests(index: Index) -> list[tuple[str, PolicyRequest, str]]:
+    """The fixture's questions whose first hits lie at least half in one document, with
+    their explained requests (k = 2) and that document."""
     agreed = []
     for question in QUESTIONS:
         request = _request(index, question, 2, explain=True)
         docs = [hit.chunk.doc_id for hit in request.hits]
         top = max(set(docs), key=docs.count)
         if docs.count(top) / len(docs) >= 0.5:
-            agreed.append((question, request, _standing_from_scratch(index, question, top)))
+            agreed.append((question, request, top))
+    return agreed
+
+
+def _read_as(policy: object, request: PolicyRequest) -> tuple[dict[str, object], str]:
+    """The passage test's trace row of `policy` on `request`, and whether its context is
+    the walk's and `window`'s ("passage") or the walk's alone ("walked")."""
+    walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
+    result = policy.select(request)  # type: ignore[attr-defined]
+    ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
+    walked = {(s.doc_id, s.start, s.end) for s in walk.select(request).selections}
+    windowed = {(s.doc_id, s.start, s.end) for s in window.select(request).selections}
+    context = ("passage" if ranges == walked | windowed else
+               "walked" if ranges == walked else "neither")
+    return result.trace[0], context
+
+
+def test_passage_flatness_reads_a_passage_only_where_no_sentence_stands_out(
+        index: Index) -> None:
+    """With `passage_flatness` a query whose hits agree on a document reads as a passage
+    only when that document's best sentence stands fewer than that many standard
+    deviations above its mean (computed here from every sentence embedded on its own);
+    otherwise it is walked, and the explained trace says why, with the standing."""
+    agreed = [(question, request, _standing_from_scratch(index, question, top))
+              for question, request, top in _agreeing_requests(index)]
     assert len(agreed) >= 2, "the fixture needs two questions whose hits agree"
     standings = sorted(standing for _, _, standing in agreed)
     line = (standings[0] + standings[-1]) / 2  # one question on either side
@@ -408,22 +428,15 @@ def test_passage_flatness_reads_a_passage_only_where_no_sentence_stands_out(
     policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line,
                         passage_fragment_length=None)
     for question, request, standing in agreed:
-        result = policy.select(request)
-        ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
-        walked = {(s.doc_id, s.start, s.end) for s in walk.select(request).selections}
-        windowed = {(s.doc_id, s.start, s.end) for s in window.select(request).selections}
-        decision = result.trace[0]
+        decision, context = _read_as(policy, request)
         assert decision["standing"] == pytest.approx(standing, rel=1e-3), question
         assert decision["passage_flatness"] == line
-        if standing < line:
-            assert decision["decision"].startswith("passage"), question
-            assert ranges == walked | windowed
-        else:
-            assert decision["decision"].startswith("walked"), question
-            assert ranges == walked
+        expected = "passage" if standing < line else "walked"
+        assert str(decision["decision"]).startswith(expected), question
+        assert context == expected, question
 
 
-def _seed_length_from_scratch(index: Index, question: str, hits) -> float:
+def _seed_length_from_scratch(index: Index, question: str, hits: list[Hit]) -> float:
     """The median length of each hit's best sentence for the question, from every sentence
     of the hits' documents embedded on its own."""
     query = index.embedder.embed_query(question)
@@ -443,15 +456,9 @@ def test_passage_fragment_length_reads_a_passage_where_the_best_sentences_are_sh
     passage when the median length of its hits' best sentences (computed here from
     scratch) is below it, whatever the flatness test says (`passage_flatness` = 0: no
     document is flat); above it the flatness test decides, and the explained trace gives
-    the length either way."""
-    walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
-    agreed = []
-    for question in QUESTIONS:
-        request = _request(index, question, 2, explain=True)
-        docs = [hit.chunk.doc_id for hit in request.hits]
-        if docs.count(max(set(docs), key=docs.count)) / len(docs) >= 0.5:
-            agreed.append((question, request,
-                           _seed_length_from_scratch(index, question, request.hits)))
+    the length either way. A focused query keeps its own rule: no fragment test."""
+    agreed = [(question, request, _seed_length_from_scratch(index, question, list(request.hits)))
+              for question, request, _ in _agreeing_requests(index)]
     lengths = sorted({length for _, _, length in agreed})
     assert len(lengths) >= 2, "the fixture needs two agreeing questions of other seed lengths"
     line = round((lengths[0] + lengths[-1]) / 2)
@@ -459,21 +466,14 @@ def test_passage_fragment_length_reads_a_passage_where_the_best_sentences_are_sh
     policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=0.0,
                         passage_fragment_length=line)
     for question, request, length in agreed:
-        result = policy.select(request)
-        ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
-        walked = {(s.doc_id, s.start, s.end) for s in walk.select(request).selections}
-        windowed = {(s.doc_id, s.start, s.end) for s in window.select(request).selections}
-        decision = result.trace[0]
+        decision, context = _read_as(policy, request)
         assert decision["seed_length"] == length, question
         assert decision["passage_fragment_length"] == line
-        if length < line:
-            assert decision["decision"].startswith("passage"), question
+        expected = "passage" if length < line else "walked"
+        assert str(decision["decision"]).startswith(expected), question
+        assert context == expected, question
+        if expected == "passage":
             assert "standing" not in decision  # the flatness test did not run
-            assert ranges == walked | windowed
-        else:
-            assert decision["decision"].startswith("walked"), question
-            assert ranges == walked
-    # a focused query keeps its own rule: the fragment test does not run
     focused = policy.passage_reading(replace(agreed[0][1], focused=True))
     assert focused is not None and focused.seed_length is None
 
