@@ -386,14 +386,8 @@ class SentenceScarPolicy(Policy):
         table = SentenceTable.of(source.sentences_around([hit.chunk.chunk_id for hit in hits], 0),
                                  request.store.manifest.dimension)
         query = _query(request)
-        lengths = []
-        for hit in hits:
-            group = table.group_of.get(hit.chunk.chunk_id)
-            if group is None:
-                continue
-            rows = table.rows_of(group)
-            row = rows.start + int(np.argmax(table.matrix[rows.start:rows.stop] @ query))
-            lengths.append(int(table.ends[row] - table.starts[row]))
+        rows = [_best_row(table, hit.chunk.chunk_id, query) for hit in hits]
+        lengths = [int(table.ends[row] - table.starts[row]) for row in rows if row is not None]
         return float(np.median(lengths)) if lengths else math.inf
 
     def _walk_all(self, source: SentenceSource, request: PolicyRequest) -> PolicyResult:
@@ -408,13 +402,10 @@ class SentenceScarPolicy(Policy):
         seeds: list[_Seed] = []
         selections: list[Selection] = []
         for hit in hits:
-            group = table.group_of.get(hit.chunk.chunk_id)
-            if group is None:  # a chunk without sentences: the chunk itself
+            row = _best_row(table, hit.chunk.chunk_id, query)
+            if row is None:  # a chunk without sentences: the chunk itself
                 selections.append(hit_selection(hit))
                 continue
-            rows = table.rows_of(group)
-            cosines = table.matrix[rows.start:rows.stop] @ query
-            row = rows.start + int(np.argmax(cosines))
             seeds.append(_Seed(hit, row, hit.chunk.doc_id))
         seed_rows = {seed.row for seed in seeds}
         trace: list[dict[str, Any]] = []
@@ -518,6 +509,15 @@ def _best_hit_whole(walked: PolicyResult, best: Hit) -> PolicyResult:
     kept = [s for s in walked.selections
             if not (s.doc_id == whole.doc_id and whole.start <= s.start and s.end <= whole.end)]
     return PolicyResult(selections=[whole, *kept], trace=walked.trace, hits=walked.hits)
+
+
+def _best_row(table: SentenceTable, chunk_id: str, query: Vectors) -> int | None:
+    """The row of the chunk's sentence nearest the query (None: the chunk has none)."""
+    group = table.group_of.get(chunk_id)
+    if group is None:
+        return None
+    rows = table.rows_of(group)
+    return rows.start + int(np.argmax(table.matrix[rows.start:rows.stop] @ query))
 
 
 def _query(request: PolicyRequest) -> Vectors:
