@@ -18,6 +18,7 @@ from suture.chunking.sentences import split_sentences
 from suture.exceptions import ConfigurationError
 from suture.policies import get_policy
 from suture.policies.base import PolicyRequest
+from suture.policies.scar_sentences import WALKED_HIT_CHUNKS
 from suture.retrievers.sentences import SentenceRetriever
 from suture.types import Chunk, Context, Hit
 from tests.retrievers.test_sentences import DOCS, QUESTIONS, write_docs
@@ -476,6 +477,46 @@ def test_passage_fragment_length_reads_a_passage_where_the_best_sentences_are_sh
             assert "standing" not in decision  # the flatness test did not run
     focused = policy.passage_reading(replace(agreed[0][1], focused=True))
     assert focused is not None and focused.seed_length is None
+
+
+def test_hit_chunks_follow_the_walk_only_where_the_hits_agree(index: Index) -> None:
+    """With `hit_chunks` a walked query whose hits agree on a document (a share of its
+    first hits in one at least `passage_share`) gets the walk's sentences and then its hits
+    as whole chunks (the trace says so); below the share it gets the walk alone, as it does
+    without `hit_chunks`. Under a budget the stream runs the walk, then the hits whole, tier
+    by tier: a budget that holds everything holds the first five hits' chunks whole."""
+    walk = get_policy("scar-sentences", passage_share=None)
+    for question in QUESTIONS:
+        request = _request(index, question, 2, explain=True)
+        docs = [hit.chunk.doc_id for hit in request.hits]
+        share = max(docs.count(doc) for doc in docs) / len(docs)
+        walked = {(s.doc_id, s.start, s.end) for s in walk.select(request).selections}
+        whole = {(h.chunk.doc_id, h.chunk.start, h.chunk.end) for h in request.hits[:2]}
+        assert not whole <= walked, question  # the hits' chunks add to the walk
+        for line, completes in ((share, True), (min(1.0, share + 0.1), False)):
+            for hit_chunks in (True, False):
+                policy = get_policy("scar-sentences", passage_share=line, passage_flatness=0.0,
+                                    passage_fragment_length=None, hit_chunks=hit_chunks)
+                result = policy.select(request)
+                ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
+                if completes and hit_chunks:
+                    assert ranges == walked | whole, question
+                    assert result.trace[0]["decision"] == WALKED_HIT_CHUNKS, question
+                else:
+                    assert ranges == walked, question
+                    assert all(row.get("decision") != WALKED_HIT_CHUNKS for row in result.trace)
+    question = QUESTIONS[0]
+    request = _request(index, question, 2)
+    docs = [hit.chunk.doc_id for hit in request.hits]
+    share = max(docs.count(doc) for doc in docs) / len(docs)
+    policy = get_policy("scar-sentences", passage_share=share, passage_flatness=0.0,
+                        passage_fragment_length=None, hit_chunks=True)
+    context = index.retrieve(question, policy, budget=100_000, explain=True)
+    assert context.trace[0]["decision"] == WALKED_HIT_CHUNKS
+    held = {(span.doc_id, i) for span in context.spans for i in range(span.start, span.end)}
+    first = index.retrieve(question, "topk", 5, budget=None)
+    assert first.spans and all((span.doc_id, i) in held for span in first.spans
+                               for i in range(span.start, span.end))
 
 
 def test_passage_flatness_is_refused_out_of_range() -> None:

@@ -88,6 +88,7 @@ from suture.policies.scar import (
     _unique_hits,
     seed_count,
 )
+from suture.policies.topk import TopKPolicy
 from suture.policies.window import WindowPolicy
 from suture.settings import Settings, nested, setting
 from suture.stores.sentences import SentenceTable
@@ -107,6 +108,9 @@ BEST_HIT_WHOLE = "stands out: walked, best hit whole"
 PASSAGE_HITS = 10
 #: the decision an explained trace records for a query read as a passage
 PASSAGE = "passage: walked sentences, then each hit's chunk and its neighbours"
+#: the decision an explained trace records for a walked query whose hits agree on a
+#: document, under `hit_chunks`
+WALKED_HIT_CHUNKS = "walked: each tier's sentences, then that tier's hits as whole chunks"
 NOT_A_PASSAGE = "walked: the hits agree on a document, but a sentence of it stands out"
 
 
@@ -177,6 +181,7 @@ class SentenceScarSettings(Settings):
                                           high_included=True, optional=True)
     passage_flatness: float | None = setting(3.0, "real", low=0.0, optional=True)
     passage_fragment_length: int | None = setting(120, "whole", low=1, optional=True)
+    hit_chunks: bool = setting(False, "flag")
 
 
 class SentenceScarPolicy(Policy):
@@ -238,6 +243,13 @@ class SentenceScarPolicy(Policy):
         A filing's table flattened to a cell a line makes "sentences" of a row label or a
         number; a walk from one keeps that line and stops at the next, where the chunks
         around the hit hold the table. A focused query keeps its own rule (`focused_units`).
+
+        `hit_chunks` (off by default): where the first hits agree on a document (at least
+        `passage_share` of them in one) and the query is walked, not read as a passage,
+        each tier's walked sentences are followed by that tier's hits as whole chunks
+        (`topk`), so a budget the walks leave unfilled goes to the chunks the walks
+        started from before new hits: evidence of several sentences or table lines
+        around a seed comes in whole. Hits spread over many documents are walked alone.
         """
         super().__init__(settings, **params)
         walk, focused = self.settings.walk, self.settings.focused
@@ -251,7 +263,9 @@ class SentenceScarPolicy(Policy):
         self.passage_share = self.settings.passage_share
         self.passage_flatness = self.settings.passage_flatness
         self.passage_fragment_length = self.settings.passage_fragment_length
+        self.hit_chunks = self.settings.hit_chunks
         self._window = WindowPolicy(width=1)
+        self._whole_hits = TopKPolicy()
         self._walker = self if self.passage_share is None else SentenceScarPolicy(
             replace(self.settings, passage_share=None))
 
@@ -302,11 +316,22 @@ class SentenceScarPolicy(Policy):
     def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
                     ) -> list[tuple[Policy, int]]:
         """A passage (`passage_reading`): the walk at the first tier, then `window` at every
-        tier; otherwise the walk at every tier (the passage test is made once, here)."""
+        tier; under `hit_chunks` a walked query whose hits agree on a document: the walk,
+        then the hits as whole chunks, tier by tier; otherwise the walk at every tier (the
+        passage test is made once, here)."""
         reading = self.passage_reading(request)
-        if reading is None or not reading.passage:
-            return [(self.walker(), tier) for tier in tiers]
-        return [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
+        if reading is not None and reading.passage:
+            return [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
+        if self._completes_hits(reading):
+            return [stage for tier in tiers
+                    for stage in ((self.walker(), tier), (self._whole_hits, tier))]
+        return [(self.walker(), tier) for tier in tiers]
+
+    def _completes_hits(self, reading: PassageReading | None) -> bool:
+        """Whether a walked query's hits follow its walks as whole chunks (`hit_chunks`:
+        the first hits agree on a document and the query is not read as a passage)."""
+        return (self.hit_chunks and reading is not None and not reading.passage
+                and self.passage_share is not None and reading.share >= self.passage_share)
 
     def plan_trace(self, request: PolicyRequest) -> list[Mapping[str, Any]]:
         """How the passage test read the query (`passage_decision`), before a budgeted
@@ -318,10 +343,14 @@ class SentenceScarPolicy(Policy):
         seed length and standing where those tests ran), or walked because a sentence
         stands out; none where the test did not run or the hits did not agree on a
         document."""
-        if reading is None or (not reading.passage and reading.standing is None):
+        completes = self._completes_hits(reading)
+        if reading is None or (not reading.passage and reading.standing is None
+                               and not completes):
             return []
-        decision: dict[str, Any] = {"decision": PASSAGE if reading.passage else NOT_A_PASSAGE,
-                                    "share": reading.share}
+        decision: dict[str, Any] = {
+            "decision": PASSAGE if reading.passage else
+            WALKED_HIT_CHUNKS if completes else NOT_A_PASSAGE,
+            "share": reading.share}
         if reading.passage:
             decision["passage_share"] = self.passage_share
         if reading.seed_length is not None:
@@ -336,6 +365,9 @@ class SentenceScarPolicy(Policy):
         decision = self.passage_decision(reading) if request.explain else []
         if reading is None or not reading.passage:
             walked = self._select_walked(request)
+            if self._completes_hits(reading):
+                whole = self._whole_hits.select(request)
+                walked = replace(walked, selections=[*walked.selections, *whole.selections])
             return replace(walked, trace=[*decision, *walked.trace]) if decision else walked
         walked = self.walker().select(request)
         windowed = self._window.select(request)
