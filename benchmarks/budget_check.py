@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from suture.cli.eval_commands import load_for_command
 from suture.evaluation.evaluator import Evaluator
-from suture.evaluation.loading import load_benchmark
 from suture.evaluation.policy_specs import (
     PeerSpec,
     PolicySpec,
@@ -52,9 +52,10 @@ RESAMPLES, SEED = 10_000, 0
 
 def run_set(args: argparse.Namespace) -> dict[str, Any]:
     """Every policy's and peer's recall per question at each budget on one set."""
-    benchmark = load_benchmark(args.benchmark, args.corpus, split=args.split)
-    if args.limit:
-        benchmark = benchmark.subset(args.limit)
+    # as `suture eval` reads it (HotpotQA's `--split paragraphs` included); documents a
+    # benchmark writes out go beside the index when no corpus is given
+    benchmark = load_for_command(args.benchmark, args.corpus, args.index.parent, args.split,
+                                 args.limit)
     index = open_or_build_index(args.index, benchmark, show_progress=False)
     evaluator = Evaluator(index, benchmark, show_progress=False)
     metric = "doc_recall" if benchmark.level == "document" else "span_recall"
@@ -125,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", default="set", help="the set's name in the tables")
     parser.add_argument("--benchmark", type=Path)
     parser.add_argument("--corpus", type=Path, default=None)
-    parser.add_argument("--split", default="test")
+    parser.add_argument("--split", default="test",
+                        help="as `suture eval --split` (HotpotQA: paragraphs for documents)")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--index", type=Path)
     parser.add_argument("--policies", default="scar-sentences,topk,window,scar")

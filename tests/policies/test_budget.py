@@ -71,13 +71,14 @@ def test_a_budgeted_trace_says_how_the_passage_test_read_the_query(index: Index)
     """Under a budget the explained trace opens with the passage test's decision: read as
     a passage (the context of the passage reading without the flatness test) or walked
     because a sentence stands out (the walk's context); a flatness line above every
-    standing reads every agreeing query as a passage, one below every standing none."""
+    standing reads every agreeing query as a passage, one below every standing none
+    (whole hits off: their trace row is tests/policies/test_scar_sentences.py's)."""
     passage = get_policy("scar-sentences", passage_share=0.5, passage_flatness=None)
     walk = get_policy("scar-sentences", passage_share=None)
     readings = []
     for line, expected in ((1e9, PASSAGE), (0.0, NOT_A_PASSAGE)):
         policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line,
-                            passage_fragment_length=None)
+                            passage_fragment_length=None, hit_chunks=False)
         for question in QUESTIONS:
             context = index.retrieve(question, policy, budget=400, explain=True)
             first = context.trace[0]

@@ -427,7 +427,7 @@ def test_passage_flatness_reads_a_passage_only_where_no_sentence_stands_out(
     line = (standings[0] + standings[-1]) / 2  # one question on either side
     assert standings[0] < line < standings[-1]
     policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line,
-                        passage_fragment_length=None)
+                        passage_fragment_length=None, hit_chunks=False)
     for question, request, standing in agreed:
         decision, context = _read_as(policy, request)
         assert decision["standing"] == pytest.approx(standing, rel=1e-3), question
@@ -465,7 +465,7 @@ def test_passage_fragment_length_reads_a_passage_where_the_best_sentences_are_sh
     line = round((lengths[0] + lengths[-1]) / 2)
     assert lengths[0] < line < lengths[-1]
     policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=0.0,
-                        passage_fragment_length=line)
+                        passage_fragment_length=line, hit_chunks=False)
     for question, request, length in agreed:
         decision, context = _read_as(policy, request)
         assert decision["seed_length"] == length, question

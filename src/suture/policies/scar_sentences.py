@@ -181,7 +181,7 @@ class SentenceScarSettings(Settings):
                                           high_included=True, optional=True)
     passage_flatness: float | None = setting(3.0, "real", low=0.0, optional=True)
     passage_fragment_length: int | None = setting(120, "whole", low=1, optional=True)
-    hit_chunks: bool = setting(False, "flag")
+    hit_chunks: bool = setting(True, "flag")
 
 
 class SentenceScarPolicy(Policy):
@@ -244,12 +244,14 @@ class SentenceScarPolicy(Policy):
         number; a walk from one keeps that line and stops at the next, where the chunks
         around the hit hold the table. A focused query keeps its own rule (`focused_units`).
 
-        `hit_chunks` (off by default): where the first hits agree on a document (at least
-        `passage_share` of them in one) and the query is walked, not read as a passage,
-        each tier's walked sentences are followed by that tier's hits as whole chunks
-        (`topk`), so a budget the walks leave unfilled goes to the chunks the walks
+        `hit_chunks` (on; False: walks alone): where the first hits agree on a document
+        (at least `passage_share` of them in one) and the query is walked, not read as a
+        passage, each tier's walked sentences are followed by that tier's hits as whole
+        chunks (`topk`), so a budget the walks leave unfilled goes to the chunks the walks
         started from before new hits: evidence of several sentences or table lines
-        around a seed comes in whole. Hits spread over many documents are walked alone.
+        around a seed comes in whole. Hits spread over many documents are walked alone
+        (whole chunks there took the budget that new documents' sentences had). Adopted
+        by a pre-registered check (docs/lab/2026-12-06-hit-chunks.md).
         """
         super().__init__(settings, **params)
         walk, focused = self.settings.walk, self.settings.focused
