@@ -30,7 +30,7 @@ from suture.policies.budget import (
     select_in_tiers,
     tiered_stream,
 )
-from suture.policies.scar_sentences import NOT_A_PASSAGE, PASSAGE
+from suture.policies.scar_sentences import NOT_A_PASSAGE, PASSAGE, SentenceScarPolicy
 from suture.types import Context, Selection
 
 #: (file in the shared corpora, first character, last character) of each fixture document
@@ -91,6 +91,30 @@ def test_a_budgeted_trace_says_how_the_passage_test_read_the_query(index: Index)
                                   budget=400)
             assert context.spans == same.spans, question
     assert PASSAGE in readings and NOT_A_PASSAGE in readings
+
+
+def test_an_explained_budgeted_query_reads_the_passage_test_once(
+        index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The passage test reads the store (the hits' sentences, the document's statistics):
+    under a budget with `explain` its decision and the stages it chose come from one
+    reading, and the trace gives that decision."""
+    readings: list[str] = []
+    read = SentenceScarPolicy.passage_reading
+
+    def counted(self: SentenceScarPolicy, request: PolicyRequest) -> Any:
+        if self.passage_share is not None:  # the walker's stages test nothing
+            readings.append(request.query)
+        return read(self, request)
+
+    monkeypatch.setattr(SentenceScarPolicy, "passage_reading", counted)
+    policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=1e9)
+    decided = 0
+    for question in QUESTIONS:
+        readings.clear()
+        context = index.retrieve(question, policy, budget=400, explain=True)
+        assert readings == [question]
+        decided += context.trace[0].get("decision") == PASSAGE
+    assert decided, "the fixture needs a question read as a passage"
 
 
 @settings(max_examples=60, deadline=None,

@@ -55,6 +55,16 @@ class PolicyResult:
     hits: Sequence[Hit] | None = None  # set when the policy re-ranked the hits
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetPlan:
+    """What a budgeted query's stream is made of (`Policy.budget_plan`): (policy, k) stages
+    whose contexts follow one another, and, under `explain`, the trace rows that say why
+    these stages (first in the query's trace)."""
+
+    stages: Sequence[tuple[Policy, int]]
+    trace: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+
+
 class Policy(ABC):
     """One way of turning first-stage hits into context pieces."""
 
@@ -97,18 +107,12 @@ class Policy(ABC):
         """The policy's settings that decide its output, for reports and run files."""
         return self.settings.read()
 
-    def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
-                    ) -> list[tuple[Policy, int]]:
-        """What a budgeted query's stream is made of, in order: (policy, k) stages whose
-        contexts follow one another (`suture.policies.budget`). By default this policy at
-        each of `tiers` (k = 5, 10, ... up to the call's k); a policy that reads its hits
-        before choosing how to assemble them may plan other stages."""
-        return [(self, tier) for tier in tiers]
-
-    def plan_trace(self, request: PolicyRequest) -> list[Mapping[str, Any]]:
-        """The trace rows that say why `budget_plan` chose its stages for `request` (read
-        only with `explain`; first in a budgeted query's trace). None by default."""
-        return []
+    def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]) -> BudgetPlan:
+        """What a budgeted query's stream is made of, in order (`suture.policies.budget`).
+        By default this policy at each of `tiers` (k = 5, 10, ... up to the call's k), with
+        no trace of its own; a policy that reads its hits before choosing how to assemble
+        them may plan other stages, and says why in the plan's trace under `explain`."""
+        return BudgetPlan([(self, tier) for tier in tiers])
 
     @classmethod
     def missing_on(cls, store: Store) -> str | None:

@@ -210,19 +210,20 @@ def fill_in_tiers(policy: Policy, request: PolicyRequest, budget: Budget, measur
     tiers = budget_tiers(request.k) if policy.expands else [request.k]
     plan = policy.budget_plan(request, tiers)
     stream, filling = _Tiers(), _Filling(budget, measure, text_of)
-    trace: list[Mapping[str, Any]] = policy.plan_trace(request) if request.explain else []
+    trace: list[Mapping[str, Any]] = list(plan.trace) if request.explain else []
     results: list[PolicyResult] = []
-    for stage, k in plan:
+    for stage, k in plan.stages:
         if filling.full:
             if request.explain:
                 trace.append(_stage_row(policy, stage, k, {"decision": NOT_RUN}))
             continue
         result = stage.select(replace(request, k=k))
         results.append(result)
-        trace += (_stage_row(policy, stage, k, row) if len(plan) > 1 else row
+        trace += (_stage_row(policy, stage, k, row) if len(plan.stages) > 1 else row
                   for row in result.trace)
         filling.take(stream.add(result.selections))
-    return Tiered(filling.done(request.k), results[-1], trace, len(results), len(plan))
+    return Tiered(filling.done(request.k), results[-1], trace, len(results),
+                  len(plan.stages))
 
 
 def _stage_row(policy: Policy, stage: Policy, k: int, row: Mapping[str, Any]
@@ -239,10 +240,10 @@ def select_in_tiers(policy: Policy, request: PolicyRequest
     stages run, whatever a budget keeps (`fill_in_tiers` runs only those it needs)."""
     tiers = budget_tiers(request.k) if policy.expands else [request.k]
     plan = policy.budget_plan(request, tiers)
-    results = [stage.select(replace(request, k=k)) for stage, k in plan]
-    trace = [*(policy.plan_trace(request) if request.explain else []),
-             *(_stage_row(policy, stage, k, row) if len(plan) > 1 else row
-               for (stage, k), result in zip(plan, results, strict=True)
+    results = [stage.select(replace(request, k=k)) for stage, k in plan.stages]
+    trace = [*(plan.trace if request.explain else []),
+             *(_stage_row(policy, stage, k, row) if len(plan.stages) > 1 else row
+               for (stage, k), result in zip(plan.stages, results, strict=True)
                for row in result.trace)]
     return results[-1], tiered_stream([r.selections for r in results]), trace
 

@@ -67,6 +67,7 @@ import numpy as np
 from suture.embedders.base import Vectors
 from suture.exceptions import ConfigurationError
 from suture.policies.base import (
+    BudgetPlan,
     NamedSettings,
     Policy,
     PolicyRequest,
@@ -315,30 +316,28 @@ class SentenceScarPolicy(Policy):
         passage's context."""
         return self._walker
 
-    def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]
-                    ) -> list[tuple[Policy, int]]:
+    def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]) -> BudgetPlan:
         """A passage (`passage_reading`): the walk at the first tier, then `window` at every
         tier; under `hit_chunks` a walked query whose hits agree on a document: the walk,
-        then the hits as whole chunks, tier by tier; otherwise the walk at every tier (the
-        passage test is made once, here)."""
+        then the hits as whole chunks, tier by tier; otherwise the walk at every tier. The
+        passage test is made once, here; under `explain` its decision (`passage_decision`)
+        is the plan's trace."""
         reading = self.passage_reading(request)
+        trace = self.passage_decision(reading) if request.explain else []
         if reading is not None and reading.passage:
-            return [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
-        if self._completes_hits(reading):
-            return [stage for tier in tiers
-                    for stage in ((self.walker(), tier), (self._whole_hits, tier))]
-        return [(self.walker(), tier) for tier in tiers]
+            stages = [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
+        elif self._completes_hits(reading):
+            stages = [stage for tier in tiers
+                      for stage in ((self.walker(), tier), (self._whole_hits, tier))]
+        else:
+            stages = [(self.walker(), tier) for tier in tiers]
+        return BudgetPlan(stages, trace)
 
     def _completes_hits(self, reading: PassageReading | None) -> bool:
         """Whether a walked query's hits follow its walks as whole chunks (`hit_chunks`:
         the first hits agree on a document and the query is not read as a passage)."""
         return (self.hit_chunks and reading is not None and not reading.passage
                 and self.passage_share is not None and reading.share >= self.passage_share)
-
-    def plan_trace(self, request: PolicyRequest) -> list[Mapping[str, Any]]:
-        """How the passage test read the query (`passage_decision`), before a budgeted
-        query's stages."""
-        return self.passage_decision(self.passage_reading(request))
 
     def passage_decision(self, reading: PassageReading | None) -> list[Mapping[str, Any]]:
         """The trace row of a passage test: read as a passage (with the share, and the
