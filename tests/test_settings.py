@@ -98,6 +98,12 @@ def test_a_bad_value_names_the_owner_the_field_and_what_to_use() -> None:
                                "(e.g. --param focused_tau=0.3)")
     with pytest.raises(ConfigurationError, match="rule must be one of ratio, spread"):
         get_policy("scar-sentences", rule="both")
+    for value in ("maybe", "false", 1, None):  # a flag takes true or false, nothing else
+        with pytest.raises(ConfigurationError) as flag:
+            get_policy("scar-sentences", hit_chunks=value)
+        assert str(flag.value) == (f"scar-sentences hit_chunks must be true or false, got "
+                                   f"{value!r} (e.g. --param hit_chunks=false)")
+    assert get_policy("scar-sentences", hit_chunks=False).params()["hit_chunks"] is False
 
 
 @dataclass(frozen=True, slots=True)

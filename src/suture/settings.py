@@ -81,6 +81,10 @@ class Spec:
             minimum = None if self.low is None else int(self.low)
             return whole_number(owner, name, value, minimum=minimum, example=self.example,
                                 flag=flag)
+        if self.kind == "flag" and not isinstance(value, bool):
+            raise ConfigurationError(
+                f"{owner} {name} must be true or false, got {value!r} "
+                f"(e.g. {flag} {name}={'false' if self.example else 'true'})")
         if self.kind == "choice" and value not in self.choices:
             why = f": {self.explain}" if self.explain else ""
             raise ConfigurationError(
