@@ -104,6 +104,11 @@ def test_a_bad_value_names_the_owner_the_field_and_what_to_use() -> None:
         assert str(flag.value) == (f"scar-sentences hit_chunks must be true or false, got "
                                    f"{value!r} (e.g. --param hit_chunks=false)")
     assert get_policy("scar-sentences", hit_chunks=False).params()["hit_chunks"] is False
+    with pytest.raises(ConfigurationError) as text:
+        get_policy("scar", links=["sections"])
+    assert str(text.value) == "scar links must be text, got ['sections']"
+    with pytest.raises(ConfigurationError, match=r"^scar links must be text, got True$"):
+        get_policy("scar", links=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,10 @@ class Spec:
             minimum = None if self.low is None else int(self.low)
             return whole_number(owner, name, value, minimum=minimum, example=self.example,
                                 flag=flag)
+        if self.kind == "text" and not isinstance(value, str):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return str(value)  # the CLI reads `--param model=5` as a number
+            raise ConfigurationError(f"{owner} {name} must be text, got {value!r}")
         if self.kind == "flag" and not isinstance(value, bool):
             raise ConfigurationError(
                 f"{owner} {name} must be true or false, got {value!r} "
