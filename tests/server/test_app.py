@@ -121,6 +121,8 @@ def test_errors_are_json_with_the_libraries_messages(served: Server) -> None:
         unknown = http.post("/v1/retrieve", json={"query": QUESTION, "policy": "nope"})
         bad_param = http.post("/v1/retrieve", json={
             "query": QUESTION, "policy": "scar", "params": {"lam": "lots"}})
+        bad_flag = http.post("/v1/retrieve", json={
+            "query": QUESTION, "params": {"hit_chunks": "no"}})
         invalid = http.post("/v1/retrieve", json={"query": QUESTION, "k": 0, "extra": 1})
         not_json = http.post("/v1/retrieve", content=b"{", headers={
             "content-type": "application/json"})
@@ -130,6 +132,8 @@ def test_errors_are_json_with_the_libraries_messages(served: Server) -> None:
     assert unknown.status_code == 400
     assert unknown.json() == {"error": "invalid_request", "message": str(expected.value)}
     assert bad_param.status_code == 400 and "'lots'" in bad_param.json()["message"]
+    assert bad_flag.status_code == 400
+    assert "hit_chunks must be true or false, got 'no'" in bad_flag.json()["message"]
     assert invalid.status_code == 422
     assert "k:" in invalid.json()["message"] and "extra:" in invalid.json()["message"]
     assert not_json.status_code == 422
