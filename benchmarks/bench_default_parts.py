@@ -13,41 +13,29 @@ calls embed the query (the embedding is a fixed share of each).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-from typing import Any
 
 from default_frontier import (  # this folder's: the benchmarks as the frontier reads them
     add_set_arguments,
     load,
 )
 
+from suture.cli.common import parse_params
 from suture.index import Index
-
-
-def parameter(text: str) -> tuple[str, Any]:
-    """`name=value`, the value read as JSON where it parses (false, null, 120), else text."""
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected name=value, got {text!r}")
-    try:
-        return name, json.loads(value)
-    except json.JSONDecodeError:
-        return name, value
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_set_arguments(parser)
-    parser.add_argument("--without", type=parameter, action="append", required=True,
-                        help="a scar-sentences parameter that switches a part off "
-                             "(hit_chunks=false); repeat for several")
+    parser.add_argument("--without", action="append", required=True,
+                        help="a scar-sentences parameter that switches a part off, read "
+                             "as `--param` is (hit_chunks=false); repeat for several")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     benchmark = load(args.benchmark, args.corpus, args.limit)
     index = Index.open(args.index)
-    without = dict(args.without)
+    without = parse_params(args.without)
     queries = [q.text for q in benchmark.queries]
     for query in queries[:3]:  # model, sentence table and caches loaded
         index.retrieve(query)
