@@ -13,6 +13,7 @@ import pytest
 
 from suture.index import Index
 from suture.policies.budget import NOT_RUN
+from suture.policies.scar_sentences import PASSAGE
 from tests.cli.conftest import suture
 from tests.evaluation.conftest import write_contract_benchmark
 
@@ -251,7 +252,12 @@ def test_later_scar_sentences_queries_use_the_written_setting_and_first_stage(
         assert [(s["doc_id"], s["start"], s["end"]) for s in printed["spans"]] == spans(
             chosen[question])
         assert {hit["retriever"] for hit in printed["hits"]} == {"dense-sentences"}
-        assert len(printed["hits"]) == max(1, 5 + params["extra_hits"])
+        # the walks seed 5 + extra_hits hits; a passage's context is every one of the 5
+        # hits' chunks and neighbours after the best hit's walk
+        explained = index.retrieve(question, "scar-sentences", budget=None, explain=True,
+                                   retriever="dense-sentences", **params)
+        passage = explained.trace[0].get("decision") == PASSAGE
+        assert len(printed["hits"]) == (5 if passage else max(1, 5 + params["extra_hits"]))
         named = suture("query", question, "--index", sentence_calibrated["index"], "--policy",
                        "scar-sentences", "--retriever", "dense", "--json",
                        "--no-budget")

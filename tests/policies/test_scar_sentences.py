@@ -18,7 +18,7 @@ from suture.chunking.sentences import split_sentences
 from suture.exceptions import ConfigurationError
 from suture.policies import get_policy
 from suture.policies.base import PolicyRequest
-from suture.policies.scar_sentences import WALKED_HIT_CHUNKS
+from suture.policies.scar_sentences import PASSAGE, WALKED_HIT_CHUNKS
 from suture.retrievers.sentences import SentenceRetriever
 from suture.types import Chunk, Context, Hit
 from tests.retrievers.test_sentences import DOCS, QUESTIONS, write_docs
@@ -368,10 +368,12 @@ def test_a_passage_is_the_walk_and_each_hits_chunk_with_its_neighbours(index: In
         result = policy.select(request)
         ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
         walked = {(s.doc_id, s.start, s.end) for s in walk.select(request).selections}
+        first_walk = {(s.doc_id, s.start, s.end)
+                      for s in walk.select(replace(request, k=1)).selections}
         windowed = {(s.doc_id, s.start, s.end) for s in window.select(request).selections}
         if share >= 0.5:
             read_as_passage += 1
-            assert ranges == walked | windowed
+            assert ranges == first_walk | windowed  # the best hit's walk (passage_walks 1)
             assert result.trace[0]["share"] == pytest.approx(share)
         else:
             assert ranges == walked
@@ -408,8 +410,10 @@ def _read_as(policy: object, request: PolicyRequest) -> tuple[dict[str, object],
     result = policy.select(request)  # type: ignore[attr-defined]
     ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
     walked = {(s.doc_id, s.start, s.end) for s in walk.select(request).selections}
+    first_walk = {(s.doc_id, s.start, s.end)
+                  for s in walk.select(replace(request, k=1)).selections}
     windowed = {(s.doc_id, s.start, s.end) for s in window.select(request).selections}
-    context = ("passage" if ranges == walked | windowed else
+    context = ("passage" if ranges == first_walk | windowed else
                "walked" if ranges == walked else "neither")
     return result.trace[0], context
 
@@ -539,21 +543,23 @@ def test_a_spread_query_is_walked_and_a_share_of_one_reads_only_one_document(
                     == {(s.doc_id, s.start, s.end) for s in walk.select(request).selections})
 
 
-def test_a_passage_budget_starts_with_the_walk_at_k5(index: Index) -> None:
-    """Under a budget a passage's stream is the walk at k = 5, then the window's chunks:
-    a budget of exactly the walk's size returns the walk's context."""
+@pytest.mark.parametrize("walks", [1, 2, 5])
+def test_a_passage_budget_starts_with_the_first_hits_walks(index: Index, walks: int) -> None:
+    """Under a budget a passage's stream is the walks of its first `passage_walks` hits,
+    then the window's chunks: a budget of exactly those walks' size returns their context,
+    and a larger one adds chunks that are not the walks of more hits."""
+    options = {"retriever": "dense", "passage_share": 0.5, "passage_flatness": None,
+               "passage_walks": walks}
     read = 0
     for question in QUESTIONS:
-        walked = index.retrieve(question, "scar-sentences", passage_share=None, k=5,
-                                retriever="dense")
-        full = index.retrieve(question, "scar-sentences", retriever="dense", budget=4000,
-                              passage_share=0.5, passage_flatness=None)
-        if full.tokens <= walked.tokens:
-            continue  # no passage read: nothing follows the walk
+        full = index.retrieve(question, "scar-sentences", budget=4000, explain=True, **options)
+        if full.trace[0].get("decision") != PASSAGE:
+            continue  # no passage read
+        assert full.trace[0]["passage_walks"] == walks
         read += 1
-        budgeted = index.retrieve(question, "scar-sentences", retriever="dense",
-                                  budget=walked.tokens, passage_share=0.5,
-                                  passage_flatness=None)
+        walked = index.retrieve(question, "scar-sentences", passage_share=None, k=walks,
+                                retriever="dense")
+        budgeted = index.retrieve(question, "scar-sentences", budget=walked.tokens, **options)
         assert ([(s.doc_id, s.start, s.end) for s in budgeted.spans]
                 == [(s.doc_id, s.start, s.end) for s in walked.spans])
     assert read  # one of the fixture's questions reads as a passage

@@ -108,7 +108,7 @@ BEST_HIT_WHOLE = "stands out: walked, best hit whole"
 #: the first-stage hits whose documents decide whether a query reads as a passage
 PASSAGE_HITS = 10
 #: the decision an explained trace records for a query read as a passage
-PASSAGE = "passage: walked sentences, then each hit's chunk and its neighbours"
+PASSAGE = "passage: the first hits' walks, then each hit's chunk and its neighbours"
 #: the decision an explained trace records for a walked query whose hits agree on a
 #: document, under `hit_chunks`
 WALKED_HIT_CHUNKS = "walked: each tier's sentences, then that tier's hits as whole chunks"
@@ -182,6 +182,7 @@ class SentenceScarSettings(Settings):
                                           high_included=True, optional=True)
     passage_flatness: float | None = setting(3.0, "real", low=0.0, optional=True)
     passage_fragment_length: int | None = setting(120, "whole", low=1, optional=True)
+    passage_walks: int = setting(1, "whole", low=1)
     hit_chunks: bool = setting(True, "flag")
 
 
@@ -231,11 +232,11 @@ class SentenceScarPolicy(Policy):
         stands out for the query (its best fewer than `passage_flatness` standard
         deviations above the document's mean similarity, the test `focused_flatness`
         makes), the evidence reads as a passage of it (a filing's table, a policy's
-        section): the context is the walked sentences at k = 5, then each hit's whole chunk
-        and its neighbouring chunks (`window`, best hit first, k = 5, 10, ...); otherwise
-        more hits' walked sentences. Without the flatness test the passage reading lost on
-        contracts asked in plain questions, which one clause answers; with it, it became
-        the default by a pre-registered check
+        section): the context is the walked sentences of the first `passage_walks` hits,
+        then each hit's whole chunk and its neighbouring chunks (`window`, best hit first,
+        k = 5, 10, ...); otherwise more hits' walked sentences. Without the flatness test
+        the passage reading lost on contracts asked in plain questions, which one clause
+        answers; with it, it became the default by a pre-registered check
         (docs/lab/2026-12-06-flat-passage-switch.md).
 
         `passage_fragment_length` (characters; None: no fragment test) reads a query
@@ -244,6 +245,12 @@ class SentenceScarPolicy(Policy):
         A filing's table flattened to a cell a line makes "sentences" of a row label or a
         number; a walk from one keeps that line and stops at the next, where the chunks
         around the hit hold the table. A focused query keeps its own rule (`focused_units`).
+
+        `passage_walks` (1) is how many hits' walks a passage's context starts with: the
+        best hit's walk (the clause a contract's signature block or schedule is asked
+        for) and then the chunks, so the best hit's passage comes before the other hits'
+        single lines, which their chunks hold anyway (5 was the default before:
+        docs/lab/2026-12-06-passage-walks.md).
 
         `hit_chunks` (on; False: walks alone): where the first hits agree on a document
         (at least `passage_share` of them in one) and the query is walked, not read as a
@@ -266,6 +273,7 @@ class SentenceScarPolicy(Policy):
         self.passage_share = self.settings.passage_share
         self.passage_flatness = self.settings.passage_flatness
         self.passage_fragment_length = self.settings.passage_fragment_length
+        self.passage_walks = self.settings.passage_walks
         self.hit_chunks = self.settings.hit_chunks
         self._window = WindowPolicy(width=1)
         self._whole_hits = TopKPolicy()
@@ -325,7 +333,8 @@ class SentenceScarPolicy(Policy):
         reading = self.passage_reading(request)
         trace = self.passage_decision(reading) if request.explain else []
         if reading is not None and reading.passage:
-            stages = [(self.walker(), tiers[0]), *((self._window, tier) for tier in tiers)]
+            stages = [(self.walker(), min(self.passage_walks, tiers[0])),
+                      *((self._window, tier) for tier in tiers)]
         elif self._completes_hits(reading):
             stages = [stage for tier in tiers
                       for stage in ((self.walker(), tier), (self._whole_hits, tier))]
@@ -353,7 +362,8 @@ class SentenceScarPolicy(Policy):
             WALKED_HIT_CHUNKS if completes else NOT_A_PASSAGE,
             "share": reading.share}
         if reading.passage:
-            decision["passage_share"] = self.passage_share
+            decision |= {"passage_share": self.passage_share,
+                         "passage_walks": self.passage_walks}
         if reading.seed_length is not None:
             decision |= {"seed_length": reading.seed_length,
                          "passage_fragment_length": self.passage_fragment_length}
@@ -370,11 +380,13 @@ class SentenceScarPolicy(Policy):
                 whole = self._whole_hits.select(request)
                 walked = replace(walked, selections=[*walked.selections, *whole.selections])
             return replace(walked, trace=[*decision, *walked.trace]) if decision else walked
-        walked = self.walker().select(request)
+        walked = self.walker().select(replace(request, k=min(self.passage_walks, request.k)))
         windowed = self._window.select(request)
         trace = [*decision, *walked.trace]
+        # the context's hits: the window's k, or more where the walks seeded more
+        seeded = walked.hits if walked.hits is not None and len(walked.hits) > request.k else None
         return PolicyResult(selections=[*walked.selections, *windowed.selections],
-                            trace=trace, hits=walked.hits)
+                            trace=trace, hits=seeded)
 
     def _select_walked(self, request: PolicyRequest) -> PolicyResult:
         if request.focused and self.focused_units == "chunks":
