@@ -565,6 +565,12 @@ def test_a_passage_budget_starts_with_the_first_hits_walks(index: Index, walks: 
     assert read  # one of the fixture's questions reads as a passage
 
 
+@pytest.mark.parametrize("value", [0, -1, 1.5, "one", True, None])
+def test_passage_walks_must_be_a_whole_number_of_walks(value: object) -> None:
+    with pytest.raises(ConfigurationError, match="passage_walks"):
+        get_policy("scar-sentences", passage_walks=value)
+
+
 @pytest.mark.parametrize("value", [1.5, -0.1, float("nan"), "half", True])
 def test_passage_share_out_of_range_is_refused(value: object) -> None:
     with pytest.raises(ConfigurationError, match="passage_share"):

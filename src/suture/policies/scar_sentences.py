@@ -247,9 +247,8 @@ class SentenceScarPolicy(Policy):
         around the hit hold the table. A focused query keeps its own rule (`focused_units`).
 
         `passage_walks` (1) is how many hits' walks a passage's context starts with: the
-        best hit's walk (the clause a contract's signature block or schedule is asked
-        for) and then the chunks, so the best hit's passage comes before the other hits'
-        single lines, which their chunks hold anyway (5 was the default before:
+        best hit's walk, then the chunks, so the best hit's passage comes before the other
+        hits' single lines, which their chunks hold anyway (5 was the default before:
         docs/lab/2026-12-06-passage-walks.md).
 
         `hit_chunks` (on; False: walks alone): where the first hits agree on a document
