@@ -1,5 +1,5 @@
-"""Query focus: a query that names its document is searched again by its question,
-within that document.
+"""Query focus: a query that names its document, in a leading clause or a trailing phrase,
+is searched again by its question, within that document.
 
 People name the document they ask about: "Consider Fiverr's privacy policy; who can see
 my information?", "Acme NDA: what is the notice period?". One vector for the whole query
@@ -23,8 +23,17 @@ runs again with the focused vector, normalise(e(query) + e(question)), over the 
 document and its copies only (`Retriever.retrieve(doc_ids=…)`): the whole query still
 finds the document, the question finds the passage, and the question no longer pulls in
 the same clause of every other document ("What is the governing law?"). The policy sees
-the same vector. A query with no such clause (every SciFact and all but one of the
-HotpotQA questions measured) is searched exactly as before.
+the same vector.
+
+A query with no leading clause may name its document at its end instead ("who can see my
+posts in Fiverr's privacy policy?", `trailing_phrases`): the shortest trailing phrase that
+opens with a preposition (in, under, of, for, from, per, according to) names the document
+of the best hit when it passes the same test, one of its terms is in that document's title
+(a naming names the document, not its contents) and the document goes on past its head
+(where the head is the whole document, a paragraph, a phrase whose words occur in it names
+nothing: HotpotQA's "… in the film Kiss and Tell?"); the question is what comes before the
+phrase (docs/lab/2026-12-07-focused-passage-order.md#trailing-naming). A query with neither
+(every SciFact claim and the HotpotQA questions measured) is searched exactly as before.
 
 Keeping to the named document was adopted by a pre-registered check
 (docs/lab/2026-12-04-focus-rules.md#focus-within-document): +6.6 to +9.8 points of recall
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -62,6 +72,8 @@ _ASKING = (r"what|which|who|whom|whose|when|where|why|how|is|are|was|were|does|d
 _COMMA_ASKING = re.compile(rf",\s*(?=(?:{_ASKING})\b)", re.IGNORECASE)
 _QUESTION_WORD = re.compile(r"\b(?:what|which|who|whom|whose|when|where|why|how)\b",
                             re.IGNORECASE)
+#: "… in Fiverr's privacy policy?": a preposition that may open a trailing naming phrase
+_TRAILING = re.compile(r"\s(?:in|under|of|for|from|per|according to)\s", re.IGNORECASE)
 #: "Which film came first: Tron or Heat?": a clause that opens with a question word asks
 _ASKS = re.compile(rf"\s*{_QUESTION_WORD.pattern}", re.IGNORECASE)
 
@@ -84,6 +96,22 @@ def split_leading_clause(query: str) -> tuple[str, str] | None:
     return (lead, rest) if lead and rest else None
 
 
+def trailing_phrases(query: str) -> list[tuple[str, str]]:
+    """(question, phrase) for each trailing phrase of `query` that opens with a preposition
+    ("who can see my posts in Fiverr's privacy policy?": "who can see my posts?", "Fiverr's
+    privacy policy"), shortest phrase first; the question keeps the query's closing
+    punctuation. A naming at the end is the plain form of a leading one."""
+    query = query.strip()
+    closing = query[-1:] if query[-1:] in ("?", ".", "!") else ""
+    body = query.rstrip("?.! ")
+    splits = []
+    for found in reversed(list(_TRAILING.finditer(body))):
+        question, phrase = body[:found.start()].strip(), body[found.end():].strip()
+        if question and phrase:
+            splits.append((question + closing, phrase))
+    return splits
+
+
 def focused_vector(query_vector: Vectors, question_vector: Vectors) -> Vectors:
     """normalise(e(query) + e(question)), as float32."""
     total = np.asarray(query_vector, np.float32).reshape(-1) + np.asarray(
@@ -93,7 +121,8 @@ def focused_vector(query_vector: Vectors, question_vector: Vectors) -> Vectors:
 
 
 class QueryFocus:
-    """Decides whether a query's leading clause names a document of one store.
+    """Decides whether a query's leading clause (or trailing phrase) names a document of
+    one store.
 
     Each document's head terms are read once per store generation (a changed document
     is read again after the write that changed it).
@@ -102,25 +131,45 @@ class QueryFocus:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._tokenizer = Tokenizer("en", None)
-        self._heads: dict[str, frozenset[str]] = {}
+        self._heads: dict[str, _Head] = {}
         self._generation = -1
         self._lock = threading.Lock()
 
     def find(self, query: str, doc_id: str) -> Focus | None:
-        """The focus of `query` when its leading clause names `doc_id`, else None."""
+        """The focus of `query` when its leading clause names `doc_id`, or, where it has
+        no leading clause, a trailing phrase does (`trailing_phrases`), else None."""
         split = split_leading_clause(query)
         if split is None:
-            return None
+            return self._trailing(query, doc_id)
         lead, rest = split
         terms = self._tokenizer(lead)
         if len(terms) < MIN_NAMING_TERMS or not self._tokenizer(rest):
             return None
-        head = self._head_terms(doc_id)
-        if sum(term in head for term in terms) < NAMING_SHARE * len(terms):
+        if not self._names(self._head(doc_id).terms, terms):
             return None
         return Focus(naming=lead, question=rest, doc_id=doc_id)
 
-    def _head_terms(self, doc_id: str) -> frozenset[str]:
+    def _trailing(self, query: str, doc_id: str) -> Focus | None:
+        """The shortest trailing phrase that names `doc_id` by its head, with a term of its
+        title, where that document is longer than its head."""
+        head: _Head | None = None
+        for question, phrase in trailing_phrases(query):
+            terms = self._tokenizer(phrase)
+            if len(terms) < MIN_NAMING_TERMS or not self._tokenizer(question):
+                continue
+            head = head or self._head(doc_id)
+            if not head.longer:
+                return None
+            if head.title.isdisjoint(terms) or not self._names(head.terms, terms):
+                continue
+            return Focus(naming=phrase, question=question, doc_id=doc_id)
+        return None
+
+    @staticmethod
+    def _names(head: frozenset[str], terms: list[str]) -> bool:
+        return sum(term in head for term in terms) >= NAMING_SHARE * len(terms)
+
+    def _head(self, doc_id: str) -> _Head:
         generation = self.store.generation
         with self._lock:
             if generation != self._generation:
@@ -128,8 +177,22 @@ class QueryFocus:
             found = self._heads.get(doc_id)
         if found is None:
             document = self.store.document(doc_id)
-            found = frozenset(self._tokenizer(f"{document.title}\n{document.text[:HEAD_CHARS]}"))
+            text = str(document.text)
+            found = _Head(
+                terms=frozenset(self._tokenizer(f"{document.title}\n{text[:HEAD_CHARS]}")),
+                title=frozenset(self._tokenizer(document.title)),
+                longer=len(text) > HEAD_CHARS)
             with self._lock:
                 if generation == self._generation:
                     self._heads[doc_id] = found
         return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What may name a document: its title's and head's content terms, its title's, and
+    whether the document goes on past its head."""
+
+    terms: frozenset[str]
+    title: frozenset[str]
+    longer: bool

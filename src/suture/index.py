@@ -388,10 +388,11 @@ class Index:
         (`Policy.first_stage`: scar-sentences searches sentence vectors beside `dense`).
         Documents with identical text are read as one (the copy whose hit ranks first),
         the others named in each span's `identical_in` (`suture.identical`).
-        A query whose leading clause names the document of its best hit ("Consider
-        Fiverr's privacy policy; who can see my data?") is searched again by its question
-        as well, within that document and its copies (`suture.focus`; the context's `focus`
-        says so); `focus=False` turns that off.
+        A query whose leading clause or trailing phrase names the document of its best
+        hit ("Consider Fiverr's privacy policy; who can see my data?", "who can see my
+        data in Fiverr's privacy policy?") is searched again by its question as well,
+        within that document and its copies (`suture.focus`; the context's `focus` says
+        so); `focus=False` turns that off.
         `filter` (a `Filter` or its JSON form, `suture.filters`) keeps the context to the
         documents it allows: the first stage searches only their chunks, copies and the
         focused document are looked for among them; one that allows no document gives an

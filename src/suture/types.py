@@ -98,9 +98,15 @@ class Chunk:
         return f"{doc_id}#{position}"
 
 
+#: a `dense-sentences` hit's "sentence" score where its chunk holds no sentence
+NO_SENTENCE_SCORE = -1.0
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A chunk found by a first-stage retriever, with its score(s)."""
+    """A chunk found by a first-stage retriever, with its score(s) (`dense-sentences`:
+    "dense", the chunk's own cosine, and "sentence", its best sentence's, or
+    `NO_SENTENCE_SCORE` where it holds none)."""
 
     chunk: Chunk
     score: float
@@ -216,11 +222,12 @@ class Span:
 class Focus:
     """How a query was focused: the clause naming a document, and the question kept."""
 
-    #: the leading clause, as the query wrote it (stripped)
+    #: the leading clause or trailing phrase that names the document, as the query wrote
+    #: it (stripped)
     naming: str
     #: the rest of the query: what the search was focused on
     question: str
-    #: the document the leading clause names (the best hit's, before focusing)
+    #: the document the naming names (the best hit's, before focusing)
     doc_id: str
 
     def to_dict(self) -> dict[str, str]:

@@ -146,8 +146,9 @@ def eval_command(
         "parents 500-4000 characters); the best of each family per budget is compared.")]
         = True,
     focus: Annotated[bool, typer.Option(
-        "--focus/--no-focus", help="Search a query whose leading clause names its document "
-        "again by its question (suture.focus); --no-focus searches every query as written.")]
+        "--focus/--no-focus", help="Search a query whose leading clause or trailing phrase "
+        "names its document again by its question (suture.focus); --no-focus searches every "
+        "query as written.")]
         = True,
     baselines: Annotated[str, typer.Option(
         help="Policies every other one is compared against (when run).")] = "window,topk",

@@ -248,9 +248,10 @@ def query_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     explain: Annotated[bool, typer.Option(help="Show every expansion decision.")] = False,
     focus: Annotated[bool, typer.Option(
-        "--focus/--no-focus", help="A question whose leading clause names its document "
-        "(\"Acme NDA: what is the term?\") is searched again by the question part too; "
-        "--no-focus searches it as written.")] = True,
+        "--focus/--no-focus", help="A question that names its document in a leading clause "
+        "or a trailing phrase (\"Acme NDA: what is the term?\", \"What is the term of the "
+        "Acme NDA?\") is searched again by the question part too; --no-focus searches it "
+        "as written.")] = True,
     filter_json: FilterOption = None,
     embedder: EmbedderNameOption = None,
 ) -> None:
@@ -319,9 +320,10 @@ def compare_command(
     budget_unit: BudgetUnitOption = "tokens",
     show_text: Annotated[bool, typer.Option(help="Print each policy's context too.")] = False,
     focus: Annotated[bool, typer.Option(
-        "--focus/--no-focus", help="A question whose leading clause names its document "
-        "(\"Acme NDA: what is the term?\") is searched again by the question part too; "
-        "--no-focus searches it as written.")] = True,
+        "--focus/--no-focus", help="A question that names its document in a leading clause "
+        "or a trailing phrase (\"Acme NDA: what is the term?\", \"What is the term of the "
+        "Acme NDA?\") is searched again by the question part too; --no-focus searches it "
+        "as written.")] = True,
     filter_json: FilterOption = None,
     embedder_option: EmbedderOption = None,
     embedder: EmbedderNameOption = None,

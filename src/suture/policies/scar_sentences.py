@@ -93,7 +93,7 @@ from suture.policies.topk import TopKPolicy
 from suture.policies.window import WindowPolicy
 from suture.settings import Settings, nested, setting
 from suture.stores.sentences import SentenceTable
-from suture.types import Hit, Selection
+from suture.types import NO_SENTENCE_SCORE, Hit, Selection
 
 if TYPE_CHECKING:
     from suture.stores.sentences import SentenceSource
@@ -105,6 +105,9 @@ FOCUSED_UNITS = ("auto", "chunks", "sentences")
 #: the decisions `focused_units="auto"` records in an explained trace (its first row)
 OVER_CHUNKS = "flat: over chunks"
 BEST_HIT_WHOLE = "stands out: walked, best hit whole"
+#: how a focused query read as a passage ranks the chunks its windows grow from
+#: (`FocusedRule.passage_order`)
+PASSAGE_ORDERS = ("mean", "first-stage")
 #: the first-stage hits whose documents decide whether a query reads as a passage
 PASSAGE_HITS = 10
 #: the decision an explained trace records for a query read as a passage
@@ -167,6 +170,11 @@ class FocusedRule(Settings):
     tau: float = setting(0.3, **TAU, read_when=OVER_CHUNKS_UNITS)
     radius: int = setting(1, **RADIUS, read_when=OVER_CHUNKS_UNITS)
     flatness: float = setting(2.2, "real", low=0.0, read_when=("units", ["auto"]))
+    passage_order: str = setting(
+        "mean", "choice", choices=PASSAGE_ORDERS, focused_only=True,
+        explain="'mean' ranks the chunks a focused passage's windows grow from by the mean "
+                "of each chunk's own cosine and its best sentence's, 'first-stage' keeps the "
+                "first stage's order (the better of the two)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +259,15 @@ class SentenceScarPolicy(Policy):
         hits' single lines, which their chunks hold anyway (5 was the default before:
         docs/lab/2026-12-06-passage-walks.md).
 
+        `focused_passage_order` ("mean"; "first-stage": as the first stage ranked them):
+        where a focused query reads as a passage, its windows grow from its hits ranked by
+        the mean of each chunk's own cosine and its best sentence's (`PassageWindow`):
+        inside the one document the query names, a chunk that matches as a whole and holds
+        a matching sentence starts a passage better than one that holds a matching line.
+        Over the whole index the mean lost (a question's naming leans every chunk of its
+        document alike), so queries that name nothing keep the first stage's order
+        (docs/lab/2026-12-07-focused-passage-order.md).
+
         `hit_chunks` (on; False: walks alone): where the first hits agree on a document
         (at least `passage_share` of them in one) and the query is walked, not read as a
         passage, each tier's walked sentences are followed by that tier's hits as whole
@@ -274,7 +291,11 @@ class SentenceScarPolicy(Policy):
         self.passage_fragment_length = self.settings.passage_fragment_length
         self.passage_walks = self.settings.passage_walks
         self.hit_chunks = self.settings.hit_chunks
+        self.focused_passage_order = focused.passage_order
         self._window = WindowPolicy(width=1)
+        # a passage's windows: a focused query's hits ranked as passages, under "mean"
+        self._passage_window = (PassageWindow(width=1) if focused.passage_order == "mean"
+                                else self._window)
         self._whole_hits = TopKPolicy()
         self._walker = self if self.passage_share is None else SentenceScarPolicy(
             replace(self.settings, passage_share=None))
@@ -330,10 +351,10 @@ class SentenceScarPolicy(Policy):
         passage test is made once, here; under `explain` its decision (`passage_decision`)
         is the plan's trace."""
         reading = self.passage_reading(request)
-        trace = self.passage_decision(reading) if request.explain else []
+        trace = self.passage_decision(reading, request.focused) if request.explain else []
         if reading is not None and reading.passage:
             stages = [(self.walker(), min(self.passage_walks, tiers[0])),
-                      *((self._window, tier) for tier in tiers)]
+                      *((self._passage_window, tier) for tier in tiers)]
         elif self._completes_hits(reading):
             stages = [stage for tier in tiers
                       for stage in ((self.walker(), tier), (self._whole_hits, tier))]
@@ -347,9 +368,11 @@ class SentenceScarPolicy(Policy):
         return (self.hit_chunks and reading is not None and not reading.passage
                 and self.passage_share is not None and reading.share >= self.passage_share)
 
-    def passage_decision(self, reading: PassageReading | None) -> list[Mapping[str, Any]]:
-        """The trace row of a passage test: read as a passage (with the share, and the
-        seed length and standing where those tests ran), or walked because a sentence
+    def passage_decision(self, reading: PassageReading | None, focused: bool = False
+                         ) -> list[Mapping[str, Any]]:
+        """The trace row of a passage test: read as a passage (with the share, the order
+        a focused query's windows follow, and the seed length and standing where those
+        tests ran), or walked because a sentence
         stands out (with the hits whole after each walk under `hit_chunks`); none where
         the test did not run or the hits did not agree on a document."""
         completes = self._completes_hits(reading)
@@ -363,6 +386,8 @@ class SentenceScarPolicy(Policy):
         if reading.passage:
             decision |= {"passage_share": self.passage_share,
                          "passage_walks": self.passage_walks}
+            if focused:
+                decision["focused_passage_order"] = self.focused_passage_order
         if reading.seed_length is not None:
             decision |= {"seed_length": reading.seed_length,
                          "passage_fragment_length": self.passage_fragment_length}
@@ -372,7 +397,7 @@ class SentenceScarPolicy(Policy):
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         reading = self.passage_reading(request)
-        decision = self.passage_decision(reading) if request.explain else []
+        decision = self.passage_decision(reading, request.focused) if request.explain else []
         if reading is None or not reading.passage:
             walked = self._select_walked(request)
             if self._completes_hits(reading):
@@ -380,7 +405,7 @@ class SentenceScarPolicy(Policy):
                 walked = replace(walked, selections=[*walked.selections, *whole.selections])
             return replace(walked, trace=[*decision, *walked.trace]) if decision else walked
         walked = self.walker().select(replace(request, k=min(self.passage_walks, request.k)))
-        windowed = self._window.select(request)
+        windowed = self._passage_window.select(request)
         trace = [*decision, *walked.trace]
         # the context's hits: the window's k, or more where the walks seeded more
         seeded = walked.hits if walked.hits is not None and len(walked.hits) > request.k else None
@@ -544,6 +569,34 @@ class SentenceScarPolicy(Policy):
                          end=int(table.ends[row]), chunk_ids=(chunk_id,), reason=reason,
                          score=score, is_hit=is_hit, priority=priority,
                          seed=None if is_hit else seed.hit.chunk.chunk_id)
+
+
+class PassageWindow(WindowPolicy):
+    """`window` over a focused query's hits ranked as passages (`passage_score`), best
+    first; any other query's hits in the first stage's order. Inside the one document a
+    focused query names, a chunk that matches as a whole and holds a matching sentence
+    is a better start for a passage than one that only holds a matching line
+    (docs/lab/2026-12-07-focused-passage-order.md)."""
+
+    def select(self, request: PolicyRequest) -> PolicyResult:
+        if request.focused:
+            ranked = sorted((replace(hit, score=passage_score(hit)) for hit in request.hits),
+                            key=lambda hit: (-hit.score, hit.chunk.doc_id, hit.chunk.position))
+            request = replace(request, hits=ranked)
+        return super().select(request)
+
+
+def passage_score(hit: Hit) -> float:
+    """A hit's score as the start of a passage: the mean of its chunk's own cosine and its
+    best sentence's (`dense-sentences`' `fusion=mean`), its own cosine where the chunk
+    holds no sentence, its first-stage score where the first stage gave no cosine."""
+    cosine = hit.scores.get("dense")
+    if cosine is None:
+        return hit.score
+    sentence = hit.scores.get("sentence")
+    if sentence is None or sentence <= NO_SENTENCE_SCORE:
+        return cosine
+    return (cosine + sentence) / 2
 
 
 def _best_hit_whole(walked: PolicyResult, best: Hit) -> PolicyResult:

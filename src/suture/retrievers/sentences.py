@@ -77,7 +77,7 @@ from suture.stores.sentences import (
     SentenceHit,
     SentenceTable,
 )
-from suture.types import Chunk, Hit
+from suture.types import NO_SENTENCE_SCORE, Chunk, Hit
 
 __all__ = ["SENTENCES_PREFIX", "DocumentSentences", "Fusion", "SentenceRetriever",
            "SentenceSettings", "SentenceTable", "document_sentences"]
@@ -322,7 +322,8 @@ class SentenceRetriever(Retriever):
             fused = fusion.fuse(cosine, cosine if sentence is None else sentence)
             hits.append(Hit(chunk=chunk, score=fused, retriever=self.name,
                             scores={"dense": cosine,
-                                    "sentence": -1.0 if sentence is None else sentence,
+                                    "sentence": (NO_SENTENCE_SCORE if sentence is None
+                                                 else sentence),
                                     self.name: fused}))
         hits.sort(key=lambda h: (-h.score, h.chunk.doc_id, h.chunk.position))
         return hits

@@ -72,9 +72,9 @@ class RetrieveRequest(_Budgeted):
     budget: int | None = Field(DEFAULT_BUDGET, ge=1, description=BUDGET_HELP)
     budget_unit: Literal["tokens", "chars"] = Field("tokens", description=BUDGET_UNIT_HELP)
     explain: bool = Field(False, description="Include every expansion decision (`trace`).")
-    focus: bool = Field(True, description="Search a query whose leading clause names the "
-                        "document of its best hit again by its question part too "
-                        "(suture.focus); false: as written.")
+    focus: bool = Field(True, description="Search a query whose leading clause or trailing "
+                        "phrase names the document of its best hit again by its question "
+                        "part too (suture.focus); false: as written.")
     filter: dict[str, Any] | None = Field(None, description=FILTER_HELP)
 
 
@@ -101,9 +101,9 @@ class CompareRequest(_Budgeted):
     budget: int | None = Field(DEFAULT_BUDGET, ge=1, description=BUDGET_HELP)
     budget_unit: Literal["tokens", "chars"] = Field("tokens", description=BUDGET_UNIT_HELP)
     explain: bool = False
-    focus: bool = Field(True, description="Search a query whose leading clause names the "
-                        "document of its best hit again by its question part too "
-                        "(suture.focus); false: as written.")
+    focus: bool = Field(True, description="Search a query whose leading clause or trailing "
+                        "phrase names the document of its best hit again by its question "
+                        "part too (suture.focus); false: as written.")
     filter: dict[str, Any] | None = Field(None, description=FILTER_HELP)
 
 
@@ -129,9 +129,10 @@ class Span(BaseModel):
 
 
 class Focus(BaseModel):
-    naming: str = Field(description="The query's leading clause, which names the document.")
+    naming: str = Field(description="The query's leading clause or trailing phrase, which "
+                        "names the document.")
     question: str = Field(description="The rest of the query: what the search was focused on.")
-    doc_id: str = Field(description="The document the leading clause names.")
+    doc_id: str = Field(description="The document the naming names.")
 
 
 class Hit(BaseModel):
