@@ -372,9 +372,9 @@ class SentenceScarPolicy(Policy):
                          ) -> list[Mapping[str, Any]]:
         """The trace row of a passage test: read as a passage (with the share, the order
         a focused query's windows follow, and the seed length and standing where those
-        tests ran), or walked because a sentence
-        stands out (with the hits whole after each walk under `hit_chunks`); none where
-        the test did not run or the hits did not agree on a document."""
+        tests ran), or walked because a sentence stands out (with the hits whole after
+        each walk under `hit_chunks`); none where the test did not run or the hits did not
+        agree on a document."""
         completes = self._completes_hits(reading)
         if reading is None or (not reading.passage and reading.standing is None
                                and not completes):
