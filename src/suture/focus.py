@@ -177,11 +177,13 @@ class QueryFocus:
             found = self._heads.get(doc_id)
         if found is None:
             document = self.store.document(doc_id)
-            text = str(document.text)
+            # one character past the head says whether the document goes on (a spooled
+            # document's text stays on disk: only this slice is read)
+            opening = str(document.text[:HEAD_CHARS + 1])
             found = _Head(
-                terms=frozenset(self._tokenizer(f"{document.title}\n{text[:HEAD_CHARS]}")),
+                terms=frozenset(self._tokenizer(f"{document.title}\n{opening[:HEAD_CHARS]}")),
                 title=frozenset(self._tokenizer(document.title)),
-                longer=len(text) > HEAD_CHARS)
+                longer=len(opening) > HEAD_CHARS)
             with self._lock:
                 if generation == self._generation:
                     self._heads[doc_id] = found
