@@ -3,6 +3,7 @@ the trace's decisions against the rule, parameters, and `suture query` as a proc
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -577,43 +578,56 @@ def test_passage_share_out_of_range_is_refused(value: object) -> None:
         get_policy("scar-sentences", passage_share=value)
 
 
+def _own_cosine(index: Index, question: str, hit: Hit) -> float:
+    """A hit's chunk's own cosine from scratch: its text as the index embeds it."""
+    query = index.embedder.embed_query(question)
+    own = index.embedder.embed_documents(
+        [embedding_text(hit.chunk, index.store.document(hit.chunk.doc_id).title)])[0]
+    return float(own @ query)
+
+
 def _mean_of_cosines(index: Index, question: str, hit: Hit) -> float:
     """A hit's passage score from scratch: the mean of its chunk's own cosine and the
     best cosine of the sentences its chunk holds, each sentence embedded on its own."""
     query = index.embedder.embed_query(question)
-    own = index.embedder.embed_documents(
-        [embedding_text(hit.chunk, index.store.document(hit.chunk.doc_id).title)])[0]
+    own = _own_cosine(index, question, hit)
     held = [float(vector @ query) for _, holder, vector
             in document_sentences(index, hit.chunk.doc_id) if holder.chunk_id == hit.chunk.chunk_id]
-    return (float(own @ query) + max(held)) / 2 if held else float(own @ query)
+    return (own + max(held)) / 2 if held else own
 
 
-def test_a_focused_passage_grows_its_windows_from_hits_ranked_by_both_cosines(
+def test_a_passage_grows_its_windows_from_hits_ranked_by_its_order(
         index: Index) -> None:
     """Where a focused query reads as a passage, its windows grow from its hits ranked by
     the mean of each chunk's own cosine and its best sentence's (computed here from
-    scratch); an unfocused query's windows follow the first stage's order, and
-    `focused_passage_order="first-stage"` keeps that order for a focused one too."""
+    scratch); an unfocused query's windows follow the first stage's order, or with
+    `passage_order="chunk"` each chunk's own cosine, and
+    `focused_passage_order="first-stage"` keeps the first stage's order for a focused one
+    too. The trace names the order that ranked the windows."""
     window = get_policy("window")
     options = {"passage_share": 0.5, "passage_flatness": None,
                "passage_fragment_length": None}
     mean, first_stage = (get_policy("scar-sentences", focused_passage_order=order, **options)
                          for order in ("mean", "first-stage"))
-    reordered = 0
-    for question in QUESTIONS:
+    by_chunk = get_policy("scar-sentences", passage_order="chunk", **options)
+    reordered = chunk_reordered = 0
+    for k, question in itertools.product((2, 4), QUESTIONS):
         query = index.embedder.embed_query(question)
         hits = index.retriever("dense-sentences").retrieve(question, query, 10)
-        request = PolicyRequest(query=question, query_vector=query, hits=hits, k=4,
+        request = PolicyRequest(query=question, query_vector=query, hits=hits, k=k,
                                 store=index.store, explain=True, sentences=index.sentences())
         if not mean.passage_reading(request).passage:
             continue
         by_mean = sorted(hits, key=lambda hit: -_mean_of_cosines(index, question, hit))
+        by_own = sorted(hits, key=lambda hit: -_own_cosine(index, question, hit))
         starts = [{(s.doc_id, s.start) for s in window.select(replace(request, hits=order)
                                                              ).selections}
-                  for order in (by_mean, hits)]
+                  for order in (by_mean, hits, by_own)]
         reordered += starts[0] != starts[1]
+        chunk_reordered += starts[2] != starts[1]
         for focused, policy, order in ((True, mean, by_mean), (False, mean, hits),
-                                       (True, first_stage, hits)):
+                                       (True, first_stage, hits), (False, by_chunk, by_own),
+                                       (True, by_chunk, by_mean)):
             result = policy.select(replace(request, focused=focused))
             walked = policy.walker().select(replace(request, k=1, focused=focused)).selections
             windowed = window.select(replace(request, hits=order)).selections
@@ -622,19 +636,24 @@ def test_a_focused_passage_grows_its_windows_from_hits_ranked_by_both_cosines(
             assert result.trace[0]["decision"] == PASSAGE
             assert result.trace[0].get("focused_passage_order") == (
                 policy.focused_passage_order if focused else None)
-    assert reordered  # a question whose two orders' windows differ
+            assert result.trace[0].get("passage_order") == (
+                None if focused else policy.passage_order)
+    assert reordered and chunk_reordered  # questions whose orders' windows differ
 
 
 def test_passage_score_is_the_mean_of_the_two_cosines_or_what_a_hit_has() -> None:
     chunk = Chunk(chunk_id="d#0", doc_id="d", position=0, start=0, end=4, text="text")
-    assert passage_score(Hit(chunk, 0.9, scores={"dense": 0.4, "sentence": 0.8})) == (
-        pytest.approx(0.6))
+    both = Hit(chunk, 0.9, scores={"dense": 0.4, "sentence": 0.8})
+    assert passage_score(both) == pytest.approx(0.6)
+    assert passage_score(both, "chunk") == 0.4
+    assert passage_score(both, "first-stage") == 0.9
     assert passage_score(Hit(chunk, 0.4, scores={"dense": 0.4,
                                                  "sentence": NO_SENTENCE_SCORE})) == 0.4
     assert passage_score(Hit(chunk, 7.5, retriever="bm25", scores={"bm25": 7.5})) == 7.5
 
 
+@pytest.mark.parametrize("name", ["passage_order", "focused_passage_order"])
 @pytest.mark.parametrize("value", ["best", "", None, 1])
-def test_focused_passage_order_is_refused_unless_a_named_order(value: object) -> None:
-    with pytest.raises(ConfigurationError, match="focused_passage_order"):
-        get_policy("scar-sentences", focused_passage_order=value)
+def test_a_passage_order_is_refused_unless_a_named_order(name: str, value: object) -> None:
+    with pytest.raises(ConfigurationError, match=f"scar-sentences {name} must be one of"):
+        get_policy("scar-sentences", **{name: value})

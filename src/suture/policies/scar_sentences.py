@@ -105,9 +105,13 @@ FOCUSED_UNITS = ("auto", "chunks", "sentences")
 #: the decisions `focused_units="auto"` records in an explained trace (its first row)
 OVER_CHUNKS = "flat: over chunks"
 BEST_HIT_WHOLE = "stands out: walked, best hit whole"
-#: how a focused query read as a passage ranks the chunks its windows grow from
-#: (`FocusedRule.passage_order`)
-PASSAGE_ORDERS = ("mean", "first-stage")
+#: how a query read as a passage ranks the chunks its windows grow from (`passage_order`,
+#: and `FocusedRule.passage_order` for a focused query): `passage_score`
+PASSAGE_ORDERS = ("mean", "chunk", "first-stage")
+#: what each passage order means (`--param passage_order=chunk`)
+_PASSAGE_ORDER_MEANING = ("'mean' ranks the chunks by the mean of each chunk's own cosine and "
+                          "its best sentence's, 'chunk' by the chunk's own cosine, "
+                          "'first-stage' keeps the first stage's order (the better of the two)")
 #: the first-stage hits whose documents decide whether a query reads as a passage
 PASSAGE_HITS = 10
 #: the decision an explained trace records for a query read as a passage
@@ -170,11 +174,8 @@ class FocusedRule(Settings):
     tau: float = setting(0.3, **TAU, read_when=OVER_CHUNKS_UNITS)
     radius: int = setting(1, **RADIUS, read_when=OVER_CHUNKS_UNITS)
     flatness: float = setting(2.2, "real", low=0.0, read_when=("units", ["auto"]))
-    passage_order: str = setting(
-        "mean", "choice", choices=PASSAGE_ORDERS, focused_only=True,
-        explain="'mean' ranks the chunks a focused passage's windows grow from by the mean "
-                "of each chunk's own cosine and its best sentence's, 'first-stage' keeps the "
-                "first stage's order (the better of the two)")
+    passage_order: str = setting("mean", "choice", choices=PASSAGE_ORDERS, focused_only=True,
+                                 explain=_PASSAGE_ORDER_MEANING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +192,8 @@ class SentenceScarSettings(Settings):
     passage_flatness: float | None = setting(3.0, "real", low=0.0, optional=True)
     passage_fragment_length: int | None = setting(120, "whole", low=1, optional=True)
     passage_walks: int = setting(1, "whole", low=1)
+    passage_order: str = setting("first-stage", "choice", choices=PASSAGE_ORDERS,
+                                 explain=_PASSAGE_ORDER_MEANING)
     hit_chunks: bool = setting(True, "flag")
 
 
@@ -266,7 +269,9 @@ class SentenceScarPolicy(Policy):
         a matching sentence starts a passage better than one that holds a matching line.
         Over the whole index the mean lost (a question's naming leans every chunk of its
         document alike), so queries that name nothing keep the first stage's order
-        (docs/lab/2026-12-07-focused-passage-order.md).
+        (docs/lab/2026-12-07-focused-passage-order.md). `passage_order` ("first-stage";
+        "chunk": each chunk's own cosine; "mean") is that order for a query that names
+        no document (docs/lab/2026-12-07-filings-first-stage.md).
 
         `hit_chunks` (on; False: walks alone): where the first hits agree on a document
         (at least `passage_share` of them in one) and the query is walked, not read as a
@@ -292,10 +297,12 @@ class SentenceScarPolicy(Policy):
         self.passage_walks = self.settings.passage_walks
         self.hit_chunks = self.settings.hit_chunks
         self.focused_passage_order = focused.passage_order
+        self.passage_order = self.settings.passage_order
         self._window = WindowPolicy(width=1)
-        # a passage's windows: a focused query's hits ranked as passages, under "mean"
-        self._passage_window = (PassageWindow(width=1) if focused.passage_order == "mean"
-                                else self._window)
+        # a passage's windows: its hits ranked by `passage_order` or `focused_passage_order`
+        self._passage_window = (
+            self._window if self.passage_order == focused.passage_order == "first-stage"
+            else PassageWindow(order=self.passage_order, focused_order=focused.passage_order))
         self._whole_hits = TopKPolicy()
         self._walker = self if self.passage_share is None else SentenceScarPolicy(
             replace(self.settings, passage_share=None))
@@ -386,8 +393,8 @@ class SentenceScarPolicy(Policy):
         if reading.passage:
             decision |= {"passage_share": self.passage_share,
                          "passage_walks": self.passage_walks}
-            if focused:
-                decision["focused_passage_order"] = self.focused_passage_order
+            decision |= ({"focused_passage_order": self.focused_passage_order} if focused
+                         else {"passage_order": self.passage_order})
         if reading.seed_length is not None:
             decision |= {"seed_length": reading.seed_length,
                          "passage_fragment_length": self.passage_fragment_length}
@@ -572,27 +579,36 @@ class SentenceScarPolicy(Policy):
 
 
 class PassageWindow(WindowPolicy):
-    """`window` over a focused query's hits ranked as passages (`passage_score`), best
-    first; any other query's hits in the first stage's order. Inside the one document a
-    focused query names, a chunk that matches as a whole and holds a matching sentence
-    is a better start for a passage than one that only holds a matching line
+    """`window` (±1 chunk) over a passage's hits ranked by `order` (`focused_order` for a
+    focused query: `passage_score`), best first. Inside the one document a focused query
+    names, a chunk that matches as a whole and holds a matching sentence is a better start
+    for a passage than one that only holds a matching line
     (docs/lab/2026-12-07-focused-passage-order.md)."""
 
+    def __init__(self, *, order: str, focused_order: str) -> None:
+        super().__init__(width=1)
+        self.order, self.focused_order = order, focused_order
+
     def select(self, request: PolicyRequest) -> PolicyResult:
-        if request.focused:
-            ranked = sorted((replace(hit, score=passage_score(hit)) for hit in request.hits),
+        order = self.focused_order if request.focused else self.order
+        if order != "first-stage":
+            ranked = sorted((replace(hit, score=passage_score(hit, order))
+                             for hit in request.hits),
                             key=lambda hit: (-hit.score, hit.chunk.doc_id, hit.chunk.position))
             request = replace(request, hits=ranked)
         return super().select(request)
 
 
-def passage_score(hit: Hit) -> float:
-    """A hit's score as the start of a passage: the mean of its chunk's own cosine and its
-    best sentence's (`dense-sentences`' `fusion=mean`), its own cosine where the chunk
-    holds no sentence, its first-stage score where the first stage gave no cosine."""
+def passage_score(hit: Hit, order: str = "mean") -> float:
+    """A hit's score as the start of a passage (`PASSAGE_ORDERS`): under "mean" the mean of
+    its chunk's own cosine and its best sentence's (`dense-sentences`' `fusion=mean`), its
+    own cosine where the chunk holds no sentence; under "chunk" its own cosine; its
+    first-stage score under "first-stage" or where the first stage gave no cosine."""
     cosine = hit.scores.get("dense")
-    if cosine is None:
+    if cosine is None or order == "first-stage":
         return hit.score
+    if order == "chunk":
+        return cosine
     sentence = hit.scores.get("sentence")
     if sentence is None or sentence <= NO_SENTENCE_SCORE:
         return cosine
