@@ -17,6 +17,7 @@ addressed as `FIELD.name` (`--param focused.tau=0.3`).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
@@ -25,6 +26,27 @@ from suture.exceptions import ConfigurationError
 from suture.numbers import real_number, whole_number
 
 SettingsT = TypeVar("SettingsT", bound="Settings")
+
+def parse_param_value(text: str) -> Any:
+    """A setting's value as a command line writes it (`--param NAME=VALUE`, `suture eval
+    --param policy.NAME=VALUE`): true/false and none/null in any case, then JSON ("0.5",
+    "[1, 2]", '"text"'), then a number Python reads ("inf", "01"), else the text itself."""
+    lowered = text.lower()
+    if lowered in {"true", "false"}:
+        return lowered == "true"
+    if lowered in {"none", "null"}:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
 Kind = Literal["real", "whole", "choice", "text", "flag"]
 _SPEC = "suture.setting"
 _NESTED = "suture.nested"

@@ -170,6 +170,30 @@ def test_parse_policy_specs() -> None:
         parse_ks("0")
 
 
+@pytest.mark.parametrize(("text", "value"), [
+    ("none", None), ("Null", None), ("True", True), ("false", False), ("5", 5),
+    ("0.5", 0.5), ("inf", float("inf")), ("[1, 2]", [1, 2]), ("first-stage", "first-stage"),
+])
+def test_a_param_value_is_read_as_the_command_line_writes_it(text: str, value: object
+                                                              ) -> None:
+    """`--param NAME=VALUE` (query, compare, serve's defaults) and `suture eval --param
+    policy.NAME=VALUE` read VALUE alike: "none" turns an optional setting off in both
+    (eval read it as text and refused it)."""
+    from suture.cli.common import parse_params
+
+    assert parse_params([f"x={text}"]) == {"x": value}
+    name = "scar-sentences:x"
+    spec = parse_policy_specs(name, [f"{name}.passage_share={text}"] if value is None else [])[0]
+    assert spec.params == ({"passage_share": None} if value is None else {})
+
+
+def test_an_eval_param_of_none_turns_an_optional_setting_off() -> None:
+    spec = parse_policy_specs("scar-sentences", ["scar-sentences.passage_share=none",
+                                                 "scar-sentences.hit_chunks=False"])[0]
+    assert dict(spec.params) == {"passage_share": None, "hit_chunks": False}
+    assert spec.effective_params()["passage_share"] is None
+
+
 def test_parse_policy_specs_with_labelled_entries() -> None:
     specs = parse_policy_specs("scar,scar:transfer", ["scar:transfer.lam=0.1",
                                                       "scar:transfer.tau=0.8"])

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from suture.documents import Skipped, shown_id
 from suture.exceptions import ConfigurationError
+from suture.settings import parse_param_value
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -74,22 +75,8 @@ def parse_params(items: list[str] | None) -> dict[str, Any]:
         name, sep, raw = item.partition("=")
         if not sep or not name:
             raise typer.BadParameter(f"{item!r} is not NAME=VALUE (e.g. --param lam=0.5)")
-        params[name.strip()] = _coerce(raw.strip())
+        params[name.strip()] = parse_param_value(raw.strip())
     return params
-
-
-def _coerce(raw: str) -> Any:
-    lowered = raw.lower()
-    if lowered in {"true", "false"}:
-        return lowered == "true"
-    if lowered in {"none", "null"}:
-        return None
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
 
 
 def fail(exc: Exception) -> typer.Exit:

@@ -10,6 +10,7 @@ from typing import Any
 
 from suture.exceptions import ConfigurationError
 from suture.policies import get_policy
+from suture.settings import parse_param_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +117,6 @@ def _fmt_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
-
-
-def parse_param_value(text: str) -> Any:
-    """JSON when it parses ("0.5", "true", "[1,2]"), else the plain string ("seed")."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
 
 
 def parse_policy_specs(
