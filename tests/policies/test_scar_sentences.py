@@ -600,16 +600,16 @@ def test_a_passage_grows_its_windows_from_hits_ranked_by_its_order(
         index: Index) -> None:
     """Where a focused query reads as a passage, its windows grow from its hits ranked by
     the mean of each chunk's own cosine and its best sentence's (computed here from
-    scratch); an unfocused query's windows follow the first stage's order, or with
-    `passage_order="chunk"` each chunk's own cosine, and
-    `focused_passage_order="first-stage"` keeps the first stage's order for a focused one
-    too. The trace names the order that ranked the windows."""
+    scratch); an unfocused query's windows by each chunk's own cosine (computed here from
+    scratch too); `passage_order` and `focused_passage_order` "first-stage" keep the
+    first stage's order. The trace names the order that ranked the windows."""
     window = get_policy("window")
     options = {"passage_share": 0.5, "passage_flatness": None,
                "passage_fragment_length": None}
-    mean, first_stage = (get_policy("scar-sentences", focused_passage_order=order, **options)
+    by_chunk = get_policy("scar-sentences", **options)  # the default orders
+    mean, first_stage = (get_policy("scar-sentences", focused_passage_order=order,
+                                    passage_order="first-stage", **options)
                          for order in ("mean", "first-stage"))
-    by_chunk = get_policy("scar-sentences", passage_order="chunk", **options)
     reordered = chunk_reordered = 0
     for k, question in itertools.product((2, 4), QUESTIONS):
         query = index.embedder.embed_query(question)
