@@ -598,47 +598,67 @@ def _mean_of_cosines(index: Index, question: str, hit: Hit) -> float:
 
 def test_a_passage_grows_its_windows_from_hits_ranked_by_its_order(
         index: Index) -> None:
-    """Where a focused query reads as a passage, its windows grow from its hits ranked by
-    the mean of each chunk's own cosine and its best sentence's (computed here from
-    scratch); an unfocused query's windows by each chunk's own cosine (computed here from
-    scratch too); `passage_order` and `focused_passage_order` "first-stage" keep the
-    first stage's order. The trace names the order that ranked the windows."""
+    """Under a budget, a passage's tiers (k = 2, 4 here) take their windows from the call's
+    k hits (10) ranked, for a focused query, by the mean of each chunk's own cosine and its
+    best sentence's, for an unfocused one by each chunk's own cosine (both computed here
+    from scratch); `passage_order` and `focused_passage_order` "first-stage" keep the first
+    stage's order. Every window's hit is one of the call's k hits, and the trace names the
+    order that ranked the windows."""
     window = get_policy("window")
     options = {"passage_share": 0.5, "passage_flatness": None,
                "passage_fragment_length": None}
-    by_chunk = get_policy("scar-sentences", **options)  # the default orders
-    mean, first_stage = (get_policy("scar-sentences", focused_passage_order=order,
-                                    passage_order="first-stage", **options)
-                         for order in ("mean", "first-stage"))
-    reordered = chunk_reordered = 0
-    for k, question in itertools.product((2, 4), QUESTIONS):
+    ordered = get_policy("scar-sentences", **options)  # the default orders
+    first_stage = get_policy("scar-sentences", focused_passage_order="first-stage",
+                             passage_order="first-stage", **options)
+    reordered = {True: 0, False: 0}
+    for question in QUESTIONS:
         query = index.embedder.embed_query(question)
         hits = index.retriever("dense-sentences").retrieve(question, query, 10)
-        request = PolicyRequest(query=question, query_vector=query, hits=hits, k=k,
+        request = PolicyRequest(query=question, query_vector=query, hits=hits, k=10,
                                 store=index.store, explain=True, sentences=index.sentences())
-        if not mean.passage_reading(request).passage:
+        if not ordered.passage_reading(request).passage:
             continue
         by_mean = sorted(hits, key=lambda hit: -_mean_of_cosines(index, question, hit))
         by_own = sorted(hits, key=lambda hit: -_own_cosine(index, question, hit))
-        starts = [{(s.doc_id, s.start) for s in window.select(replace(request, hits=order)
-                                                             ).selections}
-                  for order in (by_mean, hits, by_own)]
-        reordered += starts[0] != starts[1]
-        chunk_reordered += starts[2] != starts[1]
-        for focused, policy, order in ((True, mean, by_mean), (False, mean, hits),
-                                       (True, first_stage, hits), (False, by_chunk, by_own),
-                                       (True, by_chunk, by_mean)):
-            result = policy.select(replace(request, focused=focused))
-            walked = policy.walker().select(replace(request, k=1, focused=focused)).selections
-            windowed = window.select(replace(request, hits=order)).selections
-            assert ({(s.doc_id, s.start, s.end) for s in result.selections}
-                    == {(s.doc_id, s.start, s.end) for s in [*walked, *windowed]}), question
-            assert result.trace[0]["decision"] == PASSAGE
-            assert result.trace[0].get("focused_passage_order") == (
+        for focused, policy, order in ((True, ordered, by_mean), (False, ordered, by_own),
+                                       (True, first_stage, hits), (False, first_stage, hits)):
+            asked = replace(request, focused=focused)
+            plan = policy.budget_plan(asked, [2, 4])
+            assert plan.trace[0]["decision"] == PASSAGE
+            assert plan.trace[0].get("focused_passage_order") == (
                 policy.focused_passage_order if focused else None)
-            assert result.trace[0].get("passage_order") == (
+            assert plan.trace[0].get("passage_order") == (
                 None if focused else policy.passage_order)
-    assert reordered and chunk_reordered  # questions whose orders' windows differ
+            for stage, tier in plan.stages[1:]:
+                found = stage.select(replace(asked, k=tier)).selections
+                expected = window.select(replace(asked, hits=order, k=tier)).selections
+                assert ([(s.doc_id, s.start, s.end) for s in found]
+                        == [(s.doc_id, s.start, s.end) for s in expected]), question
+                assert {s.chunk_ids[0] for s in found if s.is_hit} <= {
+                    hit.chunk.chunk_id for hit in hits}
+                plain = window.select(replace(asked, k=tier)).selections
+                reordered[focused] += ([(s.doc_id, s.start) for s in found]
+                                       != [(s.doc_id, s.start) for s in plain])
+    assert reordered[True] and reordered[False]  # each order changed some tier's windows
+
+
+def test_without_a_budget_a_passage_grows_windows_from_the_k_hits_alone(index: Index) -> None:
+    """Without a budget the context is the best hit's walk and the windows of the call's k
+    hits, whatever their order: no window grows from a hit the context does not list."""
+    policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=None,
+                        passage_fragment_length=None)
+    read = 0
+    for question in QUESTIONS:
+        context = index.retrieve(question, policy, k=2, budget=None, explain=True)
+        if context.trace[0].get("decision") != PASSAGE:
+            continue
+        read += 1
+        listed = {hit.chunk.chunk_id for hit in context.hits}
+        assert len(listed) == 2
+        seeds = {c for span in context.spans
+                 for c, why in zip(span.chunk_ids, span.reasons, strict=True) if why == "hit"}
+        assert seeds <= listed, question
+    assert read
 
 
 def test_passage_score_is_the_mean_of_the_two_cosines_or_what_a_hit_has() -> None:

@@ -303,9 +303,8 @@ class SentenceScarPolicy(Policy):
         self.passage_order = self.settings.passage_order
         self._window = WindowPolicy(width=1)
         # a passage's windows: its hits ranked by `passage_order` or `focused_passage_order`
-        self._passage_window = (
-            self._window if self.passage_order == focused.passage_order == "first-stage"
-            else PassageWindow(order=self.passage_order, focused_order=focused.passage_order))
+        self._passage_window = PassageWindow(order=self.passage_order,
+                                             focused_order=focused.passage_order)
         self._whole_hits = TopKPolicy()
         self._walker = self if self.passage_share is None else SentenceScarPolicy(
             replace(self.settings, passage_share=None))
@@ -363,8 +362,10 @@ class SentenceScarPolicy(Policy):
         reading = self.passage_reading(request)
         trace = self.passage_decision(reading, request.focused) if request.explain else []
         if reading is not None and reading.passage:
+            # every tier's windows grow from the call's k hits (the context's hits)
+            window = self._passage_window.within(request.k)
             stages = [(self.walker(), min(self.passage_walks, tiers[0])),
-                      *((self._passage_window, tier) for tier in tiers)]
+                      *((window, tier) for tier in tiers)]
         elif self._completes_hits(reading):
             stages = [stage for tier in tiers
                       for stage in ((self.walker(), tier), (self._whole_hits, tier))]
@@ -583,20 +584,28 @@ class SentenceScarPolicy(Policy):
 
 class PassageWindow(WindowPolicy):
     """`window` (±1 chunk) over a passage's hits ranked by `order` (`focused_order` for a
-    focused query: `passage_score`), best first. Inside the one document a focused query
-    names, a chunk that matches as a whole and holds a matching sentence is a better start
-    for a passage than one that only holds a matching line
-    (docs/lab/2026-12-07-focused-passage-order.md)."""
+    focused query: `passage_score`), best first, from the first `pool` hits (None: the
+    request's k). A budget's tiers (k = 5, 10, ...) take their windows from the call's k
+    hits (`within`), so a tier's windows may grow from any of them, and every window's hit
+    is one of the context's hits. Inside the one document a focused query names, a chunk
+    that matches as a whole and holds a matching sentence is a better start for a passage
+    than one that only holds a matching line
+    (docs/lab/2026-12-07-focused-passage-order.md); over the whole index, a chunk that
+    matches as a whole is (docs/lab/2026-12-07-filings-first-stage.md)."""
 
-    def __init__(self, *, order: str, focused_order: str) -> None:
+    def __init__(self, *, order: str, focused_order: str, pool: int | None = None) -> None:
         super().__init__(width=1)
-        self.order, self.focused_order = order, focused_order
+        self.order, self.focused_order, self.pool = order, focused_order, pool
+
+    def within(self, pool: int) -> PassageWindow:
+        """This window taking its hits from the first `pool` hits whatever its k."""
+        return PassageWindow(order=self.order, focused_order=self.focused_order, pool=pool)
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         order = self.focused_order if request.focused else self.order
         if order != "first-stage":
-            ranked = sorted((replace(hit, score=passage_score(hit, order))
-                             for hit in request.hits),
+            pool = request.hits[:request.k if self.pool is None else self.pool]
+            ranked = sorted((replace(hit, score=passage_score(hit, order)) for hit in pool),
                             key=lambda hit: (-hit.score, hit.chunk.doc_id, hit.chunk.position))
             request = replace(request, hits=ranked)
         return super().select(request)
