@@ -3,7 +3,6 @@ the trace's decisions against the rule, parameters, and `suture query` as a proc
 
 from __future__ import annotations
 
-import itertools
 import json
 import subprocess
 import sys
