@@ -27,6 +27,11 @@ from suture.numbers import real_number, whole_number
 
 SettingsT = TypeVar("SettingsT", bound="Settings")
 
+Kind = Literal["real", "whole", "choice", "text", "flag"]
+_SPEC = "suture.setting"
+_NESTED = "suture.nested"
+
+
 def parse_param_value(text: str) -> Any:
     """A setting's value as a command line writes it (`--param NAME=VALUE`, `suture eval
     --param policy.NAME=VALUE`): true/false and none/null in any case, then JSON ("0.5",
@@ -46,10 +51,6 @@ def parse_param_value(text: str) -> Any:
         except ValueError:
             pass
     return text
-
-Kind = Literal["real", "whole", "choice", "text", "flag"]
-_SPEC = "suture.setting"
-_NESTED = "suture.nested"
 
 
 @dataclass(frozen=True, slots=True)

@@ -301,7 +301,6 @@ class SentenceScarPolicy(Policy):
         self.hit_chunks = self.settings.hit_chunks
         self.focused_passage_order = focused.passage_order
         self.passage_order = self.settings.passage_order
-        self._window = WindowPolicy(width=1)
         # a passage's windows: its hits ranked by `passage_order` or `focused_passage_order`
         self._passage_window = PassageWindow(order=self.passage_order,
                                              focused_order=focused.passage_order)
