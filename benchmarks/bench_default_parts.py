@@ -6,8 +6,9 @@ parameters of `scar-sentences`), in alternating order, median over queries and r
         --benchmark out/fresh/fin_fresh.json --corpus ../shared/data/financebench/filings \\
         --without hit_chunks=false --limit 40 --repeats 3
 
-`--without passage_fragment_length=null` times the fragment test the same way. Both
-calls embed the query (the embedding is a fixed share of each).
+`--without passage_tests=all --without passage_growth=window` times the default before
+its unfocused passages (tested for flatness and fragments, grown by `window`) the same way.
+Both calls embed the query (the embedding is a fixed share of each).
 """
 
 from __future__ import annotations

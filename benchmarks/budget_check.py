@@ -20,6 +20,13 @@ is it worse: the paired difference candidate − reference, each question's reca
 averaged over the budgets, has a 95% bootstrap interval (10,000 resamples, seed 0) that
 does not lie wholly below 0. It also reports the issue's target cell by cell: recall ≥
 the best peer's and ≥ the best other policy's − 2 points.
+
+`--pool FAMILY=SET,SET,...` (repeatable) judges draws of one family as one set: their
+questions pooled (the labels every pooled set measured), so a family's target reads over
+all its questions rather than over each draw of 20 to 60:
+
+    python benchmarks/budget_check.py --verdict out/budget-check/*.json \
+        --pool FinanceBench=F1,small,F4,F7 --candidate scar-sentences:cand
 """
 
 from __future__ import annotations
@@ -74,6 +81,34 @@ def run_set(args: argparse.Namespace) -> dict[str, Any]:
     return {"set": args.set, "metric": metric, "queries": len(benchmark.queries),
             "budgets": list(args.budgets), "peers": [peer.label for peer in peers],
             "recall": recall}
+
+
+def pooled(sets: list[dict[str, Any]], families: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """`sets` with each family's sets (`families`: name -> set names) replaced by one set
+    of all their questions, over the labels and budgets every one of them measured; a set
+    of no family stays as it is."""
+    by_name = {found["set"]: found for found in sets}
+    missing = sorted({name for names in families.values() for name in names} - set(by_name))
+    if missing:
+        raise SystemExit(f"--pool names sets no file holds: {', '.join(missing)} (the files "
+                         "given hold: " + ", ".join(sorted(by_name)) + ")")
+    members = {name for names in families.values() for name in names}
+    out = [found for found in sets if found["set"] not in members]
+    for family, names in families.items():
+        drawn = [by_name[name] for name in names]
+        labels = set.intersection(*(set(found["recall"]) for found in drawn))
+        budgets = [b for b in drawn[0]["budgets"] if all(b in f["budgets"] for f in drawn)]
+        if {found["metric"] for found in drawn} != {drawn[0]["metric"]}:
+            raise SystemExit(f"--pool {family}: its sets measure different metrics")
+        out.append({
+            "set": family, "metric": drawn[0]["metric"],
+            "queries": sum(found["queries"] for found in drawn), "budgets": budgets,
+            "peers": sorted(labels & set.intersection(*(set(f["peers"]) for f in drawn))),
+            "recall": {label: {str(b): [value for found in drawn
+                                        for value in found["recall"][label][str(b)]]
+                               for b in budgets}
+                       for label in sorted(labels)}})
+    return out
 
 
 def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[str, Any]:
@@ -139,10 +174,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verdict", type=Path, nargs="+", help="sets' JSON files to judge")
     parser.add_argument("--candidate", default="scar-sentences:cand")
     parser.add_argument("--reference", default="scar-sentences")
+    parser.add_argument("--pool", action="append", default=[], metavar="FAMILY=SET,SET",
+                        help="judge these sets' questions as one set named FAMILY")
     args = parser.parse_args(argv)
     if args.verdict:
-        found = verdict([json.loads(p.read_text(encoding="utf-8")) for p in args.verdict],
-                        args.candidate, args.reference)
+        families: dict[str, list[str]] = {}
+        for given in args.pool:
+            family, _, names = given.partition("=")
+            if not family or not names:
+                parser.error(f"--pool takes FAMILY=SET,SET (e.g. FinanceBench=F1,F4), "
+                             f"got {given!r}")
+            families[family] = names.split(",")
+        sets = [json.loads(p.read_text(encoding="utf-8")) for p in args.verdict]
+        found = verdict(pooled(sets, families), args.candidate, args.reference)
         print_verdict(found)
         return 0
     if args.benchmark is None or args.index is None or args.out is None:

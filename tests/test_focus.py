@@ -83,8 +83,10 @@ def test_a_query_naming_its_document_is_focused_on_its_question(index: Index) ->
                             index.embedder.embed_query(QUESTION))
     # (k = 5 hits, no budget: a focused search keeps to the named document, an unfocused
     # one of 50 hits would reach the other policy;
-    # a focused passage's windows follow its own order: the first stage's here, as unfocused)
-    alike = {"focused_units": "sentences", "focused_passage_order": "first-stage"}
+    # a focused passage's windows follow its own order: the first stage's here, as unfocused;
+    # the unfocused one is tested and grown as a focused one)
+    alike = {"focused_units": "sentences", "focused_passage_order": "first-stage",
+             "passage_tests": "all", "passage_growth": "window"}
     walked = index.retrieve(QUERY, budget=None, **alike)
     by_hand = index.retrieve(QUERY, query_vector=vector, focus=False, budget=None, **alike)
     assert _spans(walked) == _spans(by_hand)

@@ -203,10 +203,9 @@ def test_suture_info_lists_the_copies_and_the_default_pipeline(index: Index) -> 
     assert info["default_pipeline"] == (
         "scar-sentences (lam=0.0, tau=0.9, radius=12, extra_hits=0, rule=ratio, "
         "focused_units=auto, focused_lam=0.25, focused_tau=0.3, focused_radius=1, "
-        "focused_flatness=2.2, focused_passage_order=mean, passage_share=0.5, "
-        "passage_flatness=3.0, "
-        "passage_fragment_length=120, passage_walks=1, passage_order=chunk, "
-        "hit_chunks=True) on dense-sentences")
+        "focused_flatness=2.2, focused_passage_order=mean, focused_passage_growth=window, "
+        "passage_share=0.5, passage_flatness=3.0, passage_tests=focused, passage_walks=1, "
+        "passage_order=chunk, passage_growth=scar, hit_chunks=True) on dense-sentences")
     assert info["default_budget"].startswith("2000 tokens")
 
 

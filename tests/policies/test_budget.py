@@ -78,7 +78,8 @@ def test_a_budgeted_trace_says_how_the_passage_test_read_the_query(index: Index)
     readings = []
     for line, expected in ((1e9, PASSAGE), (0.0, NOT_A_PASSAGE)):
         policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line,
-                            passage_fragment_length=None, hit_chunks=False)
+                            passage_tests="all", passage_fragment_length=None,
+                            hit_chunks=False)
         for question in QUESTIONS:
             context = index.retrieve(question, policy, budget=400, explain=True)
             first = context.trace[0]

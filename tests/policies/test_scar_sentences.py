@@ -18,7 +18,12 @@ from suture.chunking.sentences import split_sentences
 from suture.exceptions import ConfigurationError
 from suture.policies import get_policy
 from suture.policies.base import PolicyRequest
-from suture.policies.scar_sentences import PASSAGE, WALKED_HIT_CHUNKS, passage_score
+from suture.policies.scar_sentences import (
+    PASSAGE,
+    PASSAGE_GROWTHS,
+    WALKED_HIT_CHUNKS,
+    passage_score,
+)
 from suture.retrievers.sentences import SentenceRetriever
 from suture.types import NO_SENTENCE_SCORE, Chunk, Context, Hit
 from tests.retrievers.test_sentences import DOCS, QUESTIONS, write_docs
@@ -354,12 +359,15 @@ def _request(index: Index, question: str, k: int, *, explain: bool = False) -> P
                          store=index.store, explain=explain, sentences=index.sentences())
 
 
-def test_a_passage_is_the_walk_and_each_hits_chunk_with_its_neighbours(index: Index) -> None:
-    """When most of the first hits lie in one document the context is the walk's sentences
-    and `window`'s chunks; when they do not, the walk alone; the explained trace says which
-    and with what share."""
-    policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=None)
-    walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
+@pytest.mark.parametrize("growth", PASSAGE_GROWTHS)
+def test_a_passage_is_the_walk_and_each_hits_chunk_grown(index: Index, growth: str) -> None:
+    """When most of the first hits lie in one document the context is the best hit's
+    walked sentences and the hits' chunks grown by `passage_growth` (`scar`'s or `window`'s
+    context of them); when they do not, the walk alone; the explained trace says which,
+    with what share and growth."""
+    policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=None,
+                        passage_growth=growth)
+    walk, window = get_policy("scar-sentences", passage_share=None), get_policy(growth)
     read_as_passage = 0
     for question in QUESTIONS:
         request = _request(index, question, 2, explain=True)
@@ -375,6 +383,7 @@ def test_a_passage_is_the_walk_and_each_hits_chunk_with_its_neighbours(index: In
             read_as_passage += 1
             assert ranges == first_walk | windowed  # the best hit's walk (passage_walks 1)
             assert result.trace[0]["share"] == pytest.approx(share)
+            assert result.trace[0]["passage_growth"] == growth
         else:
             assert ranges == walked
             assert all(row.get("decision") != "passage" for row in result.trace[:1])
@@ -404,8 +413,9 @@ def _agreeing_requests(index: Index) -> list[tuple[str, PolicyRequest, str]]:
 
 
 def _read_as(policy: object, request: PolicyRequest) -> tuple[dict[str, object], str]:
-    """The passage test's trace row of `policy` on `request`, and whether its context is
-    the walk's and `window`'s ("passage") or the walk's alone ("walked")."""
+    """The passage test's trace row of `policy` (growing passages by `window`) on
+    `request`, and whether its context is the walk's and `window`'s ("passage") or the
+    walk's alone ("walked")."""
     walk, window = get_policy("scar-sentences", passage_share=None), get_policy("window")
     result = policy.select(request)  # type: ignore[attr-defined]
     ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
@@ -431,7 +441,8 @@ def test_passage_flatness_reads_a_passage_only_where_no_sentence_stands_out(
     line = (standings[0] + standings[-1]) / 2  # one question on either side
     assert standings[0] < line < standings[-1]
     policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=line,
-                        passage_fragment_length=None, hit_chunks=False)
+                        passage_fragment_length=None, hit_chunks=False, passage_tests="all",
+                        passage_growth="window")
     for question, request, standing in agreed:
         decision, context = _read_as(policy, request)
         assert decision["standing"] == pytest.approx(standing, rel=1e-3), question
@@ -469,7 +480,8 @@ def test_passage_fragment_length_reads_a_passage_where_the_best_sentences_are_sh
     line = round((lengths[0] + lengths[-1]) / 2)
     assert lengths[0] < line < lengths[-1]
     policy = get_policy("scar-sentences", passage_share=0.5, passage_flatness=0.0,
-                        passage_fragment_length=line, hit_chunks=False)
+                        passage_fragment_length=line, hit_chunks=False, passage_tests="all",
+                        passage_growth="window")
     for question, request, length in agreed:
         decision, context = _read_as(policy, request)
         assert decision["seed_length"] == length, question
@@ -481,6 +493,25 @@ def test_passage_fragment_length_reads_a_passage_where_the_best_sentences_are_sh
             assert "standing" not in decision  # the flatness test did not run
     focused = policy.passage_reading(replace(agreed[0][1], focused=True))
     assert focused is not None and focused.seed_length is None
+
+
+def test_a_query_naming_no_document_reads_as_a_passage_wherever_its_hits_agree(
+        index: Index) -> None:
+    """Under `passage_tests` "focused" (the default) a query that names no document reads
+    as a passage wherever its first hits agree on one, untested (`passage_flatness` 0 and
+    `passage_fragment_length` 1 read no tested query as a passage); a focused query is
+    still tested, and "all" tests both."""
+    options = {"passage_share": 0.5, "passage_flatness": 0.0, "passage_fragment_length": 1,
+               "hit_chunks": False}
+    untested = get_policy("scar-sentences", **options)
+    tested = get_policy("scar-sentences", passage_tests="all", **options)
+    agreed = _agreeing_requests(index)
+    assert agreed, "the fixture needs a question whose hits agree"
+    for question, request, _ in agreed:
+        row = untested.select(request).trace[0]
+        assert row["decision"] == PASSAGE and "standing" not in row, question
+        assert not untested.passage_reading(replace(request, focused=True)).passage
+        assert not tested.passage_reading(request).passage, question
 
 
 def test_hit_chunks_follow_the_walk_only_where_the_hits_agree(index: Index) -> None:
@@ -500,7 +531,8 @@ def test_hit_chunks_follow_the_walk_only_where_the_hits_agree(index: Index) -> N
         for line, completes in ((share, True), (min(1.0, share + 0.1), False)):
             for hit_chunks in (True, False):
                 policy = get_policy("scar-sentences", passage_share=line, passage_flatness=0.0,
-                                    passage_fragment_length=None, hit_chunks=hit_chunks)
+                                    passage_tests="all", passage_fragment_length=None,
+                                    hit_chunks=hit_chunks)
                 result = policy.select(request)
                 ranges = {(s.doc_id, s.start, s.end) for s in result.selections}
                 if completes and hit_chunks:
@@ -514,7 +546,7 @@ def test_hit_chunks_follow_the_walk_only_where_the_hits_agree(index: Index) -> N
     docs = [hit.chunk.doc_id for hit in request.hits]
     share = max(docs.count(doc) for doc in docs) / len(docs)
     policy = get_policy("scar-sentences", passage_share=share, passage_flatness=0.0,
-                        passage_fragment_length=None, hit_chunks=True)
+                        passage_tests="all", passage_fragment_length=None, hit_chunks=True)
     context = index.retrieve(question, policy, budget=100_000, explain=True)
     assert context.trace[0]["decision"] == WALKED_HIT_CHUNKS
     held = {(span.doc_id, i) for span in context.spans for i in range(span.start, span.end)}
@@ -595,15 +627,15 @@ def _mean_of_cosines(index: Index, question: str, hit: Hit) -> float:
     return (own + max(held)) / 2 if held else own
 
 
-def test_a_passage_grows_its_windows_from_hits_ranked_by_its_order(
+def test_a_passage_grows_its_chunks_from_hits_ranked_by_its_order(
         index: Index) -> None:
-    """Under a budget, a passage's tiers (k = 2, 4 here) take their windows from the call's
-    k hits (10) ranked, for a focused query, by the mean of each chunk's own cosine and its
-    best sentence's, for an unfocused one by each chunk's own cosine (both computed here
-    from scratch); `passage_order` and `focused_passage_order` "first-stage" keep the first
-    stage's order. Every window's hit is one of the call's k hits, and the trace names the
-    order that ranked the windows."""
-    window = get_policy("window")
+    """Under a budget, a passage's tiers (k = 2, 4 here) grow the call's k hits (10) ranked,
+    for a focused query, by the mean of each chunk's own cosine and its best sentence's, for
+    an unfocused one by each chunk's own cosine (both computed here from scratch);
+    `passage_order` and `focused_passage_order` "first-stage" keep the first stage's order.
+    A focused passage grows by `window`, an unfocused one by `scar` (the default growths).
+    Every grown hit is one of the call's k hits, and the trace names the order and growth."""
+    grows = {True: get_policy("window"), False: get_policy("scar")}
     options = {"passage_share": 0.5, "passage_flatness": None,
                "passage_fragment_length": None}
     ordered = get_policy("scar-sentences", **options)  # the default orders
@@ -628,6 +660,9 @@ def test_a_passage_grows_its_windows_from_hits_ranked_by_its_order(
                 policy.focused_passage_order if focused else None)
             assert plan.trace[0].get("passage_order") == (
                 None if focused else policy.passage_order)
+            assert plan.trace[0].get("focused_passage_growth" if focused
+                                     else "passage_growth") == grows[focused].name
+            window = grows[focused]
             for stage, tier in plan.stages[1:]:
                 found = stage.select(replace(asked, k=tier)).selections
                 expected = window.select(replace(asked, hits=order, k=tier)).selections

@@ -105,13 +105,24 @@ FOCUSED_UNITS = ("auto", "chunks", "sentences")
 #: the decisions `focused_units="auto"` records in an explained trace (its first row)
 OVER_CHUNKS = "flat: over chunks"
 BEST_HIT_WHOLE = "stands out: walked, best hit whole"
-#: how a query read as a passage ranks the chunks its windows grow from (`passage_order`,
+#: how a query read as a passage ranks the hits its chunks grow from (`passage_order`,
 #: and `FocusedRule.passage_order` for a focused query): `passage_score`
 PASSAGE_ORDERS = ("mean", "chunk", "first-stage")
 #: what each passage order means (`--param passage_order=chunk`)
 _PASSAGE_ORDER_MEANING = ("'mean' ranks the chunks by the mean of each chunk's own cosine and "
                           "its best sentence's, 'chunk' by the chunk's own cosine, "
                           "'first-stage' keeps the first stage's order (the better of the two)")
+#: how a passage's hits grow into its context (`passage_growth`, and
+#: `FocusedRule.passage_growth` for a focused query): `PassageGrowth`
+PASSAGE_GROWTHS = ("scar", "window")
+#: what each passage growth means (`--param passage_growth=window`)
+_PASSAGE_GROWTH_MEANING = ("'scar' adds a hit's neighbouring chunks that pass SCAR's rule at "
+                           "scar's defaults (λ 1.0, τ 0.3, r 1), 'window' both neighbouring "
+                           "chunks of every hit")
+#: which queries the passage tests (flatness, fragments) are made for (`passage_tests`):
+#: "focused" reads every query that names no document as a passage where its hits agree on
+#: one; "all" tests those too
+PASSAGE_TESTS = ("focused", "all")
 #: the first-stage hits whose documents decide whether a query reads as a passage
 PASSAGE_HITS = 10
 #: the decision an explained trace records for a query read as a passage
@@ -176,6 +187,8 @@ class FocusedRule(Settings):
     flatness: float = setting(2.2, "real", low=0.0, read_when=("units", ["auto"]))
     passage_order: str = setting("mean", "choice", choices=PASSAGE_ORDERS, focused_only=True,
                                  explain=_PASSAGE_ORDER_MEANING)
+    passage_growth: str = setting("window", "choice", choices=PASSAGE_GROWTHS,
+                                  focused_only=True, explain=_PASSAGE_GROWTH_MEANING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,10 +203,17 @@ class SentenceScarSettings(Settings):
     passage_share: float | None = setting(0.5, "real", low=0.0, high=1.0,
                                           high_included=True, optional=True)
     passage_flatness: float | None = setting(3.0, "real", low=0.0, optional=True)
-    passage_fragment_length: int | None = setting(120, "whole", low=1, optional=True)
+    passage_tests: str = setting("focused", "choice", choices=PASSAGE_TESTS,
+                                 explain="'focused' reads a query that names no document as a "
+                                         "passage wherever its hits agree on one, 'all' makes "
+                                         "the flatness and fragment tests for it too")
+    passage_fragment_length: int | None = setting(120, "whole", low=1, optional=True,
+                                                  read_when=("passage_tests", ["all"]))
     passage_walks: int = setting(1, "whole", low=1)
     passage_order: str = setting("chunk", "choice", choices=PASSAGE_ORDERS,
                                  explain=_PASSAGE_ORDER_MEANING)
+    passage_growth: str = setting("scar", "choice", choices=PASSAGE_GROWTHS,
+                                  explain=_PASSAGE_GROWTH_MEANING)
     hit_chunks: bool = setting(True, "flag")
 
 
@@ -239,23 +259,33 @@ class SentenceScarPolicy(Policy):
 
         `passage_share` (0.5; None: always walk) and `passage_flatness` (3.0; None: no
         flatness test) read a query as a passage: when at least `passage_share` of the
-        first `PASSAGE_HITS` hits lie in one document and no sentence of that document
-        stands out for the query (its best fewer than `passage_flatness` standard
-        deviations above the document's mean similarity, the test `focused_flatness`
-        makes), the evidence reads as a passage of it (a filing's table, a policy's
-        section): the context is the walked sentences of the first `passage_walks` hits,
-        then each hit's whole chunk and its neighbouring chunks (`window`, best hit first,
-        k = 5, 10, ...); otherwise more hits' walked sentences. Without the flatness test
-        the passage reading lost on contracts asked in plain questions, which one clause
-        answers; with it, it became the default by a pre-registered check
-        (docs/lab/2026-12-06-flat-passage-switch.md).
+        first `PASSAGE_HITS` hits lie in one document and, for a query that is tested
+        (`passage_tests`), no sentence of that document stands out for the query (its
+        best fewer than `passage_flatness` standard deviations above the document's mean
+        similarity, the test `focused_flatness` makes), the evidence reads as a passage of
+        it (a filing's table, a policy's section): the context is the walked sentences of
+        the first `passage_walks` hits, then each hit's whole chunk grown by
+        `passage_growth` (best hit first, k = 5, 10, ...); otherwise more hits' walked
+        sentences. Without the flatness test the passage reading lost on contracts asked
+        in plain questions, which one clause answers; with it, it became the default by a
+        pre-registered check (docs/lab/2026-12-06-flat-passage-switch.md).
 
-        `passage_fragment_length` (characters; None: no fragment test) reads a query
-        whose hits agree on a document as a passage also when the hits' best sentences are
-        fragments: their median length (over the first `PASSAGE_HITS` hits) is below it.
-        A filing's table flattened to a cell a line makes "sentences" of a row label or a
-        number; a walk from one keeps that line and stops at the next, where the chunks
-        around the hit hold the table. A focused query keeps its own rule (`focused_units`).
+        `passage_tests` ("focused"; "all"): which queries the flatness test (and, for a
+        query that names no document, the fragment test) is made for. Under "focused" a
+        query that names no document reads as a passage wherever its first hits agree on
+        one: since focus reads a naming at either end of a question, such a query is
+        mostly a filing's or a paper's, where one matching sentence (a table's row label,
+        a term) stands out without answering
+        (docs/lab/2026-12-07-unfocused-passages.md); a question that names its document
+        and has a clause that stands out is still walked.
+
+        `passage_fragment_length` (characters; None: no fragment test; read under
+        `passage_tests` "all") reads a query that names no document and whose hits agree
+        on a document as a passage also when the hits' best sentences are fragments: their
+        median length (over the first `PASSAGE_HITS` hits) is below it. A filing's table
+        flattened to a cell a line makes "sentences" of a row label or a number; a walk
+        from one keeps that line and stops at the next, where the chunks around the hit
+        hold the table.
 
         `passage_walks` (1) is how many hits' walks a passage's context starts with: the
         best hit's walk, then the chunks, so the best hit's passage comes before the other
@@ -263,8 +293,8 @@ class SentenceScarPolicy(Policy):
         docs/lab/2026-12-06-passage-walks.md).
 
         `focused_passage_order` ("mean"; "first-stage": as the first stage ranked them):
-        where a focused query reads as a passage, its windows grow from its hits ranked by
-        the mean of each chunk's own cosine and its best sentence's (`PassageWindow`):
+        where a focused query reads as a passage, its chunks grow from its hits ranked by
+        the mean of each chunk's own cosine and its best sentence's (`PassageGrowth`):
         inside the one document the query names, a chunk that matches as a whole and holds
         a matching sentence starts a passage better than one that holds a matching line.
         Over the whole index the mean lost (a question's naming leans every chunk of its
@@ -276,14 +306,21 @@ class SentenceScarPolicy(Policy):
         several table chunks to grow a passage from is better told by how well each
         matches as a whole (the larger filings gained most: F7 +6.6 points at 2,000 tokens).
 
+        `passage_growth` ("scar"; "window") is how the hits of a query that names no
+        document grow: by SCAR's rule over chunks at `scar`'s defaults (a neighbouring
+        chunk joins while it earns its place), so a budget reaches more hits than `window`
+        (both neighbours of every hit) reaches (docs/lab/2026-12-07-unfocused-passages.md);
+        `focused_passage_growth` ("window") the same for a focused query.
+
         `hit_chunks` (on; False: walks alone): where the first hits agree on a document
         (at least `passage_share` of them in one) and the query is walked, not read as a
-        passage, each tier's walked sentences are followed by that tier's hits as whole
-        chunks (`topk`), so a budget the walks leave unfilled goes to the chunks the walks
-        started from before new hits: evidence of several sentences or table lines
-        around a seed comes in whole. Hits spread over many documents are walked alone
-        (whole chunks there took the budget that new documents' sentences had). Adopted
-        by a pre-registered check (docs/lab/2026-12-06-hit-chunks.md).
+        passage (a focused query, or any under `passage_tests` "all"), each tier's walked
+        sentences are followed by that tier's hits as whole chunks (`topk`), so a budget
+        the walks leave unfilled goes to the chunks the walks started from before new
+        hits: evidence of several sentences or table lines around a seed comes in whole.
+        Hits spread over many documents are walked alone (whole chunks there took the
+        budget that new documents' sentences had). Adopted by a pre-registered check
+        (docs/lab/2026-12-06-hit-chunks.md).
         """
         super().__init__(settings, **params)
         walk, focused = self.settings.walk, self.settings.focused
@@ -296,14 +333,19 @@ class SentenceScarPolicy(Policy):
             lam=focused.lam, tau=focused.tau, radius=focused.radius, extra_hits=self.extra_hits))
         self.passage_share = self.settings.passage_share
         self.passage_flatness = self.settings.passage_flatness
+        self.passage_tests = self.settings.passage_tests
         self.passage_fragment_length = self.settings.passage_fragment_length
         self.passage_walks = self.settings.passage_walks
         self.hit_chunks = self.settings.hit_chunks
         self.focused_passage_order = focused.passage_order
         self.passage_order = self.settings.passage_order
-        # a passage's windows: its hits ranked by `passage_order` or `focused_passage_order`
-        self._passage_window = PassageWindow(order=self.passage_order,
-                                             focused_order=focused.passage_order)
+        self.focused_passage_growth = focused.passage_growth
+        self.passage_growth = self.settings.passage_growth
+        # a passage's chunks: its hits ranked by `passage_order` (`focused_passage_order`),
+        # grown by `passage_growth` (`focused_passage_growth`)
+        self._passage_growth = PassageGrowth(
+            order=self.passage_order, focused_order=focused.passage_order,
+            growth=self.passage_growth, focused_growth=focused.passage_growth)
         self._whole_hits = TopKPolicy()
         self._walker = self if self.passage_share is None else SentenceScarPolicy(
             replace(self.settings, passage_share=None))
@@ -327,15 +369,18 @@ class SentenceScarPolicy(Policy):
     def passage_reading(self, request: PolicyRequest) -> PassageReading | None:
         """How the passage test read `request` (None: no passage option, or no hits): the
         share of the first `PASSAGE_HITS` hits in their most common document; where the
-        share reaches `passage_share`, with `passage_fragment_length` the median length of
-        those hits' best sentences (a passage when below it) and then with
-        `passage_flatness` how far that document's best sentence stands out."""
+        share reaches `passage_share` a passage, unless the query is tested
+        (`passage_tests`: focused queries only, or all): then, for a query that names no
+        document, with `passage_fragment_length` the median length of those hits' best
+        sentences (a passage when below it) and then with `passage_flatness` how far that
+        document's best sentence stands out."""
         if self.passage_share is None or not request.hits:
             return None
         hits = request.hits[:PASSAGE_HITS]
         doc_id, count = Counter(hit.chunk.doc_id for hit in hits).most_common(1)[0]
         share = count / len(hits)
-        if share < self.passage_share or self.passage_flatness is None:
+        untested = not request.focused and self.passage_tests == "focused"
+        if share < self.passage_share or self.passage_flatness is None or untested:
             return PassageReading(share, share >= self.passage_share)
         if request.sentences is None:
             return PassageReading(share, False)
@@ -353,18 +398,18 @@ class SentenceScarPolicy(Policy):
         return self._walker
 
     def budget_plan(self, request: PolicyRequest, tiers: Sequence[int]) -> BudgetPlan:
-        """A passage (`passage_reading`): the walk at the first tier, then `window` at every
-        tier; under `hit_chunks` a walked query whose hits agree on a document: the walk,
-        then the hits as whole chunks, tier by tier; otherwise the walk at every tier. The
-        passage test is made once, here; under `explain` its decision (`passage_decision`)
-        is the plan's trace."""
+        """A passage (`passage_reading`): the walk at the first tier, then its hits grown
+        (`PassageGrowth`) at every tier; under `hit_chunks` a walked query whose hits agree
+        on a document: the walk, then the hits as whole chunks, tier by tier; otherwise the
+        walk at every tier. The passage test is made once, here; under `explain` its
+        decision (`passage_decision`) is the plan's trace."""
         reading = self.passage_reading(request)
         trace = self.passage_decision(reading, request.focused) if request.explain else []
         if reading is not None and reading.passage:
-            # every tier's windows grow from the call's k hits (the context's hits)
-            window = self._passage_window.within(request.k)
+            # every tier's chunks grow from the call's k hits (the context's hits)
+            growth = self._passage_growth.within(request.k)
             stages = [(self.walker(), min(self.passage_walks, tiers[0])),
-                      *((window, tier) for tier in tiers)]
+                      *((growth, tier) for tier in tiers)]
         elif self._completes_hits(reading):
             stages = [stage for tier in tiers
                       for stage in ((self.walker(), tier), (self._whole_hits, tier))]
@@ -396,8 +441,10 @@ class SentenceScarPolicy(Policy):
         if reading.passage:
             decision |= {"passage_share": self.passage_share,
                          "passage_walks": self.passage_walks}
-            decision |= ({"focused_passage_order": self.focused_passage_order} if focused
-                         else {"passage_order": self.passage_order})
+            decision |= ({"focused_passage_order": self.focused_passage_order,
+                          "focused_passage_growth": self.focused_passage_growth} if focused
+                         else {"passage_order": self.passage_order,
+                               "passage_growth": self.passage_growth})
         if reading.seed_length is not None:
             decision |= {"seed_length": reading.seed_length,
                          "passage_fragment_length": self.passage_fragment_length}
@@ -415,7 +462,7 @@ class SentenceScarPolicy(Policy):
                 walked = replace(walked, selections=[*walked.selections, *whole.selections])
             return replace(walked, trace=[*decision, *walked.trace]) if decision else walked
         walked = self.walker().select(replace(request, k=min(self.passage_walks, request.k)))
-        windowed = self._passage_window.select(request)
+        windowed = self._passage_growth.select(request)
         trace = [*decision, *walked.trace]
         # the context's hits: the window's k, or more where the walks seeded more
         seeded = walked.hits if walked.hits is not None and len(walked.hits) > request.k else None
@@ -581,33 +628,43 @@ class SentenceScarPolicy(Policy):
                          seed=None if is_hit else seed.hit.chunk.chunk_id)
 
 
-class PassageWindow(WindowPolicy):
-    """`window` (±1 chunk) over a passage's hits ranked by `order` (`focused_order` for a
-    focused query: `passage_score`), best first, from the first `pool` hits (None: the
-    request's k). A budget's tiers (k = 5, 10, ...) take their windows from the call's k
-    hits (`within`), so a tier's windows may grow from any of them, and every window's hit
-    is one of the context's hits. Inside the one document a focused query names, a chunk
-    that matches as a whole and holds a matching sentence is a better start for a passage
-    than one that only holds a matching line
-    (docs/lab/2026-12-07-focused-passage-order.md); over the whole index, a chunk that
-    matches as a whole is (docs/lab/2026-12-07-filings-first-stage.md)."""
+class PassageGrowth(Policy):
+    """A passage's hits ranked by `order` (`focused_order` for a focused query:
+    `passage_score`), best first, from the first `pool` hits (None: the request's k), each
+    grown by `growth` (`focused_growth`): SCAR's rule over chunks at `scar`'s defaults, or
+    `window` (±1 chunk). A budget's tiers (k = 5, 10, ...) take their hits from the call's k
+    hits (`within`), so a tier may grow any of them, and every grown hit is one of the
+    context's hits. Inside the one document a focused query names, a chunk that matches as
+    a whole and holds a matching sentence is a better start for a passage than one that
+    only holds a matching line (docs/lab/2026-12-07-focused-passage-order.md); over the
+    whole index, a chunk that matches as a whole is
+    (docs/lab/2026-12-07-filings-first-stage.md), and SCAR's rule spends a budget on more
+    hits where a window spends it on every neighbour (docs/lab/2026-12-07-unfocused-passages.md)."""
 
-    def __init__(self, *, order: str, focused_order: str, pool: int | None = None) -> None:
-        super().__init__(width=1)
+    name = "passage"
+    expands = True
+    _GROWN: ClassVar[Mapping[str, Policy]] = {"scar": ScarPolicy(), "window": WindowPolicy()}
+
+    def __init__(self, *, order: str, focused_order: str, growth: str, focused_growth: str,
+                 pool: int | None = None) -> None:
+        super().__init__()
         self.order, self.focused_order, self.pool = order, focused_order, pool
+        self.growth, self.focused_growth = growth, focused_growth
 
-    def within(self, pool: int) -> PassageWindow:
-        """This window taking its hits from the first `pool` hits whatever its k."""
-        return PassageWindow(order=self.order, focused_order=self.focused_order, pool=pool)
+    def within(self, pool: int) -> PassageGrowth:
+        """This growth taking its hits from the first `pool` hits whatever its k."""
+        return PassageGrowth(order=self.order, focused_order=self.focused_order,
+                             growth=self.growth, focused_growth=self.focused_growth, pool=pool)
 
     def select(self, request: PolicyRequest) -> PolicyResult:
         order = self.focused_order if request.focused else self.order
+        growth = self.focused_growth if request.focused else self.growth
         if order != "first-stage":
             pool = request.hits[:request.k if self.pool is None else self.pool]
             ranked = sorted((replace(hit, score=passage_score(hit, order)) for hit in pool),
                             key=lambda hit: (-hit.score, hit.chunk.doc_id, hit.chunk.position))
             request = replace(request, hits=ranked)
-        return super().select(request)
+        return self._GROWN[growth].select(request)
 
 
 def passage_score(hit: Hit, order: str = "mean") -> float:
