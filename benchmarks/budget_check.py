@@ -27,6 +27,9 @@ all its questions rather than over each draw of 20 to 60:
 
     python benchmarks/budget_check.py --verdict out/budget-check/*.json \
         --pool FinanceBench=F1,small,F4,F7 --candidate scar-sentences:cand
+
+`--plot PNG` draws the verdict: per set (or family), the candidate's recall at each budget
+against the best other policy's, that minus the 2-point tolerance, and the best peer's.
 """
 
 from __future__ import annotations
@@ -156,6 +159,47 @@ def print_verdict(found: dict[str, Any]) -> None:
           f"{'adopted' if found['adopted'] else 'not adopted'}")
 
 
+def plot_verdict(found: dict[str, Any], out: Path) -> None:
+    """The candidate against the best other policy (and its 2-point tolerance) and the best
+    peer at each budget, one panel per set of the verdict."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(cell["set"] for cell in found["cells"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names), 3.4), dpi=110,
+                             squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        cells = [cell for cell in found["cells"] if cell["set"] == name]
+        budgets = [cell["budget"] for cell in cells]
+        other = [100 * cell["best_other"] for cell in cells]
+        ax.fill_between(budgets, [o - 100 * TOLERANCE for o in other], other, color="C1",
+                        alpha=0.2, label="within 2 points")
+        ax.plot(budgets, other, "s--", color="C1", label="best other policy")
+        ax.plot(budgets, [100 * cell["best_peer"] for cell in cells], "^:", color="C2",
+                label="best peer")
+        ax.plot(budgets, [100 * cell["candidate"] for cell in cells], "o-", color="C0",
+                label="candidate")
+        for cell in cells:
+            if not cell["target"]:
+                ax.plot(cell["budget"], 100 * cell["candidate"], "x", color="red",
+                        markersize=10)
+        ax.set_xscale("log")
+        ax.set_xticks(budgets, [f"{b:,}" for b in budgets], fontsize=8)
+        ax.minorticks_off()
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("budget (tokens)", fontsize=8)
+    axes[0][0].set_ylabel("recall (%)")
+    axes[0][0].legend(fontsize=7, loc="lower right")
+    fig.suptitle("The target: at least the best peer, within 2 points of the best other "
+                 "policy (red x: missed)", fontsize=9)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", default="set", help="the set's name in the tables")
@@ -176,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", default="scar-sentences")
     parser.add_argument("--pool", action="append", default=[], metavar="FAMILY=SET,SET",
                         help="judge these sets' questions as one set named FAMILY")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="with --verdict, draw each set's cells to this PNG")
     args = parser.parse_args(argv)
     if args.verdict:
         families: dict[str, list[str]] = {}
@@ -188,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         sets = [json.loads(p.read_text(encoding="utf-8")) for p in args.verdict]
         found = verdict(pooled(sets, families), args.candidate, args.reference)
         print_verdict(found)
+        if args.plot is not None:
+            plot_verdict(found, args.plot)
         return 0
     if args.benchmark is None or args.index is None or args.out is None:
         parser.error("a set's run needs --benchmark, --index and --out (or --verdict)")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from budget_check import main, pooled, verdict
+from budget_check import main, plot_verdict, pooled, verdict
 
 
 def _set(name: str, recall: dict[str, list[float]], peers: tuple[str, ...] = ()
@@ -61,3 +61,15 @@ def test_pool_names_a_set_no_file_holds(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["--verdict", *paths, "--pool", "F=A,B", "--candidate", "cand",
                  "--reference", "ref"]) == 0
     assert "| F | 500 | 56.0 | 55.4 | 55.4 | 16.0 | met |" in capsys.readouterr().out
+
+
+def test_the_plot_draws_one_panel_per_set_of_the_verdict(tmp_path: Path) -> None:
+    from PIL import Image
+
+    out = tmp_path / "target.png"
+    plot_verdict(verdict([A, B], "cand", "ref"), out)
+    with Image.open(out) as image:
+        assert image.format == "PNG" and image.width == round(2.6 * 2 * 110)
+    plot_verdict(verdict(pooled([A, B], {"F": ["A", "B"]}), "cand", "ref"), out)
+    with Image.open(out) as image:
+        assert image.width == round(2.6 * 110)
