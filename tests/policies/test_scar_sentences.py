@@ -22,6 +22,7 @@ from suture.policies.scar_sentences import (
     PASSAGE,
     PASSAGE_GROWTHS,
     WALKED_HIT_CHUNKS,
+    PassageGrowth,
     passage_score,
 )
 from suture.retrievers.sentences import SentenceRetriever
@@ -674,6 +675,30 @@ def test_a_passage_grows_its_chunks_from_hits_ranked_by_its_order(
                 reordered[focused] += ([(s.doc_id, s.start) for s in found]
                                        != [(s.doc_id, s.start) for s in plain])
     assert reordered[True] and reordered[False]  # each order changed some tier's windows
+
+
+def test_a_passage_ranks_cosines_equal_but_for_float_noise_by_document_and_position(
+        index: Index) -> None:
+    """Backends compute a cosine in different float orders (an orthogonal chunk scores 0.0
+    on one, -3e-9 on another): two hits whose chunk cosines differ by such noise grow in
+    document and position order either way, so the passage's trace (SCAR's steps, hit by
+    hit) is the same."""
+    growth = PassageGrowth(order="chunk", focused_order="mean", growth="scar",
+                           focused_growth="window")
+    request = _request(index, QUESTIONS[0], 4, explain=True)
+    first, second, *rest = sorted(request.hits[:4],
+                                  key=lambda hit: (hit.chunk.doc_id, hit.chunk.position))
+
+    def scored(earlier: float, later: float) -> PolicyRequest:
+        hits = [replace(first, scores={**first.scores, "dense": earlier}),
+                replace(second, scores={**second.scores, "dense": later}),
+                *(replace(hit, scores={**hit.scores, "dense": 0.5}) for hit in rest)]
+        return replace(request, hits=hits)
+
+    exact = growth.select(scored(0.0, 0.0)).trace
+    assert exact and growth.select(scored(-3e-9, 0.0)).trace == exact
+    # a real difference still ranks: the later chunk first
+    assert growth.select(scored(-1e-3, 0.0)).trace != exact
 
 
 def test_without_a_budget_a_passage_grows_windows_from_the_k_hits_alone(index: Index) -> None:

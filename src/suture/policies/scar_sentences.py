@@ -123,6 +123,8 @@ _PASSAGE_GROWTH_MEANING = ("'scar' adds a hit's neighbouring chunks that pass SC
 #: "focused" reads every query that names no document as a passage where its hits agree on
 #: one; "all" tests those too
 PASSAGE_TESTS = ("focused", "all")
+#: decimals of a passage score that rank a passage's hits (`_passage_rank`)
+SCORE_PLACES = 6
 #: the first-stage hits whose documents decide whether a query reads as a passage
 PASSAGE_HITS = 10
 #: the decision an explained trace records for a query read as a passage
@@ -662,9 +664,16 @@ class PassageGrowth(Policy):
         if order != "first-stage":
             pool = request.hits[:request.k if self.pool is None else self.pool]
             ranked = sorted((replace(hit, score=passage_score(hit, order)) for hit in pool),
-                            key=lambda hit: (-hit.score, hit.chunk.doc_id, hit.chunk.position))
+                            key=_passage_rank)
             request = replace(request, hits=ranked)
         return self._GROWN[growth].select(request)
+
+
+def _passage_rank(hit: Hit) -> tuple[float, str, int]:
+    """A passage's hits best first; scores equal to `SCORE_PLACES` decimals tie, and ties
+    go by document and position: backends compute a cosine in different float orders (an
+    orthogonal chunk scores 0.0 on one, -3e-9 on another), and the order must not differ."""
+    return -round(hit.score, SCORE_PLACES), hit.chunk.doc_id, hit.chunk.position
 
 
 def passage_score(hit: Hit, order: str = "mean") -> float:
