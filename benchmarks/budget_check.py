@@ -91,11 +91,11 @@ def pooled(sets: list[dict[str, Any]], families: dict[str, list[str]]) -> list[d
     of all their questions, over the labels and budgets every one of them measured; a set
     of no family stays as it is."""
     by_name = {found["set"]: found for found in sets}
-    missing = sorted({name for names in families.values() for name in names} - set(by_name))
+    members = {name for names in families.values() for name in names}
+    missing = sorted(members - set(by_name))
     if missing:
         raise SystemExit(f"--pool names sets no file holds: {', '.join(missing)} (the files "
                          "given hold: " + ", ".join(sorted(by_name)) + ")")
-    members = {name for names in families.values() for name in names}
     out = [found for found in sets if found["set"] not in members]
     for family, names in families.items():
         drawn = [by_name[name] for name in names]
