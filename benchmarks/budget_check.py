@@ -11,15 +11,21 @@ fixed before the sets run (docs/lab/2026-12-06-flat-passage-switch.md#rule).
 A set's run writes every question's recall (span recall; document recall where the
 benchmark is document-level) for every policy and peer at each budget (`--budgets`,
 default 500, 1,000, 2,000 tokens), as `suture eval --budgets` measures it: a policy
-through `Index.retrieve(budget=...)`, a peer at growing k cut at the budget; every query
-that names its document is focused, as by default.
+through `Index.retrieve(budget=...)`, a peer at growing k cut at the budget (`--peer-sizes`:
+each framework peer also at the chunk sizes a user would tune, as `suture eval
+--peer-sizes`); every query that names its document is focused, as by default. The file
+is written after each policy or peer; run again, a set's run keeps what its file holds
+for the same questions and budgets and measures the rest.
 
 `--verdict` applies the rule over the sets given: the candidate is adopted when (a) its
 mean recall over every (set, budget) cell is at least the reference's and (b) on no set
 is it worse: the paired difference candidate − reference, each question's recall
 averaged over the budgets, has a 95% bootstrap interval (10,000 resamples, seed 0) that
 does not lie wholly below 0. It also reports the issue's target cell by cell: recall ≥
-the best peer's and ≥ the best other policy's − 2 points.
+the best peer's and ≥ the best other policy's − 2 points, with the candidate's difference
+from that best other policy and its 95% interval (the set's questions resampled by gold
+document where its file lists at least 10, `documents`: one contract's questions rise
+and fall together), which tells a shortfall the draw's questions may explain from one they do not.
 
 `--pool FAMILY=SET,SET,...` (repeatable) judges draws of one family as one set: their
 questions pooled (the labels every pooled set measured), so a family's target reads over
@@ -44,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from suture.cli.eval_commands import load_for_command
+from suture.evaluation.budgets import tuned_peer_specs
 from suture.evaluation.evaluator import Evaluator
 from suture.evaluation.policy_specs import (
     PeerSpec,
@@ -53,15 +60,20 @@ from suture.evaluation.policy_specs import (
 )
 from suture.evaluation.runner import open_or_build_index
 from suture.evaluation.stats import paired_bootstrap
+from suture.files import write_json_atomic
 from suture.policies.budget import Budget
 
 BUDGETS = (500, 1000, 2000)
 TOLERANCE = 0.02  # the target's "best suture policy minus 2 points"
 RESAMPLES, SEED = 10_000, 0
+#: fewest documents a set's questions are resampled by (fewer: by question)
+MIN_DOCUMENTS = 10
 
 
 def run_set(args: argparse.Namespace) -> dict[str, Any]:
-    """Every policy's and peer's recall per question at each budget on one set."""
+    """Every policy's and peer's recall per question at each budget on one set, written to
+    `args.out` after each label; a label the file already holds for the same questions
+    and budgets is kept, not measured again (a stopped run goes on where it stopped)."""
     # as `suture eval` reads it (HotpotQA's `--split paragraphs` included); documents a
     # benchmark writes out go beside the index when no corpus is given
     benchmark = load_for_command(args.benchmark, args.corpus, args.index.parent, args.split,
@@ -71,19 +83,47 @@ def run_set(args: argparse.Namespace) -> dict[str, Any]:
     metric = "doc_recall" if benchmark.level == "document" else "span_recall"
     peers, policy_params = (parse_peer_specs(args.peers, args.param) if args.peers
                             else ([], list(args.param)))
+    if args.peer_sizes:
+        peers = tuned_peer_specs(peers)
     specs: list[PolicySpec | PeerSpec] = [*parse_policy_specs(args.policies, policy_params),
                                           *peers]
-    recall: dict[str, dict[str, list[float]]] = {}
+    # each question's (first) gold document: questions of one document rise and fall
+    # together, so a cell's interval resamples documents
+    documents = [q.gold[0].doc_id if q.gold else q.query_id for q in benchmark.queries]
+    found: dict[str, Any] = {
+        "set": args.set, "metric": metric, "queries": len(benchmark.queries),
+        "budgets": list(args.budgets), "peers": [peer.label for peer in peers],
+        "documents": documents, "recall": {}}
+    # what the file holds stays in it (this run's labels or not), so stopping again loses
+    # nothing measured
+    earlier_peers, found["recall"] = _measured(args.out, found)
+    found["peers"] = sorted({*found["peers"], *earlier_peers})
     for spec in specs:
-        recall[spec.label] = {}
-        for budget in args.budgets:
-            run = evaluator.run_at_budget(spec, Budget(budget, "tokens"))
-            recall[spec.label][str(budget)] = [r.metrics[metric] for r in run.records]
-        means = " ".join(f"{100 * statistics.mean(v):5.1f}" for v in recall[spec.label].values())
-        print(f"{args.set:4} {spec.label:34} {means}", flush=True)
-    return {"set": args.set, "metric": metric, "queries": len(benchmark.queries),
-            "budgets": list(args.budgets), "peers": [peer.label for peer in peers],
-            "recall": recall}
+        state = "kept"
+        if spec.label not in found["recall"]:
+            found["recall"][spec.label] = {
+                str(budget): [r.metrics[metric] for r in
+                              evaluator.run_at_budget(spec, Budget(budget, "tokens")).records]
+                for budget in args.budgets}
+            write_json_atomic(args.out, found)
+            state = ""
+        means = " ".join(f"{100 * statistics.mean(found['recall'][spec.label][str(b)]):5.1f}"
+                         for b in args.budgets)
+        print(f"{args.set:4} {spec.label:34} {means} {state}".rstrip(), flush=True)
+    return found
+
+
+def _measured(out: Path, found: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """The peers and the recall `out` already holds for the set `found` describes (same
+    set, metric, questions' documents and budgets); none where the file is missing or
+    describes another run."""
+    if not out.exists():
+        return [], {}
+    earlier = json.loads(out.read_text(encoding="utf-8"))
+    if any(earlier.get(key) != found[key]
+           for key in ("set", "metric", "queries", "budgets", "documents")):
+        return [], {}
+    return list(earlier["peers"]), dict(earlier["recall"])
 
 
 def pooled(sets: list[dict[str, Any]], families: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -103,10 +143,13 @@ def pooled(sets: list[dict[str, Any]], families: dict[str, list[str]]) -> list[d
         budgets = [b for b in drawn[0]["budgets"] if all(b in f["budgets"] for f in drawn)]
         if {found["metric"] for found in drawn} != {drawn[0]["metric"]}:
             raise SystemExit(f"--pool {family}: its sets measure different metrics")
+        documents = ({"documents": [doc for found in drawn for doc in found["documents"]]}
+                     if all("documents" in found for found in drawn) else {})
         out.append({
             "set": family, "metric": drawn[0]["metric"],
             "queries": sum(found["queries"] for found in drawn), "budgets": budgets,
             "peers": sorted(labels & set.intersection(*(set(f["peers"]) for f in drawn))),
+            **documents,
             "recall": {label: {str(b): [value for found in drawn
                                         for value in found["recall"][label][str(b)]]
                                for b in budgets}
@@ -123,12 +166,20 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
         for budget in map(str, found["budgets"]):
             mean = {label: statistics.mean(values[budget]) for label, values in recall.items()}
             best_peer = max((mean[p] for p in peers), default=float("nan"))
-            best_other = max(mean[o] for o in others)
+            other = max(others, key=lambda label: mean[label])
+            # how far the draw's questions leave the candidate from that policy (the best
+            # of several policies on 20 to 60 questions is partly the draw's luck), by
+            # resampling the set's documents where its file names them
+            shortfall = paired_bootstrap(recall[candidate][budget], recall[other][budget],
+                                         resamples=RESAMPLES, seed=SEED,
+                                         groups=_documents(found))
             cells.append({"set": found["set"], "budget": int(budget),
                           "candidate": mean[candidate], "reference": mean[reference],
-                          "best_peer": best_peer, "best_other": best_other,
+                          "best_peer": best_peer, "best_other": mean[other],
+                          "best_other_label": other,
+                          "vs_other_low": shortfall.ci_low, "vs_other_high": shortfall.ci_high,
                           "target": bool(mean[candidate] >= best_peer
-                                         and mean[candidate] >= best_other - TOLERANCE)})
+                                         and mean[candidate] >= mean[other] - TOLERANCE)})
         over_budgets = {label: np.mean([values[str(b)] for b in found["budgets"]], axis=0)
                         for label, values in recall.items()}
         compared = paired_bootstrap(over_budgets[candidate], over_budgets[reference],
@@ -143,12 +194,22 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
             "mean_reference": mean_reference, "adopted": adopted}
 
 
+def _documents(found: dict[str, Any]) -> list[str] | None:
+    """The set's questions' documents to resample, where it names at least
+    `MIN_DOCUMENTS` (a resample of two privacy policies is one or the other: no interval)."""
+    documents = found.get("documents")
+    return documents if documents and len(set(documents)) >= MIN_DOCUMENTS else None
+
+
 def print_verdict(found: dict[str, Any]) -> None:
-    print("| set | budget | candidate | reference | best other | best peer | target |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("| set | budget | candidate | reference | best other | candidate − best other "
+          "[95% CI] | best peer | target |")
+    print("|---|---:|---:|---:|---|---|---:|---|")
     for c in found["cells"]:
         print(f"| {c['set']} | {c['budget']} | {100 * c['candidate']:.1f} | "
-              f"{100 * c['reference']:.1f} | {100 * c['best_other']:.1f} | "
+              f"{100 * c['reference']:.1f} | {100 * c['best_other']:.1f} "
+              f"({c['best_other_label']}) | {100 * (c['candidate'] - c['best_other']):+.1f} "
+              f"[{100 * c['vs_other_low']:+.1f}, {100 * c['vs_other_high']:+.1f}] | "
               f"{100 * c['best_peer']:.1f} | {'met' if c['target'] else 'not met'} |")
     for s in found["sets"]:
         print(f"{s['set']}: candidate − reference {100 * s['mean_diff']:+.1f} points "
@@ -213,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-p", "--param", action="append", default=[],
                         help="policy.name=value, as `suture eval --param`")
     parser.add_argument("--peers", default="")
+    parser.add_argument("--peer-sizes", action="store_true",
+                        help="also run each peer family at the chunk sizes a user would tune "
+                             "(as `suture eval --peer-sizes`)")
     parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
     parser.add_argument("--out", type=Path, help="the set's JSON")
     parser.add_argument("--verdict", type=Path, nargs="+", help="sets' JSON files to judge")
@@ -239,9 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.benchmark is None or args.index is None or args.out is None:
         parser.error("a set's run needs --benchmark, --index and --out (or --verdict)")
-    found = run_set(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(found, indent=1), encoding="utf-8")
+    run_set(args)
     return 0
 
 

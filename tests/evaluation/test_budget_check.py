@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from budget_check import main, plot_verdict, pooled, verdict
+from budget_check import _measured, main, plot_verdict, pooled, verdict
 
 
 def _set(name: str, recall: dict[str, list[float]], peers: tuple[str, ...] = ()
@@ -60,7 +60,53 @@ def test_pool_names_a_set_no_file_holds(tmp_path: Path, capsys: pytest.CaptureFi
               "--reference", "ref"])
     assert main(["--verdict", *paths, "--pool", "F=A,B", "--candidate", "cand",
                  "--reference", "ref"]) == 0
-    assert "| F | 500 | 56.0 | 55.4 | 55.4 | 16.0 | met |" in capsys.readouterr().out
+    assert ("| F | 500 | 56.0 | 55.4 | 55.4 (ref) | +0.6 [-1.8, +3.0] | 16.0 | met |"
+            in capsys.readouterr().out)
+
+
+def test_each_cell_names_its_best_other_policy_and_how_sure_the_shortfall_is() -> None:
+    # behind on every question: the interval lies below 0; behind on one question of four
+    # and level on the rest: a miss of 2.5 points the draw's luck may make
+    steady = _set("S", {"cand": [0.5] * 6, "ref": [0.5] * 6, "scar": [0.6] * 6})
+    lucky = _set("L", {"cand": [0.9, 1.0, 1.0, 1.0], "ref": [1.0] * 4, "topk": [0.9] * 4})
+    first, second = verdict([steady, lucky], "cand", "ref")["cells"]
+    assert first["best_other_label"] == "scar" and not first["target"]
+    assert first["vs_other_high"] == pytest.approx(-0.1)
+    assert second["best_other_label"] == "ref" and not second["target"]
+    assert second["vs_other_low"] < -0.02 < second["vs_other_high"] == pytest.approx(0.0)
+
+
+def test_a_cells_interval_resamples_documents_where_the_set_names_enough_of_them() -> None:
+    # ten documents of three questions each: behind on every question of five, ahead on
+    # every question of the other five; resampled by document, the interval is wider
+    recall = {"cand": [0.4] * 15 + [0.8] * 15, "ref": [0.6] * 30}
+    documents = [f"d{i // 3}" for i in range(30)]
+    by_question = verdict([_set("Q", recall)], "cand", "ref")["cells"][0]
+    by_document = verdict([{**_set("D", recall), "documents": documents}], "cand", "ref")
+    low, high = by_document["cells"][0]["vs_other_low"], by_document["cells"][0]["vs_other_high"]
+    assert low < by_question["vs_other_low"] < 0 < by_question["vs_other_high"] < high
+    # two documents are no sample of documents: their questions are resampled instead
+    few = verdict([{**_set("T", recall), "documents": ["a"] * 15 + ["b"] * 15}], "cand", "ref")
+    assert few["cells"][0]["vs_other_low"] == by_question["vs_other_low"]
+    # pooled draws keep their questions' documents in order, and only where all name them
+    family, = pooled([{**A, "documents": ["x", "y"]}, {**B, "documents": ["y", "z", "z"]}],
+                     {"F": ["A", "B"]})
+    assert family["documents"] == ["x", "y", "y", "z", "z"]
+    assert "documents" not in pooled([{**A, "documents": ["x", "y"]}, B], {"F": ["A", "B"]})[0]
+
+
+def test_a_stopped_run_keeps_what_it_measured_of_the_same_questions_only(tmp_path: Path
+                                                                         ) -> None:
+    out = tmp_path / "A.json"
+    run = {**A, "documents": ["x", "y"]}
+    assert _measured(out, run) == ([], {})  # nothing written yet
+    out.write_text(json.dumps(run), encoding="utf-8")
+    peers, recall = _measured(out, {**run, "peers": [], "recall": {}})
+    assert peers == ["rse"] and set(recall) == {"cand", "ref", "rse"}
+    assert recall["cand"] == {"500": [0.5, 0.5]}
+    # other budgets, or other questions (their documents), are another run: measured anew
+    assert _measured(out, {**run, "budgets": [500, 1000], "recall": {}}) == ([], {})
+    assert _measured(out, {**run, "documents": ["x", "z"], "recall": {}}) == ([], {})
 
 
 def test_the_plot_draws_one_panel_per_set_of_the_verdict(tmp_path: Path) -> None:
