@@ -22,10 +22,11 @@ mean recall over every (set, budget) cell is at least the reference's and (b) on
 is it worse: the paired difference candidate − reference, each question's recall
 averaged over the budgets, has a 95% bootstrap interval (10,000 resamples, seed 0) that
 does not lie wholly below 0. It also reports the issue's target cell by cell: recall ≥
-the best peer's and ≥ the best other policy's − 2 points, with the candidate's difference
-from that best other policy and its 95% interval (the set's questions resampled by gold
-document where its file lists at least 10, `documents`: one contract's questions rise
-and fall together), which tells a shortfall the draw's questions may explain from one they do not.
+the best peer's (where a peer ran) and ≥ the best other policy's − 2 points, with the
+candidate's difference from that best other policy and from that best peer, each with its
+95% interval (the set's questions resampled by gold document where its file lists at
+least 10, `documents`: one contract's questions rise and fall together), which tells a
+shortfall the draw's questions may explain from one they do not.
 
 `--pool FAMILY=SET,SET,...` (repeatable) judges draws of one family as one set: their
 questions pooled (the labels every pooled set measured), so a family's target reads over
@@ -163,23 +164,28 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
     for found in sets:
         recall, peers = found["recall"], set(found["peers"])
         others = [label for label in recall if label not in peers | {candidate}]
+        groups = _documents(found)
         for budget in map(str, found["budgets"]):
             mean = {label: statistics.mean(values[budget]) for label, values in recall.items()}
-            best_peer = max((mean[p] for p in peers), default=float("nan"))
             other = max(others, key=lambda label: mean[label])
-            # how far the draw's questions leave the candidate from that policy (the best
-            # of several policies on 20 to 60 questions is partly the draw's luck), by
-            # resampling the set's documents where its file names them
-            shortfall = paired_bootstrap(recall[candidate][budget], recall[other][budget],
-                                         resamples=RESAMPLES, seed=SEED,
-                                         groups=_documents(found))
-            cells.append({"set": found["set"], "budget": int(budget),
-                          "candidate": mean[candidate], "reference": mean[reference],
-                          "best_peer": best_peer, "best_other": mean[other],
-                          "best_other_label": other,
-                          "vs_other_low": shortfall.ci_low, "vs_other_high": shortfall.ci_high,
-                          "target": bool(mean[candidate] >= best_peer
-                                         and mean[candidate] >= mean[other] - TOLERANCE)})
+            # how far the draw's questions leave the candidate from the best other policy
+            # and the best peer (the best of several on 20 to 60 questions is partly the
+            # draw's luck), by resampling the set's documents where its file names them
+            vs_other = _interval(recall[candidate][budget], recall[other][budget], groups)
+            cell = {"set": found["set"], "budget": int(budget),
+                    "candidate": mean[candidate], "reference": mean[reference],
+                    "best_peer": float("nan"), "best_peer_label": None,
+                    "vs_peer_low": float("nan"), "vs_peer_high": float("nan"),
+                    "best_other": mean[other], "best_other_label": other,
+                    "vs_other_low": vs_other[0], "vs_other_high": vs_other[1]}
+            if peers:
+                peer = max(sorted(peers), key=lambda label: mean[label])
+                vs_peer = _interval(recall[candidate][budget], recall[peer][budget], groups)
+                cell |= {"best_peer": mean[peer], "best_peer_label": peer,
+                         "vs_peer_low": vs_peer[0], "vs_peer_high": vs_peer[1]}
+            cell["target"] = bool(mean[candidate] >= mean[other] - TOLERANCE
+                                  and not mean[candidate] < cell["best_peer"])
+            cells.append(cell)
         over_budgets = {label: np.mean([values[str(b)] for b in found["budgets"]], axis=0)
                         for label, values in recall.items()}
         compared = paired_bootstrap(over_budgets[candidate], over_budgets[reference],
@@ -194,6 +200,13 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
             "mean_reference": mean_reference, "adopted": adopted}
 
 
+def _interval(candidate: list[float], other: list[float], groups: list[str] | None
+              ) -> tuple[float, float]:
+    """The 95% bootstrap interval of candidate − other (`groups`: resample documents)."""
+    found = paired_bootstrap(candidate, other, resamples=RESAMPLES, seed=SEED, groups=groups)
+    return found.ci_low, found.ci_high
+
+
 def _documents(found: dict[str, Any]) -> list[str] | None:
     """The set's questions' documents to resample, where it names at least
     `MIN_DOCUMENTS` (a resample of two privacy policies is one or the other: no interval)."""
@@ -203,14 +216,16 @@ def _documents(found: dict[str, Any]) -> list[str] | None:
 
 def print_verdict(found: dict[str, Any]) -> None:
     print("| set | budget | candidate | reference | best other | candidate − best other "
-          "[95% CI] | best peer | target |")
-    print("|---|---:|---:|---:|---|---|---:|---|")
+          "[95% CI] | best peer | candidate − best peer [95% CI] | target |")
+    print("|---|---:|---:|---:|---|---|---|---|---|")
     for c in found["cells"]:
         print(f"| {c['set']} | {c['budget']} | {100 * c['candidate']:.1f} | "
               f"{100 * c['reference']:.1f} | {100 * c['best_other']:.1f} "
-              f"({c['best_other_label']}) | {100 * (c['candidate'] - c['best_other']):+.1f} "
-              f"[{100 * c['vs_other_low']:+.1f}, {100 * c['vs_other_high']:+.1f}] | "
-              f"{100 * c['best_peer']:.1f} | {'met' if c['target'] else 'not met'} |")
+              f"({c['best_other_label']}) | {_difference(c, 'best_other', 'vs_other')} | "
+              + (f"{100 * c['best_peer']:.1f} ({c['best_peer_label']}) | "
+                 f"{_difference(c, 'best_peer', 'vs_peer')}" if c["best_peer_label"]
+                 else "no peer | ")
+              + f" | {'met' if c['target'] else 'not met'} |")
     for s in found["sets"]:
         print(f"{s['set']}: candidate − reference {100 * s['mean_diff']:+.1f} points "
               f"[{100 * s['ci_low']:+.1f}, {100 * s['ci_high']:+.1f}]"
@@ -218,6 +233,12 @@ def print_verdict(found: dict[str, Any]) -> None:
     print(f"mean over cells: candidate {100 * found['mean_candidate']:.1f}, reference "
           f"{100 * found['mean_reference']:.1f}; "
           f"{'adopted' if found['adopted'] else 'not adopted'}")
+
+
+def _difference(cell: dict[str, Any], best: str, interval: str) -> str:
+    """The candidate's difference from `best` with its interval, in points."""
+    return (f"{100 * (cell['candidate'] - cell[best]):+.1f} "
+            f"[{100 * cell[interval + '_low']:+.1f}, {100 * cell[interval + '_high']:+.1f}]")
 
 
 def plot_verdict(found: dict[str, Any], out: Path) -> None:

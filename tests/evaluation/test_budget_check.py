@@ -60,8 +60,8 @@ def test_pool_names_a_set_no_file_holds(tmp_path: Path, capsys: pytest.CaptureFi
               "--reference", "ref"])
     assert main(["--verdict", *paths, "--pool", "F=A,B", "--candidate", "cand",
                  "--reference", "ref"]) == 0
-    assert ("| F | 500 | 56.0 | 55.4 | 55.4 (ref) | +0.6 [-1.8, +3.0] | 16.0 | met |"
-            in capsys.readouterr().out)
+    assert ("| F | 500 | 56.0 | 55.4 | 55.4 (ref) | +0.6 [-1.8, +3.0] | 16.0 (rse) | "
+            "+40.0 [+40.0, +40.0] | met |" in capsys.readouterr().out)
 
 
 def test_each_cell_names_its_best_other_policy_and_how_sure_the_shortfall_is() -> None:
@@ -74,6 +74,20 @@ def test_each_cell_names_its_best_other_policy_and_how_sure_the_shortfall_is() -
     assert first["vs_other_high"] == pytest.approx(-0.1)
     assert second["best_other_label"] == "ref" and not second["target"]
     assert second["vs_other_low"] < -0.02 < second["vs_other_high"] == pytest.approx(0.0)
+
+
+def test_each_cell_names_its_best_peer_and_how_sure_a_peers_lead_is() -> None:
+    # LlamaIndex ahead on one question of four and level on the rest: a lead the draw's
+    # luck may make, and a miss of the target; RSE behind on every question
+    recall = {"cand": [0.5, 0.6, 0.6, 0.6], "ref": [0.5] * 4, "llamaindex": [0.9, 0.6, 0.6, 0.6],
+              "rse": [0.1] * 4}
+    cell, = verdict([_set("P", recall, ("llamaindex", "rse"))], "cand", "ref")["cells"]
+    assert cell["best_peer_label"] == "llamaindex" and cell["best_peer"] == pytest.approx(0.675)
+    assert cell["vs_peer_low"] < -0.05 < cell["vs_peer_high"] == pytest.approx(0.0)
+    assert not cell["target"]
+    # where no peer ran, the cell says so and is judged against suture's policies alone
+    alone, = verdict([_set("N", {"cand": [0.5] * 4, "ref": [0.5] * 4})], "cand", "ref")["cells"]
+    assert alone["best_peer_label"] is None and alone["target"]
 
 
 def test_a_cells_interval_resamples_documents_where_the_set_names_enough_of_them() -> None:
