@@ -172,20 +172,18 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
             # and the best peer (the best of several on 20 to 60 questions is partly the
             # draw's luck), by resampling the set's documents where its file names them
             vs_other = _interval(recall[candidate][budget], recall[other][budget], groups)
-            cell = {"set": found["set"], "budget": int(budget),
-                    "candidate": mean[candidate], "reference": mean[reference],
-                    "best_peer": float("nan"), "best_peer_label": None,
-                    "vs_peer_low": float("nan"), "vs_peer_high": float("nan"),
-                    "best_other": mean[other], "best_other_label": other,
-                    "vs_other_low": vs_other[0], "vs_other_high": vs_other[1]}
-            if peers:
-                peer = max(sorted(peers), key=lambda label: mean[label])
-                vs_peer = _interval(recall[candidate][budget], recall[peer][budget], groups)
-                cell |= {"best_peer": mean[peer], "best_peer_label": peer,
-                         "vs_peer_low": vs_peer[0], "vs_peer_high": vs_peer[1]}
-            cell["target"] = bool(mean[candidate] >= mean[other] - TOLERANCE
-                                  and not mean[candidate] < cell["best_peer"])
-            cells.append(cell)
+            peer = max(sorted(peers), key=lambda label: mean[label]) if peers else None
+            vs_peer = (_interval(recall[candidate][budget], recall[peer][budget], groups)
+                       if peer else (float("nan"), float("nan")))
+            cells.append({"set": found["set"], "budget": int(budget),
+                          "candidate": mean[candidate], "reference": mean[reference],
+                          "best_peer": mean[peer] if peer else float("nan"),
+                          "best_peer_label": peer,
+                          "vs_peer_low": vs_peer[0], "vs_peer_high": vs_peer[1],
+                          "best_other": mean[other], "best_other_label": other,
+                          "vs_other_low": vs_other[0], "vs_other_high": vs_other[1],
+                          "target": bool(mean[candidate] >= mean[other] - TOLERANCE
+                                         and (peer is None or mean[candidate] >= mean[peer]))})
         over_budgets = {label: np.mean([values[str(b)] for b in found["budgets"]], axis=0)
                         for label, values in recall.items()}
         compared = paired_bootstrap(over_budgets[candidate], over_budgets[reference],
@@ -219,13 +217,13 @@ def print_verdict(found: dict[str, Any]) -> None:
           "[95% CI] | best peer | candidate − best peer [95% CI] | target |")
     print("|---|---:|---:|---:|---|---|---|---|---|")
     for c in found["cells"]:
+        peer = (f"{100 * c['best_peer']:.1f} ({c['best_peer_label']}) | "
+                f"{_difference(c, 'best_peer', 'vs_peer')}" if c["best_peer_label"]
+                else "no peer | ")
         print(f"| {c['set']} | {c['budget']} | {100 * c['candidate']:.1f} | "
               f"{100 * c['reference']:.1f} | {100 * c['best_other']:.1f} "
               f"({c['best_other_label']}) | {_difference(c, 'best_other', 'vs_other')} | "
-              + (f"{100 * c['best_peer']:.1f} ({c['best_peer_label']}) | "
-                 f"{_difference(c, 'best_peer', 'vs_peer')}" if c["best_peer_label"]
-                 else "no peer | ")
-              + f" | {'met' if c['target'] else 'not met'} |")
+              f"{peer} | {'met' if c['target'] else 'not met'} |")
     for s in found["sets"]:
         print(f"{s['set']}: candidate − reference {100 * s['mean_diff']:+.1f} points "
               f"[{100 * s['ci_low']:+.1f}, {100 * s['ci_high']:+.1f}]"
