@@ -15,7 +15,10 @@ through `Index.retrieve(budget=...)`, a peer at growing k cut at the budget (`--
 each framework peer also at the chunk sizes a user would tune, as `suture eval
 --peer-sizes`); every query that names its document is focused, as by default. The file
 is written after each policy or peer; run again, a set's run keeps what its file holds
-for the same questions and budgets and measures the rest.
+for the same questions and budgets and measures the rest. `--first-stage LABEL=RETRIEVER`
+runs one policy label from another first-stage retriever (`--policies topk,topk:ds
+--first-stage topk:ds=dense-sentences`: `topk` over chunks and over the default's
+sentence hits).
 
 `--verdict` applies the rule over the sets given: the candidate is adopted when (a) its
 mean recall over every (set, budget) cell is at least the reference's and (b) on no set
@@ -45,6 +48,7 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +62,11 @@ from suture.evaluation.policy_specs import (
     PolicySpec,
     parse_peer_specs,
     parse_policy_specs,
+    parse_retrievers,
 )
 from suture.evaluation.runner import open_or_build_index
 from suture.evaluation.stats import paired_bootstrap
+from suture.exceptions import ConfigurationError
 from suture.files import write_json_atomic
 from suture.policies.budget import Budget
 
@@ -75,6 +81,14 @@ def run_set(args: argparse.Namespace) -> dict[str, Any]:
     """Every policy's and peer's recall per question at each budget on one set, written to
     `args.out` after each label; a label the file already holds for the same questions
     and budgets is kept, not measured again (a stopped run goes on where it stopped)."""
+    # every label parsed before anything is read or built
+    peers, policy_params = (parse_peer_specs(args.peers, args.param) if args.peers
+                            else ([], list(args.param)))
+    if args.peer_sizes:
+        peers = tuned_peer_specs(peers)
+    policies = with_first_stages(parse_policy_specs(args.policies, policy_params),
+                                 args.first_stage)
+    specs: list[PolicySpec | PeerSpec] = [*policies, *peers]
     # as `suture eval` reads it (HotpotQA's `--split paragraphs` included); documents a
     # benchmark writes out go beside the index when no corpus is given
     benchmark = load_for_command(args.benchmark, args.corpus, args.index.parent, args.split,
@@ -82,12 +96,6 @@ def run_set(args: argparse.Namespace) -> dict[str, Any]:
     index = open_or_build_index(args.index, benchmark, show_progress=False)
     evaluator = Evaluator(index, benchmark, show_progress=False)
     metric = "doc_recall" if benchmark.level == "document" else "span_recall"
-    peers, policy_params = (parse_peer_specs(args.peers, args.param) if args.peers
-                            else ([], list(args.param)))
-    if args.peer_sizes:
-        peers = tuned_peer_specs(peers)
-    specs: list[PolicySpec | PeerSpec] = [*parse_policy_specs(args.policies, policy_params),
-                                          *peers]
     # each question's (first) gold document: questions of one document rise and fall
     # together, so a cell's interval resamples documents
     documents = [q.gold[0].doc_id if q.gold else q.query_id for q in benchmark.queries]
@@ -112,6 +120,25 @@ def run_set(args: argparse.Namespace) -> dict[str, Any]:
                          for b in args.budgets)
         print(f"{args.set:4} {spec.label:34} {means} {state}".rstrip(), flush=True)
     return found
+
+
+def with_first_stages(specs: list[PolicySpec], given: list[str]) -> list[PolicySpec]:
+    """`specs` with each "LABEL=RETRIEVER" of `given` run from that first-stage retriever
+    (`topk:ds=dense-sentences`: `topk` over the default's sentence hits)."""
+    chosen: dict[str, str] = {}
+    for item in given:
+        label, _, retriever = item.partition("=")
+        if not label or not retriever:
+            raise ConfigurationError(f"--first-stage takes LABEL=RETRIEVER (e.g. "
+                                     f"topk:ds=dense-sentences), got {item!r}")
+        chosen[label] = parse_retrievers([retriever])[0]
+    unknown = sorted(set(chosen) - {spec.label for spec in specs})
+    if unknown:
+        raise ConfigurationError(f"--first-stage names {', '.join(unknown)}, which --policies "
+                                 f"does not list; add it there (e.g. --policies "
+                                 f"topk,{unknown[0]})")
+    return [replace(spec, retriever=chosen[spec.label]) if spec.label in chosen else spec
+            for spec in specs]
 
 
 def _measured(out: Path, found: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
@@ -292,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default="scar-sentences,topk,window,scar")
     parser.add_argument("-p", "--param", action="append", default=[],
                         help="policy.name=value, as `suture eval --param`")
+    parser.add_argument("--first-stage", action="append", default=[],
+                        metavar="LABEL=RETRIEVER",
+                        help="run that policy label from that first-stage retriever "
+                             "(e.g. topk:ds=dense-sentences); repeatable")
     parser.add_argument("--peers", default="")
     parser.add_argument("--peer-sizes", action="store_true",
                         help="also run each peer family at the chunk sizes a user would tune "
@@ -322,7 +353,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.benchmark is None or args.index is None or args.out is None:
         parser.error("a set's run needs --benchmark, --index and --out (or --verdict)")
-    run_set(args)
+    try:
+        run_set(args)
+    except ConfigurationError as exc:
+        parser.error(str(exc))
     return 0
 
 

@@ -5,9 +5,10 @@ rest of the corpus.
     python scripts/subsample_beir.py ../shared/data/scifact --queries 50 --distractors 250 \\
         --out out/scifact-50q-250d
 
-With `--claims train` (or dev) the queries are SciFact's own claims of that split, each
-judged at document level by the abstracts it cites as evidence (SciFact's BEIR test
-queries are its dev claims; its train claims are a set no BEIR file holds). The output
+With `--claims --split train` (or `--split dev`) the queries are SciFact's own claims of
+that split, each judged at document level by the abstracts it cites as evidence
+(SciFact's BEIR test queries are its dev claims; its train claims are a set no BEIR file
+holds). The output
 is always written as BEIR's test split, which `suture eval` reads by default.
 
 For evaluations on this 2-core machine, where embedding all 5,183 SciFact abstracts for

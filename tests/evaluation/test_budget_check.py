@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from budget_check import _measured, main, plot_verdict, pooled, verdict
+from budget_check import _measured, main, plot_verdict, pooled, verdict, with_first_stages
+
+from suture.evaluation.policy_specs import parse_policy_specs
 
 
 def _set(name: str, recall: dict[str, list[float]], peers: tuple[str, ...] = ()
@@ -121,6 +123,28 @@ def test_a_stopped_run_keeps_what_it_measured_of_the_same_questions_only(tmp_pat
     # other budgets, or other questions (their documents), are another run: measured anew
     assert _measured(out, {**run, "budgets": [500, 1000], "recall": {}}) == ([], {})
     assert _measured(out, {**run, "documents": ["x", "z"], "recall": {}}) == ([], {})
+
+
+def test_a_label_runs_from_the_first_stage_it_is_given(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    specs = with_first_stages(parse_policy_specs("topk,topk:ds,scar"),
+                              ["topk:ds=dense-sentences", "scar=lexical"])
+    assert [(s.label, s.name, s.retriever) for s in specs] == [
+        ("topk", "topk", None), ("topk:ds", "topk", "dense-sentences"),
+        ("scar", "scar", "lexical")]
+    # a label --policies does not list, or a retriever no one registered, stops the run
+    # before anything is built, naming the fix
+    base = ["--set", "T", "--benchmark", str(tmp_path / "b.json"), "--index",
+            str(tmp_path / "index"), "--out", str(tmp_path / "T.json"), "--policies", "topk"]
+    with pytest.raises(SystemExit):
+        main([*base, "--first-stage", "window:ds=dense-sentences"])
+    assert "--first-stage names window:ds, which --policies does not list" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*base, "--first-stage", "topk=sentences"])
+    assert "unknown retriever 'sentences'; choose from dense" in capsys.readouterr().err
+    assert not (tmp_path / "index").exists() and not (tmp_path / "T.json").exists()
 
 
 def test_the_plot_draws_one_panel_per_set_of_the_verdict(tmp_path: Path) -> None:
