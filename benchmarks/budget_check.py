@@ -29,7 +29,9 @@ the best peer's (where a peer ran) and ≥ the best other policy's − 2 points,
 candidate's difference from that best other policy and from that best peer, each with its
 95% interval (the set's questions resampled by gold document where its file lists at
 least 10, `documents`: one contract's questions rise and fall together), which tells a
-shortfall the draw's questions may explain from one they do not.
+shortfall the draw's questions may explain from one they do not. With the candidate as
+its own reference (`--candidate scar-sentences`, the default `--reference`) it judges the
+default alone: the target, no adoption.
 
 `--pool FAMILY=SET,SET,...` (repeatable) judges draws of one family as one set: their
 questions pooled (the labels every pooled set measured), so a family's target reads over
@@ -186,7 +188,8 @@ def pooled(sets: list[dict[str, Any]], families: dict[str, list[str]]) -> list[d
 
 
 def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[str, Any]:
-    """The rule (module docstring) over `sets`."""
+    """The rule (module docstring) over `sets`; a `reference` that is the candidate itself
+    judges the candidate alone: the target cell by cell, no adoption (`adopted` None)."""
     cells, per_set = [], []
     for found in sets:
         recall, peers = found["recall"], set(found["peers"])
@@ -211,6 +214,8 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
                           "vs_other_low": vs_other[0], "vs_other_high": vs_other[1],
                           "target": bool(mean[candidate] >= mean[other] - TOLERANCE
                                          and (peer is None or mean[candidate] >= mean[peer]))})
+        if reference == candidate:
+            continue
         over_budgets = {label: np.mean([values[str(b)] for b in found["budgets"]], axis=0)
                         for label, values in recall.items()}
         compared = paired_bootstrap(over_budgets[candidate], over_budgets[reference],
@@ -220,7 +225,8 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
                         "worse": bool(compared.ci_high < 0)})
     mean_candidate = statistics.mean(c["candidate"] for c in cells)
     mean_reference = statistics.mean(c["reference"] for c in cells)
-    adopted = mean_candidate >= mean_reference and not any(s["worse"] for s in per_set)
+    adopted = (None if reference == candidate else
+               mean_candidate >= mean_reference and not any(s["worse"] for s in per_set))
     return {"cells": cells, "sets": per_set, "mean_candidate": mean_candidate,
             "mean_reference": mean_reference, "adopted": adopted}
 
@@ -240,17 +246,24 @@ def _documents(found: dict[str, Any]) -> list[str] | None:
 
 
 def print_verdict(found: dict[str, Any]) -> None:
-    print("| set | budget | candidate | reference | best other | candidate − best other "
-          "[95% CI] | best peer | candidate − best peer [95% CI] | target |")
-    print("|---|---:|---:|---:|---|---|---|---|---|")
+    alone = found["adopted"] is None
+    print(f"| set | budget | candidate |{'' if alone else ' reference |'} best other | "
+          "candidate − best other [95% CI] | best peer | candidate − best peer [95% CI] | "
+          "target |")
+    print(f"|---|---:|---:|{'' if alone else '---:|'}---|---|---|---|---|")
     for c in found["cells"]:
         peer = (f"{100 * c['best_peer']:.1f} ({c['best_peer_label']}) | "
                 f"{_difference(c, 'best_peer', 'vs_peer')}" if c["best_peer_label"]
                 else "no peer | ")
-        print(f"| {c['set']} | {c['budget']} | {100 * c['candidate']:.1f} | "
-              f"{100 * c['reference']:.1f} | {100 * c['best_other']:.1f} "
-              f"({c['best_other_label']}) | {_difference(c, 'best_other', 'vs_other')} | "
+        reference = "" if alone else f" {100 * c['reference']:.1f} |"
+        print(f"| {c['set']} | {c['budget']} | {100 * c['candidate']:.1f} |{reference} "
+              f"{100 * c['best_other']:.1f} ({c['best_other_label']}) | "
+              f"{_difference(c, 'best_other', 'vs_other')} | "
               f"{peer} | {'met' if c['target'] else 'not met'} |")
+    met = sum(c["target"] for c in found["cells"])
+    print(f"target met in {met} of {len(found['cells'])} cells")
+    if alone:
+        return
     for s in found["sets"]:
         print(f"{s['set']}: candidate − reference {100 * s['mean_diff']:+.1f} points "
               f"[{100 * s['ci_low']:+.1f}, {100 * s['ci_high']:+.1f}]"

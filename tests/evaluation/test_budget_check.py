@@ -66,6 +66,28 @@ def test_pool_names_a_set_no_file_holds(tmp_path: Path, capsys: pytest.CaptureFi
             "+40.0 [+40.0, +40.0] | met |" in capsys.readouterr().out)
 
 
+def test_the_default_judged_alone_gets_the_target_and_no_adoption(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    found = verdict([A, B], "cand", "cand")
+    assert found["adopted"] is None and found["sets"] == []
+    # its own recall is not "another policy": the best other is the reference
+    assert [c["best_other_label"] for c in found["cells"]] == ["ref", "only-in-b"]
+    assert [c["target"] for c in found["cells"]] == [False, False]
+    paths = []
+    for run in (A, B):
+        path = tmp_path / f"{run['set']}.json"
+        path.write_text(json.dumps(run), encoding="utf-8")
+        paths.append(str(path))
+    assert main(["--verdict", *paths, "--candidate", "ref", "--reference", "ref"]) == 0
+    out = capsys.readouterr().out
+    assert "| set | budget | candidate | best other |" in out
+    assert "| A | 500 | 53.0 | 50.0 (cand) |" in out
+    assert "target met in 1 of 2 cells" in out and "adopted" not in out
+    # with another reference, the adoption is judged as before
+    main(["--verdict", *paths, "--candidate", "cand", "--reference", "ref"])
+    assert "target met in 0 of 2 cells\nA: candidate − reference" in capsys.readouterr().out
+
+
 def test_each_cell_names_its_best_other_policy_and_how_sure_the_shortfall_is() -> None:
     # behind on every question: the interval lies below 0; behind on one question of four
     # and level on the rest: a miss of 2.5 points the draw's luck may make
