@@ -50,6 +50,7 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ from suture.evaluation.policy_specs import (
     parse_policy_specs,
     parse_retrievers,
 )
+from suture.evaluation.records import QueryRecord
 from suture.evaluation.runner import open_or_build_index
 from suture.evaluation.stats import paired_bootstrap
 from suture.exceptions import ConfigurationError
@@ -98,13 +100,15 @@ def run_set(args: argparse.Namespace) -> dict[str, Any]:
     index = open_or_build_index(args.index, benchmark, show_progress=False)
     evaluator = Evaluator(index, benchmark, show_progress=False)
     metric = "doc_recall" if benchmark.level == "document" else "span_recall"
-    # each question's (first) gold document: questions of one document rise and fall
+    # every list of the file follows the benchmark's question order (`query_ids`); each
+    # question's (first) gold document: questions of one document rise and fall
     # together, so a cell's interval resamples documents
+    query_ids = [q.query_id for q in benchmark.queries]
     documents = [q.gold[0].doc_id if q.gold else q.query_id for q in benchmark.queries]
     found: dict[str, Any] = {
         "set": args.set, "metric": metric, "queries": len(benchmark.queries),
         "budgets": list(args.budgets), "peers": [peer.label for peer in peers],
-        "documents": documents, "recall": {}}
+        "query_ids": query_ids, "documents": documents, "recall": {}}
     # what the file holds stays in it (this run's labels or not), so stopping again loses
     # nothing measured
     earlier_peers, found["recall"] = _measured(args.out, found)
@@ -113,8 +117,9 @@ def run_set(args: argparse.Namespace) -> dict[str, Any]:
         state = "kept"
         if spec.label not in found["recall"]:
             found["recall"][spec.label] = {
-                str(budget): [r.metrics[metric] for r in
-                              evaluator.run_at_budget(spec, Budget(budget, "tokens")).records]
+                str(budget): in_order(
+                    evaluator.run_at_budget(spec, Budget(budget, "tokens")).records,
+                    query_ids, metric)
                 for budget in args.budgets}
             write_json_atomic(args.out, found)
             state = ""
@@ -122,6 +127,18 @@ def run_set(args: argparse.Namespace) -> dict[str, Any]:
                          for b in args.budgets)
         print(f"{args.set:4} {spec.label:34} {means} {state}".rstrip(), flush=True)
     return found
+
+
+def in_order(records: Sequence[QueryRecord], query_ids: list[str], metric: str
+             ) -> list[float]:
+    """Each question's `metric` in the order of `query_ids` (a run lists its records by
+    query id, which need not be the benchmark's order: the file's `documents` follow the
+    benchmark's)."""
+    by_id = {record.query_id: record.metrics[metric] for record in records}
+    if sorted(by_id) != sorted(query_ids):
+        raise ValueError(f"the run's questions are not the set's ({len(by_id)} against "
+                         f"{len(query_ids)})")
+    return [by_id[query_id] for query_id in query_ids]
 
 
 def with_first_stages(specs: list[PolicySpec], given: list[str]) -> list[PolicySpec]:
@@ -145,13 +162,14 @@ def with_first_stages(specs: list[PolicySpec], given: list[str]) -> list[PolicyS
 
 def _measured(out: Path, found: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     """The peers and the recall `out` already holds for the set `found` describes (same
-    set, metric, questions' documents and budgets); none where the file is missing or
-    describes another run."""
+    set, metric, questions in the same order, their documents and budgets); none where
+    the file is missing or describes another run (a file without `query_ids` is one
+    whose lists may follow another order)."""
     if not out.exists():
         return [], {}
     earlier = json.loads(out.read_text(encoding="utf-8"))
     if any(earlier.get(key) != found[key]
-           for key in ("set", "metric", "queries", "budgets", "documents")):
+           for key in ("set", "metric", "queries", "budgets", "query_ids", "documents")):
         return [], {}
     return list(earlier["peers"]), dict(earlier["recall"])
 

@@ -11,9 +11,18 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from budget_check import _measured, main, plot_verdict, pooled, verdict, with_first_stages
+from budget_check import (
+    _measured,
+    in_order,
+    main,
+    plot_verdict,
+    pooled,
+    verdict,
+    with_first_stages,
+)
 
 from suture.evaluation.policy_specs import parse_policy_specs
+from suture.evaluation.records import QueryRecord
 
 
 def _set(name: str, recall: dict[str, list[float]], peers: tuple[str, ...] = ()
@@ -133,10 +142,25 @@ def test_a_cells_interval_resamples_documents_where_the_set_names_enough_of_them
     assert "documents" not in pooled([{**A, "documents": ["x", "y"]}, B], {"F": ["A", "B"]})[0]
 
 
+def _record(query_id: str, recall: float) -> QueryRecord:
+    return QueryRecord(query_id, "topk", 500, (), (), 1, 100, 25, False,
+                       {"span_recall": recall})
+
+
+def test_a_sets_recall_follows_its_questions_order_as_its_documents_do() -> None:
+    # CUAD-mini's ids are not in file order ("cuad-2807" first), and a run lists its
+    # records by id: each value must land at its own question, beside its document
+    query_ids = ["cuad-2807", "cuad-0205", "cuad-0213"]
+    records = [_record("cuad-0205", 0.2), _record("cuad-0213", 0.3), _record("cuad-2807", 0.9)]
+    assert in_order(records, query_ids, "span_recall") == [0.9, 0.2, 0.3]
+    with pytest.raises(ValueError, match="not the set's"):
+        in_order(records[:2], query_ids, "span_recall")
+
+
 def test_a_stopped_run_keeps_what_it_measured_of_the_same_questions_only(tmp_path: Path
                                                                          ) -> None:
     out = tmp_path / "A.json"
-    run = {**A, "documents": ["x", "y"]}
+    run = {**A, "query_ids": ["q1", "q2"], "documents": ["x", "y"]}
     assert _measured(out, run) == ([], {})  # nothing written yet
     out.write_text(json.dumps(run), encoding="utf-8")
     peers, recall = _measured(out, {**run, "peers": [], "recall": {}})
@@ -145,6 +169,11 @@ def test_a_stopped_run_keeps_what_it_measured_of_the_same_questions_only(tmp_pat
     # other budgets, or other questions (their documents), are another run: measured anew
     assert _measured(out, {**run, "budgets": [500, 1000], "recall": {}}) == ([], {})
     assert _measured(out, {**run, "documents": ["x", "z"], "recall": {}}) == ([], {})
+    # the same questions in another order, or a file that does not say its order, too
+    assert _measured(out, {**run, "query_ids": ["q2", "q1"], "recall": {}}) == ([], {})
+    out.write_text(json.dumps({k: v for k, v in run.items() if k != "query_ids"}),
+                   encoding="utf-8")
+    assert _measured(out, {**run, "recall": {}}) == ([], {})
 
 
 def test_a_label_runs_from_the_first_stage_it_is_given(tmp_path: Path,
