@@ -208,6 +208,7 @@ def pooled(sets: list[dict[str, Any]], families: dict[str, list[str]]) -> list[d
 def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[str, Any]:
     """The rule (module docstring) over `sets`; a `reference` that is the candidate itself
     judges the candidate alone: the target cell by cell, no adoption (`adopted` None)."""
+    alone = reference == candidate
     cells, per_set = [], []
     for found in sets:
         recall, peers = found["recall"], set(found["peers"])
@@ -232,7 +233,7 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
                           "vs_other_low": vs_other[0], "vs_other_high": vs_other[1],
                           "target": bool(mean[candidate] >= mean[other] - TOLERANCE
                                          and (peer is None or mean[candidate] >= mean[peer]))})
-        if reference == candidate:
+        if alone:
             continue
         over_budgets = {label: np.mean([values[str(b)] for b in found["budgets"]], axis=0)
                         for label, values in recall.items()}
@@ -243,8 +244,8 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
                         "worse": bool(compared.ci_high < 0)})
     mean_candidate = statistics.mean(c["candidate"] for c in cells)
     mean_reference = statistics.mean(c["reference"] for c in cells)
-    adopted = (None if reference == candidate else
-               mean_candidate >= mean_reference and not any(s["worse"] for s in per_set))
+    adopted = None if alone else (mean_candidate >= mean_reference
+                                  and not any(s["worse"] for s in per_set))
     return {"cells": cells, "sets": per_set, "mean_candidate": mean_candidate,
             "mean_reference": mean_reference, "adopted": adopted}
 
