@@ -197,12 +197,37 @@ def pooled(sets: list[dict[str, Any]], families: dict[str, list[str]]) -> list[d
             "set": family, "metric": drawn[0]["metric"],
             "queries": sum(found["queries"] for found in drawn), "budgets": budgets,
             "peers": sorted(labels & set.intersection(*(set(f["peers"]) for f in drawn))),
+            "unrun_peers": _unrun_peers(drawn, labels, budgets),
             **documents,
             "recall": {label: {str(b): [value for found in drawn
                                         for value in found["recall"][label][str(b)]]
                                for b in budgets}
                        for label in sorted(labels)}})
     return out
+
+
+def _unrun_peers(drawn: list[dict[str, Any]], labels: set[str], budgets: list[int]
+                 ) -> dict[str, dict[str, Any]]:
+    """The peers some of a family's sets did not run: which sets, how many questions they
+    hold, and the peer's summed recall per budget over the sets that ran it (what it would
+    need on the others to pass a pooled mean follows from these)."""
+    ran = {peer for found in drawn for peer in found["peers"]} - labels
+    return {peer: {"missing": [f["set"] for f in drawn if peer not in f["recall"]],
+                   "questions": sum(f["queries"] for f in drawn if peer not in f["recall"]),
+                   "sums": {str(b): sum(sum(f["recall"][peer][str(b)]) for f in drawn
+                                        if peer in f["recall"]) for b in budgets}}
+            for peer in sorted(ran)}
+
+
+def needed_on_unrun(found: dict[str, Any], candidate: str, budget: str
+                    ) -> dict[str, dict[str, Any]]:
+    """Per peer a pooled family's sets did not all run: the sets that did not run it and
+    the mean recall it would need on them to reach the candidate's pooled mean at `budget`
+    (`need` above 1: no result there could)."""
+    total = statistics.mean(found["recall"][candidate][budget]) * found["queries"]
+    return {peer: {"missing": unrun["missing"],
+                   "need": (total - unrun["sums"][budget]) / unrun["questions"]}
+            for peer, unrun in found.get("unrun_peers", {}).items()}
 
 
 def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[str, Any]:
@@ -231,6 +256,7 @@ def verdict(sets: list[dict[str, Any]], candidate: str, reference: str) -> dict[
                           "vs_peer_low": vs_peer[0], "vs_peer_high": vs_peer[1],
                           "best_other": mean[other], "best_other_label": other,
                           "vs_other_low": vs_other[0], "vs_other_high": vs_other[1],
+                          "unrun_peers": needed_on_unrun(found, candidate, budget),
                           "target": bool(mean[candidate] >= mean[other] - TOLERANCE
                                          and (peer is None or mean[candidate] >= mean[peer]))})
         if alone:
@@ -281,6 +307,11 @@ def print_verdict(found: dict[str, Any]) -> None:
               f"{peer} | {'met' if c['target'] else 'not met'} |")
     met = sum(c["target"] for c in found["cells"])
     print(f"target met in {met} of {len(found['cells'])} cells")
+    for c in found["cells"]:
+        for peer, unrun in c["unrun_peers"].items():
+            print(f"{c['set']} at {c['budget']}: {peer} did not run on "
+                  f"{', '.join(unrun['missing'])}; it passes the candidate only with "
+                  f"{100 * unrun['need']:.1f} or more there")
     if alone:
         return
     for s in found["sets"]:
@@ -333,6 +364,13 @@ def plot_verdict(found: dict[str, Any], out: Path) -> None:
     axes[0][0].legend(fontsize=7, loc="lower right")
     fig.suptitle("The target: at least the best peer, within 2 points of the best other "
                  "policy (red x: missed)", fontsize=9)
+    save_figure(fig, out)
+
+
+def save_figure(fig: Any, out: Path) -> None:
+    """Lay `fig` out, write it to `out` (making its folder) and free it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)

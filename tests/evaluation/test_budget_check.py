@@ -58,6 +58,31 @@ def test_the_target_reads_over_a_family_where_a_draw_alone_misses_it() -> None:
     assert cell["target"] and by_family["adopted"]
 
 
+def test_a_pooled_family_says_what_a_peer_some_draws_did_not_run_would_need_there(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # LlamaIndex ran on B only: over the family's 5 questions the candidate holds 2.8 of
+    # recall, LlamaIndex 2.1 on B's 3, so it passes the candidate only with 0.35 a
+    # question on A's 2
+    b = {**B, "peers": ["rse", "llamaindex"],
+         "recall": {**B["recall"], "llamaindex": {"500": [0.7, 0.7, 0.7]}}}
+    family, = pooled([A, b], {"F": ["A", "B"]})
+    assert family["peers"] == ["rse"]
+    assert family["unrun_peers"] == {"llamaindex": {"missing": ["A"], "questions": 2,
+                                                    "sums": {"500": pytest.approx(2.1)}}}
+    cell, = verdict([family], "cand", "ref")["cells"]
+    assert cell["unrun_peers"]["llamaindex"]["need"] == pytest.approx(0.35)
+    paths = []
+    for found in (A, b):
+        path = tmp_path / f"{found['set']}.json"
+        path.write_text(json.dumps(found), encoding="utf-8")
+        paths.append(str(path))
+    main(["--verdict", *paths, "--pool", "F=A,B", "--candidate", "cand", "--reference", "ref"])
+    assert ("F at 500: llamaindex did not run on A; it passes the candidate only with 35.0 "
+            "or more there" in capsys.readouterr().out)
+    # a set judged as itself has no such peers
+    assert verdict([b], "cand", "ref")["cells"][0]["unrun_peers"] == {}
+
+
 def test_pool_names_a_set_no_file_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                         ) -> None:
     paths = []
