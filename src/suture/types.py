@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 
@@ -100,6 +101,17 @@ class Chunk:
 
 #: a `dense-sentences` hit's "sentence" score where its chunk holds no sentence
 NO_SENTENCE_SCORE = -1.0
+
+
+class Fusion(StrEnum):
+    """How a chunk's own cosine and its best sentence's cosine become one score (the
+    `dense-sentences` first stage's `fusion`; a passage's "mean" order)."""
+
+    MAX = "max"
+    MEAN = "mean"
+
+    def fuse(self, cosine: float, sentence: float) -> float:
+        return max(cosine, sentence) if self is Fusion.MAX else (cosine + sentence) / 2
 
 
 @dataclass(frozen=True, slots=True)

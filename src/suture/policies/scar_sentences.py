@@ -93,7 +93,7 @@ from suture.policies.topk import TopKPolicy
 from suture.policies.window import WindowPolicy
 from suture.settings import Settings, nested, setting
 from suture.stores.sentences import SentenceTable
-from suture.types import NO_SENTENCE_SCORE, Hit, Selection
+from suture.types import NO_SENTENCE_SCORE, Fusion, Hit, Selection
 
 if TYPE_CHECKING:
     from suture.stores.sentences import SentenceSource
@@ -689,7 +689,7 @@ def passage_score(hit: Hit, order: str = "mean") -> float:
     sentence = hit.scores.get("sentence")
     if sentence is None or sentence <= NO_SENTENCE_SCORE:
         return cosine
-    return (cosine + sentence) / 2
+    return Fusion.MEAN.fuse(cosine, sentence)
 
 
 def _best_hit_whole(walked: PolicyResult, best: Hit) -> PolicyResult:

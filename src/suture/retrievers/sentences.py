@@ -51,7 +51,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -77,7 +76,7 @@ from suture.stores.sentences import (
     SentenceHit,
     SentenceTable,
 )
-from suture.types import NO_SENTENCE_SCORE, Chunk, Hit
+from suture.types import NO_SENTENCE_SCORE, Chunk, Fusion, Hit
 
 __all__ = ["SENTENCES_PREFIX", "DocumentSentences", "Fusion", "SentenceRetriever",
            "SentenceSettings", "SentenceTable", "document_sentences"]
@@ -89,16 +88,6 @@ EMBED_STEP = 256
 
 #: BM25's weight in a whole-index search's rank fusion (0: vectors alone)
 DEFAULT_LEXICAL_WEIGHT = 0.0
-
-
-class Fusion(StrEnum):
-    """How a chunk's own cosine and its best sentence's cosine become its score."""
-
-    MAX = "max"
-    MEAN = "mean"
-
-    def fuse(self, cosine: float, sentence: float) -> float:
-        return max(cosine, sentence) if self is Fusion.MAX else (cosine + sentence) / 2
 
 
 #: how to spell a fusion (`--retriever-param fusion=mean`): what each choice means
