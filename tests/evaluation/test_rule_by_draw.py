@@ -53,6 +53,14 @@ def test_policies_that_tie_over_the_family_each_miss_half_the_one_document_draws
     assert 0.4 < one["a"].met < 0.6 and one["a"].met == pytest.approx(1 - one["b"].met)
 
 
+def test_a_policy_one_point_behind_the_best_other_is_within_the_tolerance() -> None:
+    family = _family_set("F", {"a": EVEN, "b": ODD, "c": [0.49] * 10, "d": [0.47] * 10},
+                         DOCS)
+    whole = {share.policy: share for share in shares(family, 10, draws=5)}
+    assert whole["c"].met == 1.0 and whole["c"].behind_own[500] == 0.0
+    assert whole["d"].met == 0.0 and whole["d"].behind_own[500] == 1.0  # 3 points behind
+
+
 def test_a_peer_ahead_over_the_family_fails_the_rule_on_every_whole_draw() -> None:
     family = _family_set("F", {"a": EVEN, "b": ODD, "p": [0.6] * 10}, DOCS, peers=("p",))
     for share in shares(family, 10, draws=5):
