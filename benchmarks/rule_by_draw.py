@@ -67,7 +67,8 @@ def draw_masks(documents: list[str], size: int, draws: int, seed: int) -> np.nda
     if not 0 < size <= len(names):
         raise SystemExit(f"--documents {size}: the sets name {len(names)} documents; draw "
                          f"between 1 and {len(names)}")
-    of_question = np.array([names.index(doc) for doc in documents])
+    number = {name: i for i, name in enumerate(names)}
+    of_question = np.array([number[doc] for doc in documents])
     rng = np.random.default_rng(seed)
     masks = np.zeros((draws, len(documents)), dtype=bool)
     for row in range(draws):
